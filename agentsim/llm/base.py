@@ -1,0 +1,85 @@
+"""The model seam: ``ChatModel`` and the values that cross it.
+
+Messages and tool schemas use the OpenAI chat-completions shapes (plain dicts), so that
+the same request can go to any OpenAI-compatible server, be hashed for the cache, or be
+read by the offline scripted model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["ChatModel", "Completion", "Message", "ToolCall", "ToolSchema", "Usage"]
+
+Message = Mapping[str, Any]
+"""One chat message: ``{"role": "system"|"user"|"assistant"|"tool", "content": ...}``."""
+
+ToolSchema = Mapping[str, Any]
+"""One tool in OpenAI function-calling form: ``{"type": "function", "function": {...}}``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """A tool call requested by the model. ``arguments`` is the raw JSON text, unparsed."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_message_part(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Completion:
+    """One model answer: text content and/or tool calls, with its token usage."""
+
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str = "stop"
+    model: str = ""
+
+    @property
+    def message(self) -> dict[str, Any]:
+        """The assistant message to append to the conversation."""
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            msg["tool_calls"] = [tc.to_message_part() for tc in self.tool_calls]
+        return msg
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """Anything that answers a chat request. Implementations must be safe to share between
+    many concurrently stepping agents of one process."""
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSchema] = (),
+        *,
+        seed: int = 0,
+    ) -> Completion: ...
