@@ -153,6 +153,8 @@ class EnvError(AgentsimError):
 class RunError(AgentsimError):
     """A run folder is missing, already in use, or inconsistent."""
 
+    exit_code = 2
+
 
 class CheckpointError(RunError):
     """No usable checkpoint, or a checkpoint that does not match its run."""

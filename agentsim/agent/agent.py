@@ -1,0 +1,513 @@
+"""The agent: one ReAct step per tick over its skills, its memory and the environment.
+
+Each step: pre_step hooks -> messages (system: persona + catalog + active bodies; user:
+observation + memory + ``<skill_hooks>``) -> up to ``max_react_turns`` model calls with
+tools -> post_step hooks (a ``retry`` decision gives the model another round, at most
+``max_hook_retries`` times) -> memory and trace. A model that fails after its retries
+degrades the step (recorded, the agent keeps its plan) instead of stopping the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time as _time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from agentsim._seeding import derive_seed
+from agentsim.agent.memory import Memory
+from agentsim.agent.tools import WRITE_TOOLS, build_tools
+from agentsim.errors import AgentsimError, EnvError, ModelError, SkillError
+from agentsim.llm.base import ChatModel, Completion, ToolCall, Usage
+from agentsim.skills.catalog import estimate_tokens
+from agentsim.skills.hooks import HookDecision, HookOutcome, render_skill_hooks
+from agentsim.skills.runtime import AgentSkillRuntime
+
+__all__ = ["Agent", "AgentSettings", "EnvAccess", "StepInput", "StepOutcome"]
+
+_RESULT_CAP = 4000
+_TRACE_RESULT_CAP = 600
+
+_INSTRUCTIONS = (
+    "<instructions>\nYou act in a simulation, one step at a time. Use the tools: activate a "
+    "skill from the catalog when it fits what you need, follow the instructions of your active "
+    "skills, run their scripts with execute_skill_script, and query or act on the world with "
+    "ask_env. Always end the step by calling finish with a one-line action.\n</instructions>"
+)
+_READ_ONLY_INSTRUCTIONS = (
+    "<instructions>\nYou are being interviewed. Answer the question in the first person from "
+    "what you remember and know; you cannot change anything. Call finish with your answer.\n"
+    "</instructions>"
+)
+
+
+class EnvAccess(Protocol):
+    """What an agent needs of the environment router (see ``agentsim.env.router``)."""
+
+    def ask(
+        self, agent_id: str, module: str, action: str, args: Mapping[str, Any], *, seq: int
+    ) -> Any: ...
+    def observe(self, agent_id: str) -> str: ...
+    def describe(self) -> Mapping[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentSettings:
+    max_react_turns: int = 4
+    max_hook_retries: int = 2
+    memory_prompt_tokens: int = 600
+    prompt_cap_tokens: int = 6000
+    trace: str = "full"  # full | summary | off
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepInput:
+    tick: int
+    time: datetime
+    env: EnvAccess | None = None
+    messages: tuple[str, ...] = ()
+    question: str | None = None
+    read_only: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class StepOutcome:
+    agent_id: str
+    events: list[dict[str, Any]] = field(default_factory=list)
+    intents: list[Any] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    model_calls: int = 0
+    script_calls: int = 0
+    degraded: bool = False
+    skipped: bool = False
+    action: str = ""
+    answer: str | None = None
+
+
+@dataclass(slots=True)
+class _Step:
+    """Mutable scratch of one step; never outlives it."""
+
+    inp: StepInput
+    out: StepOutcome
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    seq: int = 0
+    finished: bool = False
+
+
+class Agent:
+    """A resident agent. Small by design: shared things live in the host."""
+
+    __slots__ = (
+        "_last_skills",
+        "_last_system_sha",
+        "_pending_prompts",
+        "_pending_trace",
+        "_post_hooks",
+        "agent_id",
+        "group",
+        "memory",
+        "persona",
+        "profile",
+        "skills",
+        "step_count",
+        "workspace",
+    )
+
+    def __init__(
+        self,
+        *,
+        agent_id: str,
+        group: str,
+        profile: Mapping[str, Any],
+        persona: str,
+        workspace: Path,
+        skills: AgentSkillRuntime,
+    ) -> None:
+        self.agent_id = agent_id
+        self.group = group
+        self.profile = profile
+        self.persona = persona
+        self.workspace = workspace
+        self.skills = skills
+        self.memory = Memory()
+        self.step_count = 0
+        self._post_hooks: tuple[HookOutcome, ...] = ()
+        self._pending_trace: list[str] = []
+        self._pending_prompts: dict[str, str] = {}
+        self._last_system_sha = ""
+        self._last_skills: tuple[str, ...] = ()
+
+    # -- prompt ----------------------------------------------------------------------------
+
+    def _situation(self) -> str:
+        return f"{self.persona} {' '.join(self.skills.active)}"
+
+    def system_prompt(self, *, read_only: bool = False) -> str:
+        parts = [f"<persona>{self.persona}</persona>"]
+        profile = json.dumps(self.profile, sort_keys=True, ensure_ascii=False)
+        parts.append(f"<profile>{profile}</profile>")
+        parts.append(self.skills.catalog(self._situation()).text)
+        bodies = self.skills.bodies()
+        if bodies:
+            parts.append(bodies)
+        parts.append(_READ_ONLY_INSTRUCTIONS if read_only else _INSTRUCTIONS)
+        return "\n".join(parts)
+
+    def user_prompt(
+        self,
+        inp: StepInput,
+        hooks: Sequence[HookOutcome],
+        *,
+        feedback: str = "",
+        memory_tokens: int,
+        hook_cap: int = 2000,
+    ) -> str:
+        obs = [f"tick: {inp.tick}", f"time: {inp.time.isoformat()} ({inp.time:%A %H:%M})"]
+        if inp.env is not None:
+            text = inp.env.observe(self.agent_id)
+            if text:
+                obs.append(text)
+        parts = ["<observation>\n" + "\n".join(obs) + "\n</observation>"]
+        if inp.messages:
+            parts.append("<messages>\n" + "\n".join(inp.messages) + "\n</messages>")
+        if feedback:
+            parts.append(f"<feedback>\n{feedback}\n</feedback>")
+        mem = self.memory.render(prompt_tokens=memory_tokens)
+        if mem:
+            parts.append(f"<memory>\n{mem}\n</memory>")
+        if inp.question is not None:
+            parts.append(f"<question>{inp.question}</question>")
+        block = render_skill_hooks(hooks, cap=hook_cap)
+        if block:
+            parts.append(block)
+        return "\n".join(parts)
+
+    # -- the step --------------------------------------------------------------------------
+
+    async def step(
+        self, inp: StepInput, *, model: ChatModel, settings: AgentSettings, seed: int
+    ) -> StepOutcome:
+        """One step. Raises only on bugs; model and script failures are recorded."""
+        t0 = _time.perf_counter()
+        st = _Step(inp=inp, out=StepOutcome(agent_id=self.agent_id))
+        trace: dict[str, Any] = {"tick": inp.tick, "time": inp.time.isoformat()}
+        if inp.read_only:
+            await self._react(st, model, settings, seed, hooks=(), feedback="", trace=trace)
+            return st.out
+        self.step_count += 1
+        pre = await self.skills.run_hooks(
+            "pre_step", tick=inp.tick, time=inp.time, step_count=self.step_count
+        )
+        hooks = (*self._post_hooks, *pre)
+        trace["hooks"] = [h.to_dict() for h in hooks]
+        skip = next((h.decision for h in pre if h.decision and h.decision.kind == "skip"), None)
+        if skip is not None:
+            self._decided(st, skip)
+            st.out.skipped = True
+            st.out.action = skip.feedback or "sat out the step"
+            self._post_hooks = ()
+        else:
+            feedback = ""
+            retries = 0
+            while True:
+                await self._react(st, model, settings, seed + retries, hooks=hooks,
+                                  feedback=feedback, trace=trace)
+                if st.out.degraded:
+                    post: list[HookOutcome] = []
+                    break
+                post = await self.skills.run_hooks(
+                    "post_step", tick=inp.tick, time=inp.time, step_count=self.step_count
+                )
+                retry = next(
+                    (h.decision for h in post if h.decision and h.decision.kind == "retry"), None
+                )
+                if retry is None:
+                    break
+                self._decided(st, retry)
+                if retries >= settings.max_hook_retries:
+                    trace["limitation"] = (
+                        f"post_step quality gate of {retry.skill_id} still failing after "
+                        f"{retries} retries: {retry.feedback}"
+                    )
+                    st.out.events.append(
+                        self._event(inp, "hook_gate_failed", skill=retry.skill_id, retries=retries)
+                    )
+                    break
+                retries += 1
+                feedback, hooks = retry.feedback, ()
+            self._post_hooks = tuple(post)
+            trace["post_hooks"] = [h.to_dict() for h in post]
+        self._remember(st)
+        self._record_skills(st)
+        trace["action"] = st.out.action
+        trace["model_calls"] = st.out.model_calls
+        trace["usage"] = {
+            "prompt_tokens": st.out.usage.prompt_tokens,
+            "completion_tokens": st.out.usage.completion_tokens,
+        }
+        trace["elapsed_ms"] = round((_time.perf_counter() - t0) * 1000, 3)
+        if settings.trace != "off":
+            if settings.trace == "summary":
+                trace.pop("user", None)
+                trace.pop("calls", None)
+                trace.pop("hooks", None)
+            self._pending_trace.append(json.dumps(trace, ensure_ascii=False, default=str))
+        return st.out
+
+    def _event(self, inp: StepInput, kind: str, **data: Any) -> dict[str, Any]:
+        return {"tick": inp.tick, "time": inp.time.isoformat(), "type": kind,
+                "agent_id": self.agent_id, **data}
+
+    def _decided(self, st: _Step, decision: HookDecision) -> None:
+        st.out.events.append(
+            self._event(st.inp, "hook_decision", skill=decision.skill_id, hook=decision.hook,
+                        decision=decision.kind)
+        )
+
+    async def _react(
+        self,
+        st: _Step,
+        model: ChatModel,
+        settings: AgentSettings,
+        seed: int,
+        *,
+        hooks: Sequence[HookOutcome],
+        feedback: str,
+        trace: dict[str, Any],
+    ) -> None:
+        inp = st.inp
+        read_only = inp.read_only
+        system = self.system_prompt(read_only=read_only)
+        mem_tokens = settings.memory_prompt_tokens
+        user = self.user_prompt(inp, hooks, feedback=feedback, memory_tokens=mem_tokens)
+        if estimate_tokens(system) + estimate_tokens(user) > settings.prompt_cap_tokens:
+            # Over the cap: memory is the part we can drop without losing the task.
+            user = self.user_prompt(inp, hooks, feedback=feedback, memory_tokens=0)
+        sha = hashlib.sha256(system.encode()).hexdigest()[:16]
+        if sha != self._last_system_sha and not read_only:
+            self._pending_prompts[sha] = system
+            self._last_system_sha = sha
+        trace.setdefault("system_sha", sha)
+        trace.setdefault("user", user)
+        trace.setdefault("prompt_tokens_est", estimate_tokens(system) + estimate_tokens(user))
+        env_actions = inp.env.describe() if inp.env is not None else {}
+        tools = build_tools(self.skills.handles(), env_actions, read_only=read_only)
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": user},
+        ]
+        calls = trace.setdefault("calls", [])
+        st.finished = False
+        for _turn in range(settings.max_react_turns):
+            try:
+                completion: Completion = await model.complete(messages, tools, seed=seed)
+            except ModelError as exc:
+                self._degrade(st, trace, str(exc))
+                return
+            st.out.model_calls += 1
+            st.out.usage = st.out.usage + completion.usage
+            if not completion.tool_calls:
+                st.out.action = (completion.content or "").strip()[:200] or "did nothing"
+                st.out.answer = st.out.answer or completion.content
+                st.finished = True
+                return
+            messages.append(completion.message)
+            for call in completion.tool_calls:
+                content = await self._dispatch(st, call, read_only=read_only)
+                calls.append(
+                    {"tool": call.name, "args": call.arguments[:_TRACE_RESULT_CAP],
+                     "result": content[:_TRACE_RESULT_CAP]}
+                )
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+            if st.finished:
+                return
+        st.out.action = st.out.action or "ran out of turns"
+        trace["limitation"] = f"step ended after max_react_turns={settings.max_react_turns}"
+
+    def _degrade(self, st: _Step, trace: dict[str, Any], reason: str) -> None:
+        st.out.degraded = True
+        st.out.action = "kept its plan (model unavailable)"
+        trace["limitation"] = f"model failed after its retries: {reason}; the agent kept its plan"
+        st.out.events.append(self._event(st.inp, "agent_degraded", reason=reason[:300]))
+
+    async def _dispatch(self, st: _Step, call: ToolCall, *, read_only: bool) -> str:
+        """Run one tool call; every failure becomes an ``error: ...`` text for the model."""
+        try:
+            args = json.loads(call.arguments or "{}")
+        except ValueError as exc:
+            return f"error: the arguments of {call.name} are not valid JSON ({exc}); send an object"
+        if not isinstance(args, dict):
+            return f"error: the arguments of {call.name} must be a JSON object"
+        if read_only and call.name in WRITE_TOOLS:
+            return f"error: {call.name} is not available in read-only mode"
+        try:
+            handler = _HANDLERS.get(call.name)
+            if handler is None:
+                known = ", ".join(sorted(_HANDLERS))
+                return f"error: unknown tool {call.name!r} (tools: {known})"
+            return await handler(self, st, args)
+        except (SkillError, EnvError) as exc:
+            return f"error: {exc}"
+        except (KeyError, TypeError, ValueError) as exc:
+            return f"error: bad arguments for {call.name}: {exc}"
+
+    async def _t_activate(self, st: _Step, args: dict[str, Any]) -> str:
+        res = await self.skills.activate(str(args["name"]), arguments=str(args.get("arguments", "")))
+        for sid in res.newly_active:
+            st.out.events.append(self._event(st.inp, "skill_activated", skill=sid))
+        note = "" if res.newly_active else " (already active)"
+        warn = "".join(f"\nwarning: {w}" for w in res.warnings)
+        return f"activated {res.handle}{note}; its instructions are now in your context{warn}"
+
+    async def _t_deactivate(self, st: _Step, args: dict[str, Any]) -> str:
+        was = self.skills.deactivate(str(args["name"]))
+        if was:
+            st.out.events.append(self._event(st.inp, "skill_deactivated", skill=args["name"]))
+        return f"deactivated {args['name']}" if was else f"{args['name']} was not active"
+
+    async def _t_read_file(self, st: _Step, args: dict[str, Any]) -> str:
+        desc = self.skills.resolve(str(args["name"]))
+        text = self.skills.view.read_skill_file(desc.skill_id, str(args["path"]))
+        return text[:_RESULT_CAP]
+
+    async def _t_execute(self, st: _Step, args: dict[str, Any]) -> str:
+        argv = args.get("args", [])
+        if not isinstance(argv, list):
+            argv = [str(argv)]
+        desc = self.skills.resolve(str(args["name"]))
+        if desc.namespace.startswith("env:"):
+            payload = json.loads(argv[0]) if argv else {}
+            return await self._t_ask_env(
+                st, {"module": desc.namespace[4:], "action": desc.name, "args": payload}
+            )
+        res = await self.skills.call_script(
+            desc.skill_id, [str(a) for a in argv], tick=st.inp.tick, time=st.inp.time,
+            script=args.get("script"),
+        )
+        st.out.script_calls += 1
+        st.out.events.append(
+            self._event(st.inp, "script_called", skill=desc.skill_id, ok=res.ok,
+                        exit_code=res.exit_code)
+        )
+        if res.ok:
+            return res.output[:_RESULT_CAP] or "(no output)"
+        detail = (res.error or "").strip().splitlines()
+        tail = detail[-1] if detail else ""
+        return f"error: script failed (exit {res.exit_code}): {tail}\n{res.output[:_RESULT_CAP]}"
+
+    async def _t_search(self, st: _Step, args: dict[str, Any]) -> str:
+        hits = self.skills.search(str(args["query"]))
+        return json.dumps({"results": hits}, ensure_ascii=False)
+
+    async def _t_ask_env(self, st: _Step, args: dict[str, Any]) -> str:
+        env = st.inp.env
+        if env is None:
+            return "error: this simulation has no environment modules"
+        sub = args.get("args") or {}
+        if not isinstance(sub, dict):
+            return "error: ask_env `args` must be an object"
+        st.seq += 1
+        answer = env.ask(self.agent_id, str(args["module"]), str(args["action"]), sub, seq=st.seq)
+        if answer.intent is not None:
+            if st.inp.read_only:
+                return f"error: {args['action']} changes the world; not allowed in read-only mode"
+            st.out.intents.append(answer.intent)
+        return json.dumps(answer.result, ensure_ascii=False, sort_keys=True, default=str)
+
+    async def _t_finish(self, st: _Step, args: dict[str, Any]) -> str:
+        st.out.action = str(args.get("action", ""))[:300] or "finished"
+        if "answer" in args:
+            st.out.answer = str(args["answer"])
+        st.finished = True
+        return "ok"
+
+    # -- memory, trace, workspace ----------------------------------------------------------
+
+    def _remember(self, st: _Step) -> None:
+        inp = st.inp
+        if st.out.skipped:
+            return
+        self.memory.add(tick=inp.tick, time=inp.time.isoformat(), kind="action",
+                        text=st.out.action)
+        st.out.events.append(self._event(inp, "agent_action", action=st.out.action,
+                                         degraded=st.out.degraded))
+
+    def _record_skills(self, st: _Step) -> None:
+        active = self.skills.active
+        if active != self._last_skills:
+            self._last_skills = active
+            self._pending_trace.append(
+                json.dumps({"tick": st.inp.tick, "skills_active": list(active)})
+            )
+
+    def remember(self, *, tick: int, time: str, kind: str, text: str) -> None:
+        """Add to memory from outside a step (messages delivered, interventions)."""
+        self.memory.add(tick=tick, time=time, kind=kind, text=text)
+
+    def flush(self) -> None:
+        """Write buffered memory, trace and prompt files (called by the host per tick)."""
+        mem = self.memory.drain()
+        trace, self._pending_trace = self._pending_trace, []
+        prompts, self._pending_prompts = self._pending_prompts, {}
+        if not (mem or trace or prompts):
+            return
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        if mem:
+            with open(self.workspace / "memory.jsonl", "a", encoding="utf-8") as f:
+                f.write("\n".join(mem) + "\n")
+        if trace:
+            with open(self.workspace / "trace.jsonl", "a", encoding="utf-8") as f:
+                f.write("\n".join(trace) + "\n")
+        if prompts:
+            pdir = self.workspace / "prompts"
+            pdir.mkdir(exist_ok=True)
+            for sha, text in prompts.items():
+                (pdir / f"{sha}.txt").write_text(text, encoding="utf-8")
+        skills = {"active": list(self.skills.active), "step_count": self.step_count}
+        (self.workspace / "skills.json").write_text(json.dumps(skills, indent=1), encoding="utf-8")
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "agent_id": self.agent_id,
+            "step_count": self.step_count,
+            "memory": self.memory.get_state(),
+            "skills": self.skills.get_state(),
+            "post_hooks": [h.to_dict() for h in self._post_hooks],
+            "last_system_sha": self._last_system_sha,
+        }
+
+    async def set_state(self, state: Mapping[str, Any]) -> None:
+        self.step_count = int(state["step_count"])
+        self.memory.set_state(state["memory"])
+        await self.skills.set_state(state["skills"])
+        self._post_hooks = tuple(
+            HookOutcome(skill_id=h["skill"], hook=h["hook"], ok=h["ok"], text=h["text"])
+            for h in state.get("post_hooks", [])
+        )
+        self._last_system_sha = str(state.get("last_system_sha", ""))
+        self._last_skills = self.skills.active
+        self._pending_trace = []
+        self._pending_prompts = {}
+
+
+def step_seed(seed: int, agent_id: str, tick: int) -> int:
+    """The model seed of one agent's step: stable across executors and resumes."""
+    return derive_seed(seed, agent_id, str(tick)) & 0x7FFFFFFF
+
+
+_HANDLERS = {
+    "activate_skill": Agent._t_activate,
+    "deactivate_skill": Agent._t_deactivate,
+    "read_skill_file": Agent._t_read_file,
+    "execute_skill_script": Agent._t_execute,
+    "search_skills": Agent._t_search,
+    "ask_env": Agent._t_ask_env,
+    "finish": Agent._t_finish,
+}
+
+_ = AgentsimError  # re-exported error base is part of this module's contract

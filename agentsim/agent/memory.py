@@ -1,0 +1,109 @@
+"""Agent memory: append-only on disk, bounded in the prompt.
+
+Every entry goes to ``memory.jsonl`` (never rewritten). The prompt sees only a bounded
+window: the most recent entries that fit ``prompt_tokens``, preceded by one summary line of
+everything older (counts by kind and the last places/topics). The rule is simple and
+deterministic, so prompt size stays under its cap however long the run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agentsim.skills.catalog import estimate_tokens
+
+__all__ = ["Memory", "MemoryEntry"]
+
+_RECENT = 12
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryEntry:
+    tick: int
+    time: str
+    kind: str
+    text: str
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"tick": self.tick, "time": self.time, "kind": self.kind, "text": self.text},
+            ensure_ascii=False,
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MemoryEntry:
+        return cls(tick=int(d["tick"]), time=str(d["time"]), kind=str(d["kind"]), text=str(d["text"]))
+
+
+class Memory:
+    """Recent entries in memory, all entries on disk (through the agent's flush)."""
+
+    __slots__ = ("_counts", "_pending", "_recent", "total")
+
+    def __init__(self) -> None:
+        self._recent: deque[MemoryEntry] = deque(maxlen=_RECENT)
+        self._counts: dict[str, int] = {}
+        self._pending: list[str] = []
+        self.total = 0
+
+    def add(self, *, tick: int, time: str, kind: str, text: str) -> MemoryEntry:
+        entry = MemoryEntry(tick=tick, time=time, kind=kind, text=text)
+        self._recent.append(entry)
+        self._counts[kind] = self._counts.get(kind, 0) + 1
+        self._pending.append(entry.to_json())
+        self.total += 1
+        return entry
+
+    def recent(self) -> list[MemoryEntry]:
+        return list(self._recent)
+
+    def drain(self) -> list[str]:
+        """Lines not yet written to ``memory.jsonl``."""
+        lines, self._pending = self._pending, []
+        return lines
+
+    def render(self, *, prompt_tokens: int) -> str:
+        """The memory section of a prompt, at most ``prompt_tokens`` (estimated)."""
+        if not self.total:
+            return ""
+        lines: list[str] = []
+        used = 0
+        shown = 0
+        for e in reversed(self._recent):
+            line = f"[{e.time[11:16]}] {e.text}"
+            cost = estimate_tokens(line) + 1
+            if used + cost > prompt_tokens * 3 // 4:
+                break
+            lines.append(line)
+            used += cost
+            shown += 1
+        lines.reverse()
+        older = self.total - shown
+        if older:
+            counts = ", ".join(f"{k}: {v}" for k, v in sorted(self._counts.items()))
+            summary = f"(earlier: {older} older memories; all time by kind: {counts})"
+            if used + estimate_tokens(summary) <= prompt_tokens:
+                lines.insert(0, summary)
+        return "\n".join(lines)
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "recent": [json.loads(e.to_json()) for e in self._recent],
+            "counts": dict(self._counts),
+            "total": self.total,
+        }
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        self._recent.clear()
+        self._recent.extend(MemoryEntry.from_dict(d) for d in state.get("recent", []))
+        self._counts = {str(k): int(v) for k, v in state.get("counts", {}).items()}
+        self.total = int(state.get("total", 0))
+        self._pending = []
+
+    def extend_pending(self, lines: Iterable[str]) -> None:
+        self._pending.extend(lines)

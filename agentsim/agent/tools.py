@@ -1,0 +1,106 @@
+"""The ReAct tools an agent offers its model, as OpenAI function-calling schemas.
+
+Skill-name arguments are an enum of the agent's visible skills (up to ``ENUM_LIMIT`` names;
+beyond that the enum would cost more prompt tokens than the catalog itself, so the schema
+says to use ``search_skills`` and names are checked at call time instead).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["ENUM_LIMIT", "READ_ONLY_TOOLS", "TOOL_NAMES", "WRITE_TOOLS", "build_tools"]
+
+ENUM_LIMIT = 256
+TOOL_NAMES = (
+    "activate_skill",
+    "deactivate_skill",
+    "read_skill_file",
+    "execute_skill_script",
+    "search_skills",
+    "ask_env",
+    "finish",
+)
+WRITE_TOOLS = frozenset({"activate_skill", "deactivate_skill", "execute_skill_script"})
+READ_ONLY_TOOLS = tuple(t for t in TOOL_NAMES if t not in WRITE_TOOLS)
+
+
+def _fn(name: str, description: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": props,
+                "required": required,
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+def build_tools(
+    handles: Sequence[str],
+    modules: Mapping[str, Any],
+    *,
+    read_only: bool = False,
+) -> list[dict[str, Any]]:
+    """Tool schemas for an agent that sees ``handles`` and the env ``modules``."""
+    name_prop: dict[str, Any] = {"type": "string", "description": "skill name from the catalog"}
+    if 0 < len(handles) <= ENUM_LIMIT:
+        name_prop["enum"] = sorted(handles)
+    module_prop: dict[str, Any] = {"type": "string"}
+    if modules:
+        module_prop["enum"] = sorted(modules)
+    env_doc = "; ".join(
+        f"{m}: {', '.join(sorted(actions))}" for m, actions in sorted(modules.items())
+    )
+    tools = [
+        _fn(
+            "activate_skill",
+            "Load a skill: its instructions join your context and its scripts become callable.",
+            {"name": name_prop, "arguments": {"type": "string"}},
+            ["name"],
+        ),
+        _fn("deactivate_skill", "Unload an active skill.", {"name": name_prop}, ["name"]),
+        _fn(
+            "read_skill_file",
+            "Read a file (e.g. references/x.md) inside a skill's folder.",
+            {"name": name_prop, "path": {"type": "string"}},
+            ["name", "path"],
+        ),
+        _fn(
+            "execute_skill_script",
+            "Run a script of an active skill with an argv list; returns its output.",
+            {
+                "name": name_prop,
+                "args": {"type": "array", "items": {"type": "string"}},
+                "script": {"type": "string", "description": "relative path; default: the skill's"},
+            },
+            ["name", "args"],
+        ),
+        _fn(
+            "search_skills",
+            "Search all skills (also those not listed in the catalog) by keywords.",
+            {"query": {"type": "string"}},
+            ["query"],
+        ),
+        _fn(
+            "ask_env",
+            f"Query or act on the environment. Actions by module: {env_doc or 'none'}.",
+            {"module": module_prop, "action": {"type": "string"}, "args": {"type": "object"}},
+            ["module", "action"],
+        ),
+        _fn(
+            "finish",
+            "End this step. `action` summarises what you do now; `answer` answers a question.",
+            {"action": {"type": "string"}, "answer": {"type": "string"}},
+            ["action"],
+        ),
+    ]
+    if read_only:
+        return [t for t in tools if t["function"]["name"] not in WRITE_TOOLS]
+    return tools

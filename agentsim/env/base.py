@@ -1,0 +1,306 @@
+"""The environment seam: ``EnvModule`` (state, lives with the engine) and ``EnvView`` (a
+read-only, picklable snapshot that agents query during a tick).
+
+Agents may be stepped in other processes, so during a tick they only read a view built once
+per tick; their writes come back as ``Intent`` values that the engine applies at the tick end
+in ``(agent_id, seq)`` order. A seed therefore gives the same events whatever the order in
+which agents finish or the number of hosts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from agentsim.env.clock import SimClock
+from agentsim.errors import ConfigError, EnvError
+
+__all__ = [
+    "ActionSpec",
+    "AgentInfo",
+    "ArgReader",
+    "EnvAnswer",
+    "EnvModule",
+    "EnvView",
+    "Intent",
+    "parse_options",
+    "sorted_intents",
+]
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentInfo:
+    """What an environment module learns about an agent at setup."""
+
+    agent_id: str
+    group: str
+    profile: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Intent:
+    """A write asked for during a tick, applied by ``EnvModule.apply`` at the tick end.
+
+    ``seq`` numbers one agent's environment calls within a tick, so that sorting by
+    ``(agent_id, seq)`` restores the order in which that agent made them.
+    """
+
+    agent_id: str
+    module: str
+    action: str
+    args: dict[str, Any]
+    seq: int
+
+    @property
+    def sort_key(self) -> tuple[str, int]:
+        return (self.agent_id, self.seq)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnvAnswer:
+    """The answer to one ``ask_env`` call: a JSON-serialisable ``result`` for the agent and,
+    for writes (and reads that mark things as seen), the intent to apply at the tick end."""
+
+    result: dict[str, Any]
+    intent: Intent | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActionSpec:
+    """One action of a view: its arguments and a one-line doc for the model."""
+
+    name: str
+    doc: str
+    params: tuple[str, ...] = ()
+    writes: bool = False
+
+    def describe(self) -> str:
+        args = ", ".join(self.params)
+        mark = " [write: applied at the end of the tick]" if self.writes else ""
+        return f"{self.name}({args}): {self.doc}{mark}"
+
+
+class ArgReader:
+    """Validates the arguments of one action; every error names the action and the argument."""
+
+    __slots__ = ("_action", "_args")
+
+    def __init__(self, action: str, args: object, allowed: Collection[str]) -> None:
+        self._action = action
+        if not isinstance(args, Mapping):
+            raise EnvError(
+                f"{action}: arguments must be an object of name -> value, got {type(args).__name__}"
+            )
+        unknown = sorted(str(k) for k in args if k not in allowed)
+        if unknown:
+            known = ", ".join(sorted(allowed)) if allowed else "none: pass {}"
+            raise EnvError(f"{action}: unknown argument {unknown[0]!r} (allowed: {known})")
+        self._args: Mapping[str, object] = args
+
+    def _fail(self, name: str, what: str, value: object) -> EnvError:
+        return EnvError(f"{self._action}: argument {name!r} must be {what}; got {value!r}")
+
+    def _get(self, name: str, what: str, required: bool) -> object:
+        value = self._args.get(name)
+        if value is None and required:
+            raise EnvError(f"{self._action}: argument {name!r} is required ({what})")
+        return value
+
+    def text(self, name: str, *, max_len: int = 280, required: bool = True) -> str | None:
+        what = f"a non-empty text of at most {max_len} characters"
+        value = self._get(name, what, required)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip() or len(value) > max_len:
+            shown = value if not isinstance(value, str) else f"{len(value)} characters"
+            raise self._fail(name, what, shown)
+        return value
+
+    def choice(self, name: str, choices: Collection[str], *, required: bool = True) -> str | None:
+        listed = sorted(choices)
+        if len(listed) > 12:
+            listed = [*listed[:12], "..."]
+        what = f"one of {', '.join(listed)}"
+        value = self._get(name, what, required)
+        if value is None:
+            return None
+        if not isinstance(value, str) or value not in choices:
+            raise self._fail(name, what, value)
+        return value
+
+    def number(self, name: str, *, lo: float, hi: float, required: bool = True) -> float | None:
+        what = f"a number from {lo:g} to {hi:g}"
+        value = self._get(name, what, required)
+        if value is None:
+            return None
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or not lo <= value <= hi
+        ):
+            raise self._fail(name, what, value)
+        return float(value)
+
+    def integer(self, name: str, *, lo: int, hi: int, default: int) -> int:
+        value = self._args.get(name)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise self._fail(name, f"a whole number from {lo} to {hi}", value)
+        return value
+
+    def flag(self, name: str, *, default: bool) -> bool:
+        value = self._args.get(name)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self._fail(name, "true or false", value)
+        return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnvView:
+    """A read-only snapshot of one module for one tick. Subclasses list their actions in
+    ``ACTIONS`` and implement each as ``_do_<action>(agent_id, args, seq) -> EnvAnswer``.
+
+    The base view has no actions; it is what modules without agent-facing actions return.
+    """
+
+    ACTIONS: ClassVar[tuple[ActionSpec, ...]] = ()
+
+    module: str
+    tick: int
+    now: datetime
+    tick_length: timedelta
+
+    def query(self, agent_id: str, action: str, args: Mapping[str, Any], *, seq: int) -> EnvAnswer:
+        spec = next((a for a in self.ACTIONS if a.name == action), None)
+        if spec is None:
+            known = ", ".join(a.name for a in self.ACTIONS) or "none"
+            raise EnvError(
+                f"module {self.module!r} has no action {action!r} (known: {known}); "
+                "call one of the known actions"
+            )
+        self._check_agent(agent_id)
+        reader = ArgReader(f"{self.module}.{action}", args, spec.params)
+        handler = getattr(self, f"_do_{action}")
+        answer: EnvAnswer = handler(agent_id, reader, seq)
+        return answer
+
+    def observe(self, agent_id: str) -> str:
+        """One or a few short lines for the agent's prompt ("" when there is nothing)."""
+        return ""
+
+    def actions(self) -> Mapping[str, str]:
+        """Action name -> one-line doc; writes are marked ``[write ...]``."""
+        return {a.name: a.describe() for a in self.ACTIONS}
+
+    def time_at(self, tick: int) -> datetime:
+        return self.now + (tick - self.tick) * self.tick_length
+
+    def _check_agent(self, agent_id: str) -> None:
+        """Raise ``EnvError`` when the module does not know ``agent_id`` (override)."""
+
+    def _intent(self, agent_id: str, action: str, args: dict[str, Any], seq: int) -> Intent:
+        return Intent(agent_id=agent_id, module=self.module, action=action, args=args, seq=seq)
+
+
+def sorted_intents(intents: Sequence[Intent], module: str) -> list[Intent]:
+    """The intents in ``(agent_id, seq)`` order, whatever order the caller used."""
+    for intent in intents:
+        if intent.module != module:
+            raise EnvError(
+                f"intent {intent.action!r} of agent {intent.agent_id!r} is for module "
+                f"{intent.module!r}, not {module!r}; pass each module only its own intents"
+            )
+    return sorted(intents, key=lambda i: (i.agent_id, i.seq))
+
+
+def parse_options(model: type[_Model], options: Mapping[str, Any], *, path: str) -> _Model:
+    """Validate a module's options with its pydantic model; errors become ``ConfigError``
+    naming the field path (``environment.0.places``) and what is allowed."""
+    try:
+        return model.model_validate(dict(options))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(part) for part in err["loc"])
+        where = f"{path}.{loc}" if loc else path
+        allowed = ", ".join(sorted(model.model_fields))
+        if err["type"] == "extra_forbidden":
+            problem = f"unknown option {loc!r} (allowed: {allowed})"
+            fix = "remove it or fix its spelling"
+        else:
+            problem = f"{err['msg']}, got {err.get('input')!r}"
+            fix = f"see the module's options: {allowed}"
+        raise ConfigError(where, problem, fix) from None
+
+
+class EnvModule:
+    """Base class of environment modules; every hook is a no-op by default.
+
+    Subclasses set ``name``, validate their options in ``__init__`` with ``parse_options``
+    and override what they need. ``config_path`` is where the options came from in the
+    experiment (e.g. ``environment.0``), used in error messages.
+    """
+
+    name: ClassVar[str] = "base"
+
+    def __init__(
+        self,
+        options: Mapping[str, Any],
+        *,
+        seed: int,
+        base_dir: Path,
+        config_path: str = "",
+    ) -> None:
+        self.seed = seed
+        self.base_dir = Path(base_dir)
+        self.config_path = config_path or f"environment.{self.name}"
+        # The experiment's list item may still carry its `module:` key; it is not an option.
+        opts = dict(options)
+        if opts.get("module") == self.name:
+            del opts["module"]
+        self.options: Mapping[str, Any] = opts
+
+    def skills_dir(self) -> Path | None:
+        """The folder of this module's env skills (namespace ``env:<name>``), if any."""
+        return None
+
+    def setup(self, agents: Sequence[AgentInfo]) -> None:
+        """Called once before the first tick with every agent of the run."""
+
+    def view(self, clock: SimClock) -> EnvView:
+        return EnvView(
+            module=self.name, tick=clock.tick, now=clock.now, tick_length=clock.tick_length
+        )
+
+    def apply(self, intents: Sequence[Intent], clock: SimClock) -> list[dict[str, Any]]:
+        """Apply the tick's writes; returns events (dicts with ``type`` and ``agent_id``)."""
+        return []
+
+    def intervene(
+        self, action: str, args: Mapping[str, Any], clock: SimClock
+    ) -> list[dict[str, Any]]:
+        raise EnvError(
+            f"module {self.name!r} has no intervention {action!r} (known: none); "
+            "remove the intervene step or use another module"
+        )
+
+    def tick_events(self, clock: SimClock) -> list[dict[str, Any]]:
+        """Run-level events at the end of each tick (after ``apply``)."""
+        return []
+
+    def get_state(self) -> dict[str, Any]:
+        return {}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore what ``get_state`` returned."""

@@ -1,0 +1,637 @@
+"""The ``city`` module: places with opening hours, walking between them, who is where.
+
+Coordinates are kilometres on a flat grid and people walk along streets, so travel uses the
+Manhattan distance. A move asked for at tick ``t`` that takes ``k`` ticks (at least one) puts
+the agent in transit; it is at its destination in the view of tick ``t + k``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import random
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentsim._seeding import agent_rng, derive_seed
+from agentsim.env.base import (
+    ActionSpec,
+    AgentInfo,
+    ArgReader,
+    EnvAnswer,
+    EnvModule,
+    EnvView,
+    Intent,
+    parse_options,
+    sorted_intents,
+)
+from agentsim.env.clock import WEEKDAYS, SimClock
+from agentsim.errors import ConfigError, EnvError
+
+__all__ = ["CityModule", "CityOptions", "CityView", "Place", "travel_minutes"]
+
+_DAY = 24 * 60
+_HHMM = re.compile(r"(\d{1,2}):(\d{2})")
+_COLUMNS = ("id", "name", "category", "x", "y", "open", "close")
+
+# The default town: (category, count, possible opening times, possible closing times).
+_TOWN: tuple[tuple[str, int, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("home", 12, ("00:00",), ("24:00",)),
+    ("office", 6, ("07:30", "08:00", "08:30"), ("17:30", "18:00", "19:00")),
+    ("school", 3, ("07:30", "08:00"), ("15:30", "16:00", "16:30")),
+    ("cafe", 5, ("06:30", "07:00", "07:30"), ("18:00", "19:00", "20:00")),
+    ("park", 3, ("06:00",), ("21:00", "22:00")),
+    ("shop", 5, ("08:00", "09:00"), ("19:00", "20:00")),
+    ("restaurant", 4, ("11:00", "11:30", "12:00"), ("22:00", "23:00")),
+    ("gym", 2, ("06:00", "06:30"), ("21:00", "22:00")),
+)
+_TOWN_KM = 4.0
+
+# Where an agent works or studies, from words in its occupation / template / group.
+_WORKPLACE: tuple[tuple[tuple[str, ...], str | None], ...] = (
+    (("retire", "unemployed", "homemaker", "stay-at-home"), None),
+    (("student", "pupil", "teacher", "school"), "school"),
+    (("barista", "waiter", "waitress", "cafe"), "cafe"),
+    (("cook", "chef", "restaurant"), "restaurant"),
+    (("cashier", "shop", "retail", "sales"), "shop"),
+    (("trainer", "coach", "gym"), "gym"),
+    (("gardener", "ranger", "park"), "park"),
+)
+
+
+def _minutes(text: str) -> int | None:
+    match = _HHMM.fullmatch(text.strip())
+    if match is None:
+        return None
+    hours, minutes = int(match[1]), int(match[2])
+    if minutes > 59 or hours > 24 or (hours == 24 and minutes):
+        return None
+    return hours * 60 + minutes
+
+
+def _hhmm(minute: int) -> str:
+    return f"{minute // 60:02d}:{minute % 60:02d}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Place:
+    """A place; ``opens`` / ``closes`` are minutes of the day (``closes`` may be 1440, or
+    earlier than ``opens`` for places open past midnight; equal means always open)."""
+
+    id: str
+    name: str
+    category: str
+    x: float
+    y: float
+    opens: int
+    closes: int
+
+    def is_open(self, minute_of_day: int) -> bool:
+        m = minute_of_day % _DAY
+        if self.opens == self.closes % _DAY or (self.opens == 0 and self.closes == _DAY):
+            return True
+        if self.opens < self.closes:
+            return self.opens <= m < self.closes
+        return m >= self.opens or m < self.closes
+
+    @property
+    def hours(self) -> str:
+        return f"{_hhmm(self.opens)}-{_hhmm(self.closes)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "category": self.category, "hours": self.hours}
+
+
+def travel_minutes(a: Place, b: Place, *, speed_kmh: float) -> int:
+    """Walking minutes from ``a`` to ``b`` along the street grid (at least 1 between two
+    different places)."""
+    if a.id == b.id:
+        return 0
+    km = abs(a.x - b.x) + abs(a.y - b.y)
+    return max(1, math.ceil(km / speed_kmh * 60))
+
+
+class CityOptions(BaseModel):
+    """Options of the ``city`` module in the experiment's ``environment`` list."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    places: str | None = None
+    """CSV (id,name,category,x,y,open,close) relative to the experiment; None: a default town."""
+    walk_speed_kmh: float = Field(default=5.0, gt=0, le=100)
+    capacity: int | None = Field(default=None, ge=1)
+    """Most people a place that is not a home can hold (counting those on their way)."""
+    nearby: int = Field(default=3, ge=0, le=10)
+    """How many open places the observation lists."""
+
+
+def _generate_town(seed: int) -> dict[str, Place]:
+    rng = random.Random(derive_seed(seed, "env:city", "town"))
+    places: dict[str, Place] = {}
+    for category, count, opens, closes in _TOWN:
+        for n in range(1, count + 1):
+            if category == "office":  # offices cluster downtown, the rest spreads out
+                x, y = (min(_TOWN_KM, max(0.0, rng.gauss(_TOWN_KM / 2, 0.5))) for _ in "xy")
+            else:
+                x, y = rng.uniform(0, _TOWN_KM), rng.uniform(0, _TOWN_KM)
+            place = Place(
+                id=f"{category}-{n}",
+                name=f"{category.capitalize()} {n}",
+                category=category,
+                x=round(x, 2),
+                y=round(y, 2),
+                opens=_minutes(rng.choice(opens)) or 0,
+                closes=_minutes(rng.choice(closes)) or 0,
+            )
+            places[place.id] = place
+    return places
+
+
+def _load_places(path: Path, field: str) -> dict[str, Place]:
+    fix = f"give a CSV with the columns {','.join(_COLUMNS)} (hours as HH:MM)"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(field, f"cannot read places file {path}: {exc.strerror}", fix) from None
+    reader = csv.DictReader(text.splitlines())
+    missing = [c for c in _COLUMNS if c not in (reader.fieldnames or ())]
+    if missing:
+        raise ConfigError(field, f"{path}: missing column(s) {', '.join(missing)}", fix)
+    places: dict[str, Place] = {}
+    for line, row in enumerate(reader, start=2):
+        where = f"{path}:{line}"
+        values = {c: (row.get(c) or "").strip() for c in _COLUMNS}
+        empty = [c for c in ("id", "name", "category") if not values[c]]
+        if empty:
+            raise ConfigError(field, f"{where}: column {empty[0]!r} is empty", fix)
+        if values["id"] in places:
+            raise ConfigError(field, f"{where}: place id {values['id']!r} is repeated", fix)
+        try:
+            x, y = float(values["x"]), float(values["y"])
+        except ValueError:
+            raise ConfigError(
+                field,
+                f"{where}: x and y must be numbers (km), got {values['x']!r}, {values['y']!r}",
+                fix,
+            ) from None
+        hours = {c: _minutes(values[c]) for c in ("open", "close")}
+        for column, minute in hours.items():
+            if minute is None:
+                raise ConfigError(
+                    field, f"{where}: column {column!r} must be HH:MM, got {values[column]!r}", fix
+                )
+        places[values["id"]] = Place(
+            id=values["id"],
+            name=values["name"],
+            category=values["category"].lower(),
+            x=x,
+            y=y,
+            opens=hours["open"] or 0,
+            closes=hours["close"] or 0,
+        )
+    if not any(p.category == "home" for p in places.values()):
+        raise ConfigError(field, f"{path}: no place has the category 'home'", fix)
+    return places
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CityView(EnvView):
+    """The city at the start of one tick. ``places`` and ``assigned`` are shared, never
+    mutated; the per-agent parts are compact dicts of strings and ints."""
+
+    ACTIONS: ClassVar[tuple[ActionSpec, ...]] = (
+        ActionSpec(name="where_am_i", doc="where you are, or where you are walking to"),
+        ActionSpec(
+            name="list_places",
+            doc="places near you, nearest first, with hours and walking minutes",
+            params=("category", "open_now", "limit"),
+        ),
+        ActionSpec(name="place_info", doc="details of one place", params=("place",)),
+        ActionSpec(
+            name="travel_time",
+            doc="walking minutes to a place (from where you are, or from `from`)",
+            params=("place", "from"),
+        ),
+        ActionSpec(name="my_places", doc="your home and your work or school"),
+        ActionSpec(
+            name="move_to",
+            doc="walk to a place; it must be open when you arrive",
+            params=("place",),
+            writes=True,
+        ),
+    )
+
+    places: Mapping[str, Place]
+    positions: Mapping[str, str]
+    transit: Mapping[str, tuple[str, int]]
+    assigned: Mapping[str, tuple[str, str | None]]
+    closed: frozenset[str]
+    present: Mapping[str, int]
+    incoming: Mapping[str, int]
+    walk_speed_kmh: float
+    capacity: int | None
+    nearby: int
+
+    def _check_agent(self, agent_id: str) -> None:
+        if agent_id not in self.assigned:
+            raise EnvError(
+                f"agent {agent_id!r} is not in the city (it has {len(self.assigned)} agents); "
+                "only agents given to CityModule.setup can use it"
+            )
+
+    def _origin(self, agent_id: str) -> Place:
+        """Where the agent is, or where it will be once its walk ends."""
+        here = self.positions.get(agent_id)
+        if here is None:
+            here = self.transit[agent_id][0]
+        return self.places[here]
+
+    def _place(self, args: ArgReader, name: str = "place") -> Place:
+        place_id = args.text(name, max_len=200)
+        place = self.places.get(place_id or "")
+        if place is None:
+            raise EnvError(
+                f"city: there is no place {place_id!r}; call list_places to see the place ids"
+            )
+        return place
+
+    def _ticks(self, minutes: int) -> int:
+        return max(1, math.ceil(minutes * 60 / self.tick_length.total_seconds()))
+
+    def _open(self, place: Place, tick: int) -> bool:
+        at = self.time_at(tick)
+        return place.id not in self.closed and place.is_open(at.hour * 60 + at.minute)
+
+    def _visible(self, agent_id: str, place: Place) -> bool:
+        # Other people's homes are private: they are not listed.
+        return place.category != "home" or place.id == self.assigned[agent_id][0]
+
+    def _summary(self, place: Place, origin: Place) -> dict[str, Any]:
+        return {
+            **place.to_dict(),
+            "open_now": self._open(place, self.tick),
+            "minutes": travel_minutes(origin, place, speed_kmh=self.walk_speed_kmh),
+        }
+
+    def _do_where_am_i(self, agent_id: str, args: ArgReader, seq: int) -> EnvAnswer:
+        result: dict[str, Any] = {"time": self.now.isoformat(), "in_transit": False}
+        if agent_id in self.transit:
+            dest, arrival = self.transit[agent_id]
+            result.update(
+                in_transit=True,
+                destination=self.places[dest].to_dict(),
+                arrives_at=self.time_at(arrival).isoformat(),
+            )
+        else:
+            result["place"] = self.places[self.positions[agent_id]].to_dict()
+        return EnvAnswer(result=result)
+
+    def _do_list_places(self, agent_id: str, args: ArgReader, seq: int) -> EnvAnswer:
+        categories = {p.category for p in self.places.values()}
+        category = args.choice("category", categories, required=False)
+        open_now = args.flag("open_now", default=False)
+        limit = args.integer("limit", lo=1, hi=100, default=20)
+        origin = self._origin(agent_id)
+        rows = [
+            self._summary(p, origin)
+            for p in self.places.values()
+            if self._visible(agent_id, p)
+            and (category is None or p.category == category)
+            and (not open_now or self._open(p, self.tick))
+        ]
+        rows.sort(key=lambda r: (r["minutes"], r["id"]))
+        return EnvAnswer(result={"places": rows[:limit], "total": len(rows)})
+
+    def _do_place_info(self, agent_id: str, args: ArgReader, seq: int) -> EnvAnswer:
+        place = self._place(args)
+        result = self._summary(place, self._origin(agent_id))
+        result.update(
+            x=place.x,
+            y=place.y,
+            closed_by_order=place.id in self.closed,
+            people_here=self.present.get(place.id, 0),
+        )
+        return EnvAnswer(result=result)
+
+    def _do_travel_time(self, agent_id: str, args: ArgReader, seq: int) -> EnvAnswer:
+        dest = self._place(args)
+        start = self._place(args, "from") if args.text("from", required=False) else None
+        origin = start or self._origin(agent_id)
+        minutes = travel_minutes(origin, dest, speed_kmh=self.walk_speed_kmh)
+        result = {"from": origin.id, "to": dest.id, "minutes": minutes, "ticks": 0}
+        if minutes:
+            result["ticks"] = self._ticks(minutes)
+        return EnvAnswer(result=result)
+
+    def _do_my_places(self, agent_id: str, args: ArgReader, seq: int) -> EnvAnswer:
+        home, work = self.assigned[agent_id]
+        return EnvAnswer(
+            result={
+                "home": self.places[home].to_dict(),
+                "work": self.places[work].to_dict() if work else None,
+            }
+        )
+
+    def _do_move_to(self, agent_id: str, args: ArgReader, seq: int) -> EnvAnswer:
+        dest = self._place(args)
+        if agent_id in self.transit:
+            going, arrival = self.transit[agent_id]
+            raise EnvError(
+                f"city.move_to: you are already walking to {going!r} and arrive at "
+                f"{self.time_at(arrival):%H:%M}; wait until you arrive"
+            )
+        origin = self.places[self.positions[agent_id]]
+        if origin.id == dest.id:
+            raise EnvError(f"city.move_to: you are already at {dest.id!r}; pick another place")
+        if dest.id in self.closed:
+            raise EnvError(
+                f"city.move_to: {dest.id!r} ({dest.name}) is closed by order; "
+                "call list_places with open_now=true for another place"
+            )
+        minutes = travel_minutes(origin, dest, speed_kmh=self.walk_speed_kmh)
+        arrival = self.tick + self._ticks(minutes)
+        if not self._open(dest, arrival):
+            raise EnvError(
+                f"city.move_to: {dest.id!r} ({dest.name}) is closed when you would arrive at "
+                f"{self.time_at(arrival):%H:%M} (open {dest.hours}); choose another place"
+            )
+        if self.capacity is not None and dest.category != "home":
+            used = self.present.get(dest.id, 0) + self.incoming.get(dest.id, 0)
+            if used >= self.capacity:
+                raise EnvError(
+                    f"city.move_to: {dest.id!r} ({dest.name}) is full ({used} of "
+                    f"{self.capacity} people); choose another place"
+                )
+        result = {
+            "accepted": True,
+            "to": dest.id,
+            "minutes": minutes,
+            "arrives_at": self.time_at(arrival).isoformat(),
+            "note": "you leave at the end of this tick",
+        }
+        return EnvAnswer(
+            result=result, intent=self._intent(agent_id, "move_to", {"place": dest.id}, seq)
+        )
+
+    def observe(self, agent_id: str) -> str:
+        self._check_agent(agent_id)
+        clock = f"It is {WEEKDAYS[self.now.weekday()]} {self.now:%H:%M}."
+        if agent_id in self.transit:
+            dest, arrival = self.transit[agent_id]
+            place = self.places[dest]
+            return (
+                f"{clock} You are walking to {place.name} ({place.category}) and arrive at "
+                f"{self.time_at(arrival):%H:%M}."
+            )
+        here = self.places[self.positions[agent_id]]
+        text = f"{clock} You are at {here.name} ({here.category})."
+        near = sorted(
+            (travel_minutes(here, p, speed_kmh=self.walk_speed_kmh), p.id)
+            for p in self.places.values()
+            if p.category != "home" and p.id != here.id and self._open(p, self.tick)
+        )[: self.nearby]
+        if near:
+            listed = ", ".join(
+                f"{self.places[pid].name} ({self.places[pid].category}, {m} min)" for m, pid in near
+            )
+            text += f" Open nearby: {listed}."
+        return text
+
+
+def _workplace_category(info: AgentInfo) -> str | None:
+    words = " ".join(
+        str(v).lower()
+        for v in (info.profile.get("occupation"), info.profile.get("template"), info.group)
+        if v
+    )
+    for keys, category in _WORKPLACE:
+        if any(k in words for k in keys):
+            return category
+    return "office"
+
+
+class CityModule(EnvModule):
+    """Places, positions and walks. See the module docstring for the timing rules."""
+
+    name: ClassVar[str] = "city"
+
+    def __init__(
+        self,
+        options: Mapping[str, Any],
+        *,
+        seed: int,
+        base_dir: Path,
+        config_path: str = "",
+    ) -> None:
+        super().__init__(options, seed=seed, base_dir=base_dir, config_path=config_path)
+        self.config = parse_options(CityOptions, self.options, path=self.config_path)
+        if self.config.places is None:
+            self.places: Mapping[str, Place] = _generate_town(seed)
+        else:
+            self.places = _load_places(
+                self.base_dir / self.config.places, f"{self.config_path}.places"
+            )
+        self._by_category: dict[str, list[str]] = {}
+        for place in self.places.values():
+            self._by_category.setdefault(place.category, []).append(place.id)
+        self._positions: dict[str, str] = {}
+        self._transit: dict[str, tuple[str, int, str, int]] = {}
+        self._assigned: dict[str, tuple[str, str | None]] = {}
+        self._closed: set[str] = set()
+
+    def skills_dir(self) -> Path | None:
+        return Path(__file__).parent / "skills" / self.name
+
+    def setup(self, agents: Sequence[AgentInfo]) -> None:
+        assigned: dict[str, tuple[str, str | None]] = {}
+        for info in sorted(agents, key=lambda a: a.agent_id):
+            if info.agent_id in assigned:
+                raise EnvError(f"city.setup: agent id {info.agent_id!r} is given twice")
+            rng = agent_rng(self.seed, info.agent_id, stream="env:city")
+            home = rng.choice(self._by_category["home"])
+            category = _workplace_category(info)
+            if category is not None and category not in self._by_category:
+                category = "office" if "office" in self._by_category else None
+            work = rng.choice(self._by_category[category]) if category else None
+            assigned[info.agent_id] = (home, work)
+        self._assigned = assigned
+        self._positions = {a: home for a, (home, _) in assigned.items()}
+        self._transit = {}
+
+    def view(self, clock: SimClock) -> CityView:
+        present = Counter(self._positions.values())
+        incoming = Counter(dest for dest, *_ in self._transit.values())
+        return CityView(
+            module=self.name,
+            tick=clock.tick,
+            now=clock.now,
+            tick_length=clock.tick_length,
+            places=self.places,
+            positions=dict(self._positions),
+            transit={a: (t[0], t[1]) for a, t in self._transit.items()},
+            assigned=self._assigned,  # replaced, never mutated, after setup
+            closed=frozenset(self._closed),
+            present=dict(present),
+            incoming=dict(incoming),
+            walk_speed_kmh=self.config.walk_speed_kmh,
+            capacity=self.config.capacity,
+            nearby=self.config.nearby,
+        )
+
+    def _start_walk(
+        self, agent_id: str, origin: str, dest: str, clock: SimClock, reason: str
+    ) -> dict[str, Any]:
+        minutes = travel_minutes(
+            self.places[origin], self.places[dest], speed_kmh=self.config.walk_speed_kmh
+        )
+        ticks = max(1, math.ceil(minutes * 60 / clock.tick_length.total_seconds()))
+        arrival = clock.tick + ticks
+        self._positions.pop(agent_id, None)
+        self._transit[agent_id] = (dest, arrival, origin, clock.tick)
+        return {
+            "type": "move",
+            "agent_id": agent_id,
+            "from": origin,
+            "to": dest,
+            "depart": clock.now.isoformat(),
+            "arrive": clock.time_at(arrival).isoformat(),
+            "minutes": minutes,
+            "reason": reason,
+        }
+
+    def apply(self, intents: Sequence[Intent], clock: SimClock) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        used = Counter(self._positions.values()) + Counter(d for d, *_ in self._transit.values())
+        for intent in sorted_intents(intents, self.name):
+            if intent.action != "move_to":
+                raise EnvError(
+                    f"city.apply: {intent.action!r} is not a write of the city (known: move_to)"
+                )
+            agent, dest = intent.agent_id, str(intent.args.get("place"))
+            reason = self._refusal(agent, dest, used)
+            if reason:
+                events.append(
+                    {"type": "move_refused", "agent_id": agent, "to": dest, "reason": reason}
+                )
+                continue
+            used[dest] += 1
+            events.append(self._start_walk(agent, self._positions[agent], dest, clock, "agent"))
+        return events
+
+    def _refusal(self, agent: str, dest: str, used: Counter[str]) -> str:
+        """Why a move can no longer happen at the tick end ("" if it can)."""
+        if agent not in self._assigned:
+            return "unknown agent"
+        if dest not in self.places:
+            return "unknown place"
+        if agent in self._transit:
+            return "already walking"
+        if dest in self._closed:
+            return "closed by order"
+        if self._positions[agent] == dest:
+            return "already there"
+        cap = self.config.capacity
+        if cap is not None and self.places[dest].category != "home" and used[dest] >= cap:
+            return "full"
+        return ""
+
+    def intervene(
+        self, action: str, args: Mapping[str, Any], clock: SimClock
+    ) -> list[dict[str, Any]]:
+        if action not in ("close_place", "open_place"):
+            raise EnvError(
+                f"city has no intervention {action!r} (known: close_place, open_place); "
+                "fix the workflow's intervene step"
+            )
+        place_id = ArgReader(f"city.{action}", args, ("place",)).text("place", max_len=200)
+        place = self.places.get(place_id or "")
+        if place is None:
+            raise EnvError(
+                f"city.{action}: there is no place {place_id!r}; use one of the ids in the "
+                "places table (e.g. park-1)"
+            )
+        if action == "open_place":
+            if place.id not in self._closed:
+                raise EnvError(f"city.open_place: {place.id!r} is not closed; nothing to open")
+            self._closed.discard(place.id)
+            return [{"type": "place_opened", "agent_id": None, "place": place.id}]
+        if place.id in self._closed:
+            raise EnvError(f"city.close_place: {place.id!r} is already closed")
+        self._closed.add(place.id)
+        events: list[dict[str, Any]] = [
+            {"type": "place_closed", "agent_id": None, "place": place.id}
+        ]
+        # Everyone inside, or on the way there, goes home instead.
+        for agent in sorted(self._assigned):
+            home = self._assigned[agent][0]
+            if home == place.id:
+                continue
+            if self._positions.get(agent) == place.id:
+                events.append(self._start_walk(agent, place.id, home, clock, "place_closed"))
+            elif agent in self._transit and self._transit[agent][0] == place.id:
+                origin = self._transit[agent][2]
+                events.append(self._start_walk(agent, origin, home, clock, "place_closed"))
+        return events
+
+    def tick_events(self, clock: SimClock) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        for agent in sorted(a for a, t in self._transit.items() if t[1] <= clock.tick + 1):
+            dest, arrival, _, _ = self._transit.pop(agent)
+            self._positions[agent] = dest
+            events.append(
+                {
+                    "type": "arrive",
+                    "agent_id": agent,
+                    "place": dest,
+                    "time": clock.time_at(arrival).isoformat(),
+                }
+            )
+        occupancy = Counter(self._positions.values())
+        events.append(
+            {
+                "type": "city_occupancy",
+                "agent_id": None,
+                "occupancy": {p: occupancy[p] for p in sorted(occupancy)},
+                "in_transit": len(self._transit),
+            }
+        )
+        return events
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "positions": {a: self._positions[a] for a in sorted(self._positions)},
+            "transit": {a: list(self._transit[a]) for a in sorted(self._transit)},
+            "assigned": {a: list(self._assigned[a]) for a in sorted(self._assigned)},
+            "closed": sorted(self._closed),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        try:
+            positions = {str(a): str(p) for a, p in state["positions"].items()}
+            transit = {
+                str(a): (str(d), int(t), str(o), int(s))
+                for a, (d, t, o, s) in state["transit"].items()
+            }
+            assigned = {str(a): (str(h), w and str(w)) for a, (h, w) in state["assigned"].items()}
+            closed = {str(p) for p in state["closed"]}
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise EnvError(
+                f"city state is malformed ({type(exc).__name__}: {exc}); "
+                "pass a dict made by CityModule.get_state()"
+            ) from None
+        named = [*positions.values(), *(t[0] for t in transit.values()), *closed]
+        named += [p for pair in assigned.values() for p in pair if p]
+        unknown = sorted({p for p in named if p not in self.places})
+        if unknown:
+            raise EnvError(
+                f"city state names unknown place(s) {', '.join(unknown)}; "
+                "restore it with the same places table and seed"
+            )
+        self._positions, self._transit = positions, transit
+        self._assigned, self._closed = assigned, closed

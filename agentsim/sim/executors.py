@@ -1,0 +1,119 @@
+"""Executors place hosts somewhere and call them once per tick.
+
+``LocalExecutor`` keeps its hosts in this process (small runs, unit tests, one core). The
+Ray executor (``agentsim.sim.ray_executor``) puts each host in an async actor; both expose
+the same methods so the engine does not care which it has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from agentsim.env.base import EnvView
+from agentsim.sim.host import AgentHost, HostSpec, TickInput, TickResult
+from agentsim.sim.profiles import AgentSpec
+from agentsim.skills.registry import SkillRegistry
+
+__all__ = ["Executor", "LocalExecutor", "partition"]
+
+
+def partition(agents: Sequence[AgentSpec], hosts: int) -> list[list[AgentSpec]]:
+    """Contiguous, balanced blocks of the agents (sorted by id), one per host."""
+    ordered = sorted(agents, key=lambda a: a.agent_id)
+    n = max(1, min(hosts, len(ordered)))
+    size, extra = divmod(len(ordered), n)
+    out: list[list[AgentSpec]] = []
+    start = 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        out.append(ordered[start:end])
+        start = end
+    return out
+
+
+class Executor(Protocol):
+    kind: str
+
+    async def start(
+        self,
+        specs: Sequence[HostSpec],
+        blocks: Sequence[Sequence[AgentSpec]],
+        registry: SkillRegistry,
+    ) -> None: ...
+    async def setup(self, extra: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]: ...
+    async def step_tick(self, tick: TickInput) -> list[TickResult]: ...
+    async def ask(
+        self,
+        agent_ids: Sequence[str],
+        question: str,
+        *,
+        tick: int,
+        when: datetime,
+        views: Mapping[str, EnvView],
+    ) -> dict[str, str]: ...
+    async def get_state(self) -> dict[str, Any]: ...
+    async def set_state(self, state: Mapping[str, Any]) -> None: ...
+    async def model_stats(self) -> list[dict[str, Any]]: ...
+    async def close(self) -> None: ...
+
+
+class LocalExecutor:
+    """Hosts as plain objects in this process; the registry is shared with the engine."""
+
+    kind = "local"
+
+    def __init__(self) -> None:
+        self.hosts: list[AgentHost] = []
+
+    async def start(
+        self,
+        specs: Sequence[HostSpec],
+        blocks: Sequence[Sequence[AgentSpec]],
+        registry: SkillRegistry,
+    ) -> None:
+        self.hosts = [
+            AgentHost(s, b, registry=registry) for s, b in zip(specs, blocks, strict=True)
+        ]
+
+    async def setup(self, extra: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        for h in self.hosts:
+            events.extend(await h.setup(extra))
+        return events
+
+    async def step_tick(self, tick: TickInput) -> list[TickResult]:
+        return list(await asyncio.gather(*(h.step_tick(tick) for h in self.hosts)))
+
+    async def ask(
+        self,
+        agent_ids: Sequence[str],
+        question: str,
+        *,
+        tick: int,
+        when: datetime,
+        views: Mapping[str, EnvView],
+    ) -> dict[str, str]:
+        answers: dict[str, str] = {}
+        for h in self.hosts:
+            answers.update(await h.ask(agent_ids, question, tick=tick, when=when, views=views))
+        return answers
+
+    async def get_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {}
+        for h in self.hosts:
+            state.update(h.get_state())
+        return state
+
+    async def set_state(self, state: Mapping[str, Any]) -> None:
+        for h in self.hosts:
+            await h.set_state({aid: state[aid] for aid in h.agent_ids if aid in state})
+
+    async def model_stats(self) -> list[dict[str, Any]]:
+        return [h.model_stats() for h in self.hosts]
+
+    async def close(self) -> None:
+        for h in self.hosts:
+            await h.close()

@@ -1,0 +1,310 @@
+"""``AgentHost``: many resident agents, one ``step_tick`` call per tick.
+
+The same class serves the in-process executor and the Ray executor (where it lives inside
+an async actor). A host builds the skill registry once for its process, creates its
+agents, and each tick steps them concurrently behind the model limiter, returning events
+sorted by agent id so that the merged log does not depend on completion order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from agentsim.agent.agent import Agent, AgentSettings, StepInput, StepOutcome, step_seed
+from agentsim.env.base import EnvView, Intent
+from agentsim.env.router import EnvRouter
+from agentsim.errors import AgentsimError
+from agentsim.llm.base import ChatModel
+from agentsim.llm.stats import ModelStats
+from agentsim.sim.config import ModelConfig
+from agentsim.sim.profiles import AgentSpec
+from agentsim.skills.registry import SkillRegistry
+from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace
+from agentsim.skills.scripts import ScriptRunner
+
+__all__ = ["AgentHost", "HostSpec", "SkillSources", "TickInput", "TickResult", "build_registry"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SkillSources:
+    """Where a process finds its skills (paths as str so the spec pickles small)."""
+
+    builtin: str | None
+    custom: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # (skills_dir, module name)
+    catalog_budget_tokens: int = 2000
+    trusted_namespaces: tuple[str, ...] = ("built-in",)
+
+
+def build_registry(src: SkillSources) -> SkillRegistry:
+    reg = SkillRegistry()
+    if src.builtin:
+        reg.scan_builtin(Path(src.builtin))
+    for path in src.custom:
+        reg.scan_custom(Path(path))
+    for skills_dir, module in src.env:
+        reg.scan_env_skills(Path(skills_dir), module)
+    return reg
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostSpec:
+    host_id: int
+    run_dir: str
+    seed: int
+    skills: SkillSources
+    model: ModelConfig
+    settings: AgentSettings
+    hosts: int = 1
+    step_timeout: float = 120.0
+    concurrent: bool = True  # False: step agents one after another (offline model: faster)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TickInput:
+    tick: int
+    time: datetime
+    views: Mapping[str, EnvView]
+    messages: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    refresh_skills: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class TickResult:
+    host_id: int
+    events: list[dict[str, Any]]
+    intents: list[Intent]
+    steps: int = 0
+    model_calls: int = 0
+    script_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    errors: int = 0
+    degraded: int = 0
+    skipped: int = 0
+    reload: dict[str, Any] | None = None
+    elapsed: float = 0.0
+
+
+class AgentHost:
+    """Holds resident agents (plain objects, never one actor per agent)."""
+
+    def __init__(
+        self,
+        spec: HostSpec,
+        agents: Sequence[AgentSpec],
+        *,
+        registry: SkillRegistry | None = None,
+        model: ChatModel | None = None,
+    ) -> None:
+        from agentsim.sim.models import build_model
+
+        self.spec = spec
+        self.registry = registry if registry is not None else build_registry(spec.skills)
+        self.space = SkillSpace(
+            self.registry.snapshot(),
+            runner=ScriptRunner(),
+            catalog_budget_tokens=spec.skills.catalog_budget_tokens,
+            trusted_namespaces=spec.skills.trusted_namespaces,
+        )
+        self.stats = ModelStats()
+        run_dir = Path(spec.run_dir)
+        self.model = model or build_model(
+            spec.model, run_dir=run_dir, hosts=spec.hosts, stats=self.stats
+        )
+        self.agents: dict[str, Agent] = {}
+        self._specs = {a.agent_id: a for a in agents}
+        self._agents_dir = run_dir / "agents"
+
+    @property
+    def agent_ids(self) -> list[str]:
+        return list(self._specs)
+
+    async def setup(self, extra_profiles: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Create the agents, write their profiles, activate their default skills.
+
+        Returns events (e.g. a default skill that could not be activated)."""
+        events: list[dict[str, Any]] = []
+        for aid, spec in self._specs.items():
+            profile = {**spec.profile, **extra_profiles.get(aid, {})}
+            ws = self._agents_dir / aid
+            ws.mkdir(parents=True, exist_ok=True)
+            own = self._own_view(ws)
+            runtime = AgentSkillRuntime(
+                self.space,
+                agent_id=aid,
+                workspace_root=ws,
+                disabled=spec.disabled_skills,
+                own_view=own,
+            )
+            agent = Agent(
+                agent_id=aid,
+                group=spec.group,
+                profile=profile,
+                persona=spec.persona,
+                workspace=ws,
+                skills=runtime,
+            )
+            (ws / "profile.json").write_text(
+                json.dumps(
+                    {"agent_id": aid, "group": spec.group, "persona": spec.persona, **profile},
+                    indent=1,
+                    sort_keys=True,
+                    ensure_ascii=False,
+                ),
+                encoding="utf-8",
+            )
+            for name in spec.default_skills:
+                try:
+                    await runtime.activate(name)
+                except AgentsimError as exc:
+                    events.append(
+                        {
+                            "tick": 0,
+                            "type": "agent_error",
+                            "agent_id": aid,
+                            "error": f"default skill: {exc}",
+                        }
+                    )
+            self.agents[aid] = agent
+        return events
+
+    def _own_view(self, ws: Path) -> Any:
+        own_dir = ws / "custom" / "skills"
+        return self.registry.view(own_dir) if own_dir.is_dir() else None
+
+    def refresh_skills(self) -> dict[str, Any] | None:
+        """Re-stat the skill folders; install a new snapshot when something changed."""
+        res = self.registry.refresh()
+        changed = bool(res.added or res.changed or res.removed)
+        if changed:
+            self.space.swap_view(self.registry.snapshot())
+        for aid, agent in self.agents.items():
+            own = self._own_view(agent.workspace)
+            if own is not None:
+                own.refresh()
+            agent.skills.set_own_view(own)
+        if not changed:
+            return None
+        return {
+            "generation": res.generation,
+            "added": list(res.added),
+            "changed": list(res.changed),
+            "removed": list(res.removed),
+        }
+
+    async def _step_one(self, agent: Agent, inp: StepInput) -> StepOutcome:
+        try:
+            async with asyncio.timeout(self.spec.step_timeout):
+                return await agent.step(
+                    inp,
+                    model=self.model,
+                    settings=self.spec.settings,
+                    seed=step_seed(self.spec.seed, agent.agent_id, inp.tick),
+                )
+        except TimeoutError:
+            error = f"step timed out after {self.spec.step_timeout:g}s"
+        except Exception as exc:  # a bug in one agent's step must not stop the run
+            error = f"{type(exc).__name__}: {exc}"
+        out = StepOutcome(agent_id=agent.agent_id)
+        out.events.append(
+            {
+                "tick": inp.tick,
+                "time": inp.time.isoformat(),
+                "type": "agent_error",
+                "agent_id": agent.agent_id,
+                "error": error[:500],
+            }
+        )
+        out.action = "error"
+        return out
+
+    async def step_tick(self, tick: TickInput) -> TickResult:
+        t0 = time.perf_counter()
+        reload = self.refresh_skills() if tick.refresh_skills else None
+        router = EnvRouter(tick.views)
+        outcomes: list[StepOutcome] = []
+        inputs = {
+            aid: StepInput(
+                tick=tick.tick, time=tick.time, env=router, messages=tick.messages.get(aid, ())
+            )
+            for aid in self.agents
+        }
+        for aid, msgs in tick.messages.items():
+            agent = self.agents.get(aid)
+            if agent is not None:
+                for m in msgs:
+                    agent.remember(
+                        tick=tick.tick, time=tick.time.isoformat(), kind="message", text=m
+                    )
+        if self.spec.concurrent:
+            async with asyncio.TaskGroup() as tg:
+                tasks = [
+                    tg.create_task(self._step_one(a, inputs[a.agent_id]))
+                    for a in self.agents.values()
+                ]
+            outcomes = [t.result() for t in tasks]
+        else:
+            outcomes = [await self._step_one(a, inputs[a.agent_id]) for a in self.agents.values()]
+        for agent in self.agents.values():
+            agent.flush()
+        outcomes.sort(key=lambda o: o.agent_id)
+        res = TickResult(host_id=self.spec.host_id, events=[], intents=[], reload=reload)
+        for o in outcomes:
+            res.events.extend(o.events)
+            res.intents.extend(o.intents)
+            res.steps += 1
+            res.model_calls += o.model_calls
+            res.script_calls += o.script_calls
+            res.prompt_tokens += o.usage.prompt_tokens
+            res.completion_tokens += o.usage.completion_tokens
+            res.degraded += o.degraded
+            res.skipped += o.skipped
+            res.errors += any(e["type"] == "agent_error" for e in o.events)
+        res.elapsed = time.perf_counter() - t0
+        return res
+
+    async def ask(
+        self,
+        agent_ids: Sequence[str],
+        question: str,
+        *,
+        tick: int,
+        when: datetime,
+        views: Mapping[str, EnvView],
+    ) -> dict[str, str]:
+        """Ask agents a question in read-only mode (survey / interview)."""
+        router = EnvRouter(views)
+        answers: dict[str, str] = {}
+        for aid in agent_ids:
+            agent = self.agents.get(aid)
+            if agent is None:
+                continue
+            inp = StepInput(tick=tick, time=when, env=router, question=question, read_only=True)
+            out = await self._step_one(agent, inp)
+            answers[aid] = out.answer or out.action
+        return answers
+
+    def get_state(self) -> dict[str, Any]:
+        return {aid: a.get_state() for aid, a in sorted(self.agents.items())}
+
+    async def set_state(self, state: Mapping[str, Any]) -> None:
+        for aid, st in state.items():
+            agent = self.agents.get(aid)
+            if agent is not None:
+                await agent.set_state(st)
+
+    def model_stats(self) -> dict[str, Any]:
+        return self.stats.snapshot()
+
+    async def close(self) -> None:
+        closer = getattr(self.model, "aclose", None)
+        if closer is not None:
+            await closer()

@@ -1,0 +1,67 @@
+"""Build the model a host uses from the experiment's ``model:`` section."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentsim.llm.base import ChatModel
+from agentsim.llm.cache import CachedModel
+from agentsim.llm.limiter import RateLimiter
+from agentsim.llm.openai import OpenAIChatModel, Prices
+from agentsim.llm.scripted import ScriptedModel
+from agentsim.llm.stats import ModelStats
+from agentsim.sim.config import ModelConfig
+
+__all__ = ["build_model"]
+
+
+def build_model(
+    cfg: ModelConfig, *, run_dir: Path, hosts: int = 1, stats: ModelStats | None = None
+) -> ChatModel:
+    """The model of one host. Limits are split evenly between hosts so that the run as a
+    whole respects the configured concurrency and rates."""
+    inner: ChatModel | None
+    if cfg.backend == "scripted":
+        inner = ScriptedModel()
+        name = "scripted"
+    else:
+        assert cfg.model is not None and cfg.base_url is not None  # checked by the config
+        limiter = RateLimiter(
+            max_concurrency=max(1, cfg.max_concurrency // hosts),
+            rpm=cfg.rpm / hosts if cfg.rpm else None,
+            tpm=cfg.tpm / hosts if cfg.tpm else None,
+        )
+        prices = (
+            Prices(
+                prompt_per_1k=cfg.prices.prompt_per_1k,
+                completion_per_1k=cfg.prices.completion_per_1k,
+            )
+            if cfg.prices
+            else None
+        )
+        inner = OpenAIChatModel(
+            model=cfg.model,
+            base_url=cfg.base_url,
+            api_key_env=cfg.api_key_env,
+            timeout=cfg.timeout,
+            max_retries=cfg.max_retries,
+            limiter=limiter,
+            temperature=cfg.temperature,
+            max_tokens=cfg.max_tokens,
+            prices=prices,
+            stats=stats,
+        )
+        name = cfg.model
+    if cfg.cache == "off":
+        return inner
+    path = Path(cfg.cache_path) if cfg.cache_path else run_dir / "model_cache.sqlite"
+    if cfg.cache == "replay" and not cfg.cache_fallthrough:
+        inner = None  # replay needs no model at all
+    return CachedModel(
+        inner,
+        path=path,
+        mode=cfg.cache,
+        fallthrough=cfg.cache_fallthrough,
+        model_name=name,
+        params={"temperature": cfg.temperature, "max_tokens": cfg.max_tokens},
+    )

@@ -1,0 +1,187 @@
+"""The run folder: manifest, resolved config, events, metrics, per-agent folders.
+
+Writes that readers may see mid-run (manifest, metrics) are atomic (temp file + rename),
+and ``events.jsonl`` only ever grows by whole lines, flushed per tick, so ``inspect`` can
+read a running or a crashed run consistently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from agentsim.errors import RunError
+
+__all__ = ["RunWorkspace", "atomic_write_text", "package_versions"]
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def package_versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("agentsim", "pydantic", "pyyaml", "ray", "aiohttp", "pyarrow"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class RunWorkspace:
+    """One run's folder. ``create`` refuses to overwrite; ``open_existing`` is for resume."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._events: IO[str] | None = None
+
+    @classmethod
+    def create(cls, root: Path) -> RunWorkspace:
+        if root.exists() and any(root.iterdir()):
+            raise RunError(
+                f"run folder {root} already exists and is not empty; choose another --out or "
+                "output.run_id, or resume it with `agentsim run --resume "
+                f"{root}`"
+            )
+        (root / "agents").mkdir(parents=True, exist_ok=True)
+        return cls(root)
+
+    @classmethod
+    def open_existing(cls, root: Path) -> RunWorkspace:
+        if not (root / "manifest.json").is_file():
+            raise RunError(f"{root} is not a run folder (no manifest.json); check the path")
+        return cls(root)
+
+    @property
+    def agents_dir(self) -> Path:
+        return self.root / "agents"
+
+    # -- manifest / config / metrics -------------------------------------------------------
+
+    def read_manifest(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.root / "manifest.json").read_text("utf-8"))
+        return data
+
+    def write_manifest(self, manifest: Mapping[str, Any]) -> None:
+        atomic_write_text(self.root / "manifest.json", json.dumps(manifest, indent=2) + "\n")
+
+    def update_manifest(self, **fields: Any) -> dict[str, Any]:
+        m = self.read_manifest()
+        m.update(fields)
+        self.write_manifest(m)
+        return m
+
+    def new_manifest(
+        self, *, run_id: str, name: str, config_hash: str, seed: int, executor: str
+    ) -> dict[str, Any]:
+        m = {
+            "run_id": run_id,
+            "name": name,
+            "config_hash": config_hash,
+            "seed": seed,
+            "executor": executor,
+            "status": "running",
+            "started": _now(),
+            "ended": None,
+            "ticks_done": 0,
+            "versions": package_versions(),
+            "argv": sys.argv,
+            "pid": os.getpid(),
+        }
+        self.write_manifest(m)
+        return m
+
+    def write_config(self, resolved: Mapping[str, Any]) -> None:
+        atomic_write_text(
+            self.root / "config.yaml", yaml.safe_dump(dict(resolved), sort_keys=False)
+        )
+
+    def write_metrics(self, metrics: Mapping[str, Any]) -> None:
+        atomic_write_text(self.root / "metrics.json", json.dumps(metrics, indent=2) + "\n")
+
+    # -- events ----------------------------------------------------------------------------
+
+    def append_events(self, events: Iterable[Mapping[str, Any]]) -> int:
+        if self._events is None:
+            self._events = open(self.root / "events.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        lines = [json.dumps(e, sort_keys=True, ensure_ascii=False, default=str) for e in events]
+        if lines:
+            self._events.write("\n".join(lines) + "\n")
+            self._events.flush()
+        return len(lines)
+
+    def truncate_events_after(self, tick: int) -> None:
+        """Drop events of ticks after ``tick`` (resume from a checkpoint taken at ``tick``)."""
+        path = self.root / "events.jsonl"
+        if not path.exists():
+            return
+        keep: list[str] = []
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if not line.endswith("\n"):
+                    break  # a torn last line from a crash
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    break
+                if ev.get("tick", 0) > tick or ev.get("phase") == "resume-cut":
+                    continue
+                keep.append(line)
+        atomic_write_text(path, "".join(keep))
+
+    def close(self) -> None:
+        if self._events is not None:
+            self._events.close()
+            self._events = None
+
+    def write_parquet(self) -> Path | None:
+        """``events.parquet`` from ``events.jsonl`` (payload columns kept as JSON text)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        src = self.root / "events.jsonl"
+        if not src.exists():
+            return None
+        cols: dict[str, list[Any]] = {
+            "tick": [],
+            "time": [],
+            "type": [],
+            "agent_id": [],
+            "data": [],
+        }
+        with open(src, encoding="utf-8") as f:
+            for line in f:
+                ev = json.loads(line)
+                cols["tick"].append(ev.pop("tick", None))
+                cols["time"].append(ev.pop("time", None))
+                cols["type"].append(ev.pop("type", None))
+                cols["agent_id"].append(ev.pop("agent_id", None))
+                cols["data"].append(json.dumps(ev, sort_keys=True))
+        table = pa.table(
+            {
+                "tick": pa.array(cols["tick"], pa.int64()),
+                "time": pa.array(cols["time"], pa.string()),
+                "type": pa.array(cols["type"], pa.string()),
+                "agent_id": pa.array(cols["agent_id"], pa.string()),
+                "data": pa.array(cols["data"], pa.string()),
+            }
+        )
+        out = self.root / "events.parquet"
+        pq.write_table(table, out)
+        return out

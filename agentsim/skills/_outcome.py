@@ -1,0 +1,194 @@
+"""Results of skill-script calls: ``ScriptResult`` and the helpers that build it.
+
+Private to ``agentsim.skills`` (``ScriptResult`` is re-exported by ``scripts``). Output and
+tracebacks are capped here, with a visible truncation marker.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import traceback
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = [
+    "CappedWriter",
+    "Outcome",
+    "ScriptResult",
+    "Tier",
+    "cap_text",
+    "exit_status",
+    "fast_result",
+    "format_exc",
+    "outcome_from_exception",
+    "outcome_from_value",
+]
+
+Tier = Literal["entrypoint", "wrapper", "subprocess"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScriptResult:
+    """The outcome of one script call. A failing script is a result, never an exception.
+
+    ``tier`` is how the script ran, ``isolation`` how it was isolated (after escalation);
+    ``truncated`` says that ``output`` was cut to the runner's ``output_cap``.
+    """
+
+    ok: bool
+    output: str
+    exit_code: int
+    error: str | None
+    elapsed: float
+    tier: Tier
+    timed_out: bool = False
+    isolation: str = "inline"
+    truncated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict, for traces."""
+        return {
+            "ok": self.ok,
+            "output": self.output,
+            "exit_code": self.exit_code,
+            "error": self.error,
+            "elapsed": self.elapsed,
+            "tier": self.tier,
+            "timed_out": self.timed_out,
+            "isolation": self.isolation,
+            "truncated": self.truncated,
+        }
+
+
+# The frozen dataclass __init__ costs ~3 us (one object.__setattr__ per field); on the
+# inline hot path we fill the slots through their member descriptors instead (~1 us).
+_SLOT_SETTERS = tuple(
+    getattr(ScriptResult, name).__set__
+    for name in (
+        "ok",
+        "output",
+        "exit_code",
+        "error",
+        "elapsed",
+        "tier",
+        "timed_out",
+        "isolation",
+        "truncated",
+    )
+)
+
+
+def fast_result(
+    ok: bool,
+    output: str,
+    exit_code: int,
+    error: str | None,
+    elapsed: float,
+    tier: Tier,
+    isolation: str,
+    truncated: bool,
+) -> ScriptResult:
+    s_ok, s_out, s_code, s_err, s_el, s_tier, s_to, s_iso, s_trunc = _SLOT_SETTERS
+    result = object.__new__(ScriptResult)
+    s_ok(result, ok)
+    s_out(result, output)
+    s_code(result, exit_code)
+    s_err(result, error)
+    s_el(result, elapsed)
+    s_tier(result, tier)
+    s_to(result, False)
+    s_iso(result, isolation)
+    s_trunc(result, truncated)
+    return result
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """A script call's result before timing and tier are attached."""
+
+    ok: bool
+    output: str
+    exit_code: int
+    error: str | None
+    truncated: bool = False
+    ran: float = 0.0  # seconds the script itself ran, when measured apart from waiting
+
+
+class CappedWriter(io.TextIOBase):
+    """A stdout replacement that keeps the first ``cap`` characters and counts the rest."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__()
+        self._parts: list[str] = []
+        self._room = cap
+        self.dropped = 0
+
+    def write(self, s: str) -> int:
+        n = len(s)
+        if self._room >= n:
+            self._parts.append(s)
+            self._room -= n
+        else:
+            if self._room > 0:
+                self._parts.append(s[: self._room])
+            self.dropped += n - max(self._room, 0)
+            self._room = 0
+        return n
+
+    def writable(self) -> bool:
+        return True
+
+    def getvalue(self) -> str:
+        return "".join(self._parts)
+
+
+def exit_status(exc: SystemExit) -> tuple[int, str | None]:
+    code = exc.code
+    if code is None:
+        return 0, None
+    if isinstance(code, int):
+        return code, None
+    return 1, str(code)  # sys.exit("message") means failure with that message
+
+
+def format_exc(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(exc))
+
+
+def cap_text(text: str, cap: int, dropped: int = 0) -> tuple[str, bool]:
+    """``text`` cut to ``cap`` characters plus a marker naming how much was cut."""
+    if len(text) <= cap and not dropped:
+        return text, False
+    extra = max(len(text) - cap, 0) + dropped
+    return f"{text[:cap]}\n...[truncated {extra} chars]", True
+
+
+def outcome_from_value(value: Any, cap: int) -> Outcome:
+    """An entrypoint's return value as output: str as is, JSON data dumped, None empty."""
+    if value is None:
+        return Outcome(ok=True, output="", exit_code=0, error=None)
+    if isinstance(value, dict | list | tuple):
+        try:
+            text = json.dumps(value, sort_keys=True)
+        except (TypeError, ValueError) as exc:
+            return Outcome(
+                ok=False,
+                output="",
+                exit_code=1,
+                error=f"entrypoint returned {type(value).__name__} that is not JSON "
+                f"serialisable ({exc}); return a str or plain JSON data",
+            )
+    else:
+        text = value if isinstance(value, str) else str(value)
+    output, truncated = cap_text(text, cap)
+    return Outcome(ok=True, output=output, exit_code=0, error=None, truncated=truncated)
+
+
+def outcome_from_exception(exc: BaseException, cap: int) -> Outcome:
+    """``SystemExit(n)`` gives exit code n; anything else exit code 1 and the traceback."""
+    if isinstance(exc, SystemExit):
+        code, message = exit_status(exc)
+        return Outcome(ok=code == 0, output="", exit_code=code, error=message)
+    error, _ = cap_text(format_exc(exc), cap)
+    return Outcome(ok=False, output="", exit_code=1, error=error)

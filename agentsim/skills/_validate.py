@@ -1,0 +1,354 @@
+"""Field rules of SKILL.md frontmatter, checked by hand.
+
+The scan loop validates thousands of manifests and cannot afford a pydantic model per
+skill; these checks are the single statement of the rules. ``SkillManifest`` (pydantic)
+is then built from their normalised output, so both agree by construction.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import stat
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from agentsim.skills._frontmatter import Diagnostic
+
+__all__ = [
+    "AGENTSIM_KEYS",
+    "HOOK_TYPES",
+    "ISOLATIONS",
+    "KNOWN_KEYS",
+    "NAME_PATTERN",
+    "SPEC_KEYS",
+    "STATUSES",
+    "check_fields",
+    "check_skill_files",
+    "path_problem",
+]
+
+NAME_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+HOOK_TYPES = ("pre_step", "post_step")
+ISOLATIONS = ("inline", "thread", "process")
+STATUSES = ("active", "deprecated")
+SPEC_KEYS = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
+AGENTSIM_KEYS = (
+    "script",
+    "hooks",
+    "version",
+    "tags",
+    "requires",
+    "timeout",
+    "isolation",
+    "input_schema",
+    "output_schema",
+    "status",
+    "idempotent",
+    "retries",
+)
+KNOWN_KEYS = SPEC_KEYS + AGENTSIM_KEYS
+_WINDOWS_DRIVE = re.compile(r"[A-Za-z]:")
+
+Checker = Callable[[Any], tuple[Any, str | None]]
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def path_problem(value: Any) -> str | None:
+    """Why ``value`` is not a safe path relative to the skill folder, or None."""
+    if not isinstance(value, str) or not value.strip():
+        return f"must be a relative path string, got {_type_name(value)}"
+    if value.startswith(("/", "\\")) or _WINDOWS_DRIVE.match(value):
+        return f"{value!r} is absolute; give a path relative to the skill folder"
+    if ".." in re.split(r"[/\\]", value):
+        return f"{value!r} leaves the skill folder ('..'); keep scripts inside it"
+    return None
+
+
+def _str(limit: int) -> Checker:
+    def check(value: Any) -> tuple[Any, str | None]:
+        if not isinstance(value, str):
+            return None, f"must be a string, got {_type_name(value)}"
+        if len(value) > limit:
+            return None, f"is {len(value)} characters long, over the limit of {limit}"
+        return value, None
+
+    return check
+
+
+def _name(value: Any) -> tuple[Any, str | None]:
+    if not isinstance(value, str):
+        return None, f"must be a string, got {_type_name(value)}"
+    if len(value) > 64:
+        return None, f"{value!r} is {len(value)} characters long, over the limit of 64"
+    if not NAME_PATTERN.fullmatch(value):
+        return None, (
+            f"{value!r} is not a valid skill name; use lowercase letters, digits and "
+            "single hyphens (like 'daily-guidance')"
+        )
+    return sys.intern(value), None
+
+
+def _description(value: Any) -> tuple[Any, str | None]:
+    if not isinstance(value, str):
+        return None, f"must be a string, got {_type_name(value)}"
+    if not value.strip():
+        return None, "is empty; say in one or two sentences when to use the skill"
+    if len(value) > 1024:
+        return None, f"is {len(value)} characters long, over the limit of 1024; shorten it"
+    return value, None
+
+
+def _path(value: Any) -> tuple[Any, str | None]:
+    problem = path_problem(value)
+    return (None, problem) if problem else (value, None)
+
+
+def _hooks(value: Any) -> tuple[Any, str | None]:
+    if not isinstance(value, dict):
+        return None, f"must be a mapping of hook type to script path, got {_type_name(value)}"
+    hooks: dict[str, str] = {}
+    for hook_type, script in value.items():
+        if hook_type not in HOOK_TYPES:
+            return None, (f"has unknown hook type {hook_type!r}; use {' or '.join(HOOK_TYPES)}")
+        problem = path_problem(script)
+        if problem:
+            return None, f"{hook_type}: {problem}"
+        hooks[sys.intern(hook_type)] = script
+    return hooks, None
+
+
+def _str_list(item_check: Callable[[str], str | None] | None = None) -> Checker:
+    def check(value: Any) -> tuple[Any, str | None]:
+        if not isinstance(value, list):
+            return None, f"must be a list like [a, b], got {_type_name(value)}"
+        out: list[str] = []
+        for item in value:
+            if not isinstance(item, str):
+                return None, f"must hold strings only, got {_type_name(item)} {item!r}"
+            problem = item_check(item) if item_check else None
+            if problem:
+                return None, problem
+            out.append(sys.intern(item))
+        return tuple(out), None
+
+    return check
+
+
+def _require_name(item: str) -> str | None:
+    if NAME_PATTERN.fullmatch(item):
+        return None
+    return f"{item!r} is not a skill name; list the names of required skills"
+
+
+def _allowed_tools(value: Any) -> tuple[Any, str | None]:
+    if isinstance(value, str):
+        return tuple(value.split()), None
+    return _str_list()(value)
+
+
+def _metadata(value: Any) -> tuple[Any, str | None]:
+    if not isinstance(value, dict):
+        return None, f"must be a mapping of string keys to string values, got {_type_name(value)}"
+    for key, item in value.items():
+        if not isinstance(key, str) or not isinstance(item, str):
+            return None, (
+                f"entry {key!r}: {item!r} is not string to string; quote the value "
+                "(the Agent Skills spec allows only strings here)"
+            )
+    return dict(value), None
+
+
+def _version(value: Any) -> tuple[Any, str | None]:
+    if isinstance(value, str):
+        return value, None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return None, f'was read as the number {value!r}; quote it, like version: "{value}"'
+    return None, f"must be a string, got {_type_name(value)}"
+
+
+def _timeout(value: Any) -> tuple[Any, str | None]:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        return None, f"must be a positive number of seconds, got {value!r}"
+    return float(value), None
+
+
+def _choice(options: tuple[str, ...]) -> Checker:
+    def check(value: Any) -> tuple[Any, str | None]:
+        if value not in options:
+            return None, f"must be one of {', '.join(options)}, got {value!r}"
+        return sys.intern(value), None
+
+    return check
+
+
+def _bool(value: Any) -> tuple[Any, str | None]:
+    if not isinstance(value, bool):
+        return None, f"must be true or false, got {value!r}"
+    return value, None
+
+
+def _retries(value: Any) -> tuple[Any, str | None]:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None, f"must be a whole number >= 0, got {value!r}"
+    return value, None
+
+
+def _schema(value: Any) -> tuple[Any, str | None]:
+    if not isinstance(value, dict):
+        return None, f"must be a JSON Schema mapping, got {_type_name(value)}"
+    import jsonschema  # only skills that declare a schema pay for the import
+
+    try:
+        jsonschema.validators.validator_for(value).check_schema(value)
+    except jsonschema.SchemaError as exc:
+        return None, f"is not a valid JSON Schema: {exc.message}"
+    return value, None
+
+
+_CHECKS: dict[str, tuple[str, Checker]] = {
+    "name": ("name", _name),
+    "description": ("description", _description),
+    "script": ("script", _path),
+    "hooks": ("hooks", _hooks),
+    "license": ("license", _str(1024)),
+    "compatibility": ("compatibility", _str(500)),
+    "metadata": ("metadata", _metadata),
+    "allowed-tools": ("allowed_tools", _allowed_tools),
+    "version": ("version", _version),
+    "tags": ("tags", _str_list()),
+    "requires": ("requires", _str_list(_require_name)),
+    "timeout": ("timeout", _timeout),
+    "isolation": ("isolation", _choice(ISOLATIONS)),
+    "input_schema": ("input_schema", _schema),
+    "output_schema": ("output_schema", _schema),
+    "status": ("status", _choice(STATUSES)),
+    "idempotent": ("idempotent", _bool),
+    "retries": ("retries", _retries),
+}
+
+
+def check_fields(
+    data: dict[str, Any],
+    *,
+    key_lines: dict[str, int],
+    fm_line: int,
+    source: str,
+    folder_name: str | None,
+) -> tuple[dict[str, Any] | None, list[Diagnostic]]:
+    """Validate a frontmatter mapping; return (normalised fields or None, diagnostics)."""
+    fields: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    diags: list[Diagnostic] = []
+    ok = True
+    for key, value in data.items():
+        entry = _CHECKS.get(key)
+        line = key_lines.get(key, fm_line) if isinstance(key, str) else fm_line
+        if entry is None:
+            if not isinstance(key, str):
+                ok = False
+                diags.append(
+                    Diagnostic(
+                        file=source,
+                        line=line,
+                        message=f"frontmatter key {key!r} is not a string; keys are words "
+                        "like name or description",
+                    )
+                )
+                continue
+            extra[key] = value
+            close = difflib.get_close_matches(key, KNOWN_KEYS, n=1)
+            hint = (
+                f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(KNOWN_KEYS)}"
+            )
+            diags.append(
+                Diagnostic(
+                    file=source,
+                    line=line,
+                    severity="warning",
+                    message=f"unknown frontmatter key {key!r} (kept as extra); {hint}",
+                )
+            )
+            continue
+        field, check = entry
+        normal, problem = check(value)
+        if problem:
+            ok = False
+            diags.append(Diagnostic(file=source, line=line, message=f"{key} {problem}"))
+        else:
+            fields[field] = normal
+    for required in ("name", "description"):
+        if required not in data:
+            ok = False
+            diags.append(
+                Diagnostic(
+                    file=source,
+                    line=fm_line,
+                    message=f"the frontmatter has no {required}:; add it (both name and "
+                    "description are required)",
+                )
+            )
+    name = fields.get("name")
+    if name is not None and folder_name is not None and name != folder_name:
+        ok = False
+        diags.append(
+            Diagnostic(
+                file=source,
+                line=key_lines.get("name", fm_line),
+                message=f"name {name!r} does not match its folder {folder_name!r}; rename "
+                "the folder or the name so that they are equal",
+            )
+        )
+    if not ok:
+        return None, diags
+    fields["extra"] = extra
+    return fields, diags
+
+
+def _inside_check(folder: str, rel: str) -> str | None:
+    """Why ``folder/rel`` is not a regular file inside ``folder``, or None."""
+    parts = [p for p in re.split(r"[/\\]", rel) if p and p != "."]
+    current = folder
+    linked = False
+    for part in parts:
+        current = os.path.join(current, part)
+        try:
+            st = os.lstat(current)
+        except OSError:
+            return "does not exist; create it or fix the path"
+        linked = linked or stat.S_ISLNK(st.st_mode)
+    if linked:
+        real_folder = os.path.realpath(folder)
+        real = os.path.realpath(current)
+        if not real.startswith(real_folder + os.sep):
+            return "is a symlink that leaves the skill folder; copy the file into the skill"
+    if not os.path.isfile(current):
+        return "is not a regular file"
+    return None
+
+
+def check_skill_files(
+    folder: str, fields: dict[str, Any], *, key_lines: dict[str, int], fm_line: int, source: str
+) -> list[Diagnostic]:
+    """Scan-time check that the declared script and hook files exist inside ``folder``."""
+    wanted: list[tuple[str, str]] = []
+    script = fields.get("script")
+    if script is not None:
+        wanted.append(("script", script))
+    for hook_type, rel in (fields.get("hooks") or {}).items():
+        wanted.append((f"hooks.{hook_type}", rel))
+    diags: list[Diagnostic] = []
+    seen: dict[str, str | None] = {}
+    for label, rel in wanted:
+        if rel not in seen:
+            seen[rel] = _inside_check(folder, rel)
+        problem = seen[rel]
+        if problem:
+            line = key_lines.get(label.split(".")[0], fm_line)
+            diags.append(Diagnostic(file=source, line=line, message=f"{label} {rel!r} {problem}"))
+    return diags

@@ -1,0 +1,258 @@
+"""The skill catalog an agent sees: ``<available_skills>`` under a token budget.
+
+Under budget every visible skill is listed. Over budget, skills are ranked by BM25 relevance
+of their name + description to the agent's current situation (its observation, profile and
+recent memory), activated skills are always kept, and the block ends with how many skills
+were left out and how to reach them (``search_skills``). Nothing is cut silently.
+
+The BM25 index is built once per set of skills and shared by every agent of the process.
+Token counts are estimated as ``ceil(len(text) / 4)``: no tokenizer, no model, no network.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from html import escape
+from typing import Protocol
+
+__all__ = [
+    "CatalogEntry",
+    "CatalogIndex",
+    "RenderedCatalog",
+    "estimate_tokens",
+    "render_catalog",
+    "tokenize",
+]
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "this",
+        "to",
+        "use",
+        "used",
+        "when",
+        "with",
+        "you",
+        "your",
+    ]
+)
+_BM25_K1 = 1.2
+_BM25_B = 0.75
+
+
+def estimate_tokens(text: str) -> int:
+    """A cheap, deterministic token estimate (about four characters per token)."""
+    return (len(text) + 3) // 4
+
+
+def tokenize(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text.lower()) if w not in _STOP]
+
+
+class _SkillLike(Protocol):
+    @property
+    def skill_id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CatalogEntry:
+    """One line of the catalog, pre-rendered once per index."""
+
+    skill_id: str
+    handle: str  # what the model passes to activate_skill: the name, or the id when ambiguous
+    description: str
+    line: str
+    tokens: int
+
+
+def _entry_line(handle: str, skill_id: str, description: str) -> str:
+    return f'<skill name="{escape(handle)}" id="{escape(skill_id)}">{escape(description)}</skill>'
+
+
+@dataclass(slots=True)
+class CatalogIndex:
+    """BM25 index plus pre-rendered entries over a fixed sequence of skills."""
+
+    entries: list[CatalogEntry]
+    by_id: dict[str, int]
+    total_tokens: int
+    min_tokens: int
+    _postings: dict[str, list[tuple[int, float]]] = field(repr=False)
+
+    @classmethod
+    def build(cls, skills: Iterable[_SkillLike]) -> CatalogIndex:
+        skills = list(skills)
+        name_count: dict[str, int] = {}
+        for s in skills:
+            name_count[s.name] = name_count.get(s.name, 0) + 1
+        entries: list[CatalogEntry] = []
+        docs: list[list[str]] = []
+        for s in skills:
+            handle = s.name if name_count[s.name] == 1 else s.skill_id
+            line = _entry_line(handle, s.skill_id, s.description)
+            entries.append(
+                CatalogEntry(
+                    skill_id=s.skill_id,
+                    handle=handle,
+                    description=s.description,
+                    line=line,
+                    tokens=estimate_tokens(line) + 1,
+                )
+            )
+            docs.append(tokenize(s.name.replace("-", " ") + " " + s.description))
+        n = len(docs)
+        avg = (sum(len(d) for d in docs) / n) if n else 1.0
+        df: dict[str, int] = {}
+        for d in docs:
+            for term in set(d):
+                df[term] = df.get(term, 0) + 1
+        postings: dict[str, list[tuple[int, float]]] = {}
+        for i, d in enumerate(docs):
+            tf: dict[str, int] = {}
+            for term in d:
+                tf[term] = tf.get(term, 0) + 1
+            norm = _BM25_K1 * (1 - _BM25_B + _BM25_B * len(d) / (avg or 1.0))
+            for term, f in tf.items():
+                idf = math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5))
+                postings.setdefault(term, []).append((i, idf * f * (_BM25_K1 + 1) / (f + norm)))
+        return cls(
+            entries=entries,
+            by_id={e.skill_id: i for i, e in enumerate(entries)},
+            total_tokens=sum(e.tokens for e in entries),
+            min_tokens=min((e.tokens for e in entries), default=0),
+            _postings=postings,
+        )
+
+    def scores(self, query: str) -> dict[int, float]:
+        acc: dict[int, float] = {}
+        for term in set(tokenize(query)):
+            for i, w in self._postings.get(term, ()):
+                acc[i] = acc.get(i, 0.0) + w
+        return acc
+
+    def search(self, query: str, *, limit: int = 10) -> list[CatalogEntry]:
+        """Best matches first; ties broken by skill id so results are deterministic."""
+        scored = self.scores(query)
+        best = sorted(scored.items(), key=lambda kv: (-kv[1], self.entries[kv[0]].skill_id))
+        return [self.entries[i] for i, _ in best[:limit]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RenderedCatalog:
+    text: str
+    shown: tuple[str, ...]  # skill ids, in the order listed
+    omitted: int
+    tokens: int
+
+
+_OPEN = "<available_skills>"
+_CLOSE = "</available_skills>"
+
+
+def _omitted_note(omitted: int) -> str:
+    return (
+        f"<!-- {omitted} more skill{'s' if omitted != 1 else ''} not listed to fit the catalog "
+        "budget; call search_skills(query) to find them -->"
+    )
+
+
+def render_catalog(
+    index: CatalogIndex,
+    *,
+    budget_tokens: int,
+    query: str = "",
+    active: Sequence[str] = (),
+    hidden: frozenset[str] = frozenset(),
+) -> RenderedCatalog:
+    """Render the catalog of ``index`` minus ``hidden`` ids within ``budget_tokens``.
+
+    ``active`` ids are always listed first (marked ``active="true"``); the budget then goes to
+    the most relevant of the rest. If the active skills alone exceed the budget they are still
+    listed: the model must know what it has loaded.
+    """
+    entries = index.entries
+    visible = len(entries) - sum(1 for h in hidden if h in index.by_id)
+    frame = estimate_tokens(_OPEN) + estimate_tokens(_CLOSE) + 2
+    active_set = set(active)
+    if not active_set and not hidden and index.total_tokens + frame <= budget_tokens:
+        text = "\n".join([_OPEN, *(e.line for e in entries), _CLOSE])
+        return RenderedCatalog(
+            text=text,
+            shown=tuple(e.skill_id for e in entries),
+            omitted=0,
+            tokens=index.total_tokens + frame,
+        )
+    lines: list[str] = [_OPEN]
+    shown: list[str] = []
+    used = frame
+    for sid in active:
+        i = index.by_id.get(sid)
+        if i is None or sid in hidden:
+            continue
+        e = entries[i]
+        lines.append(e.line.replace(">", ' active="true">', 1))
+        shown.append(sid)
+        used += e.tokens + 4
+    rest_tokens = index.total_tokens - sum(entries[index.by_id[s]].tokens for s in shown)
+    if used + rest_tokens <= budget_tokens:
+        order: Iterable[int] = range(len(entries))
+    else:
+        # Reserve room for the "omitted" note, then fill by relevance.
+        used += estimate_tokens(_omitted_note(visible)) + 1
+        scores = index.scores(query) if query else {}
+        ranked = sorted(scores, key=lambda i: (-scores[i], entries[i].skill_id))
+        unscored = (i for i in range(len(entries)) if i not in scores)
+        order = _chain(ranked, unscored)
+    for i in order:
+        e = entries[i]
+        if e.skill_id in active_set or e.skill_id in hidden:
+            continue
+        if used + e.tokens > budget_tokens:
+            if budget_tokens - used < index.min_tokens:
+                break  # nothing else can fit
+            continue
+        lines.append(e.line)
+        shown.append(e.skill_id)
+        used += e.tokens
+    omitted = visible - len(shown)
+    if omitted:
+        lines.append(_CLOSE)
+        lines.append(_omitted_note(omitted))
+    else:
+        lines.append(_CLOSE)
+    text = "\n".join(lines)
+    return RenderedCatalog(text=text, shown=tuple(shown), omitted=omitted, tokens=used)
+
+
+def _chain(first: Iterable[int], second: Iterable[int]) -> Iterable[int]:
+    yield from first
+    yield from second

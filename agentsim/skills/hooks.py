@@ -1,0 +1,120 @@
+"""Hook outcomes, decisions and the ``<skill_hooks>`` prompt block.
+
+A hook is a skill script called with ``--args-json PAYLOAD`` at ``pre_step`` or
+``post_step``. Its output is shown to the model. A hook may also *decide*: when its output
+is a JSON object with a ``"decision"`` key, ``skip`` (pre_step: the agent sits out this step)
+or ``retry`` (post_step: a quality gate; ``feedback`` goes back to the model for another
+turn). The object's ``"message"`` (or, failing that, the whole object) is what the model sees.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any, Literal
+
+__all__ = [
+    "HOOK_TYPES",
+    "HookDecision",
+    "HookOutcome",
+    "parse_hook_output",
+    "render_skill_hooks",
+]
+
+HookType = Literal["pre_step", "post_step"]
+HOOK_TYPES: tuple[HookType, ...] = ("pre_step", "post_step")
+_DECISIONS = {"pre_step": frozenset({"skip", "continue"}), "post_step": {"retry", "continue"}}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HookDecision:
+    kind: Literal["skip", "retry"]
+    skill_id: str
+    hook: str
+    feedback: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "kind": self.kind,
+            "skill": self.skill_id,
+            "hook": self.hook,
+            "feedback": self.feedback,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HookOutcome:
+    skill_id: str
+    hook: str
+    ok: bool
+    text: str
+    decision: HookDecision | None = None
+    elapsed: float = 0.0
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "skill": self.skill_id,
+            "hook": self.hook,
+            "ok": self.ok,
+            "text": self.text,
+            "elapsed": round(self.elapsed, 6),
+        }
+        if self.decision is not None:
+            out["decision"] = self.decision.to_dict()
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+def parse_hook_output(output: str, *, skill_id: str, hook: str) -> tuple[str, HookDecision | None]:
+    """Split a hook's output into the text the model sees and an optional decision.
+
+    A malformed decision (unknown kind, wrong hook) is not obeyed; the text says why, so
+    the skill author sees the problem in the trace.
+    """
+    stripped = output.strip()
+    if not stripped.startswith("{") or '"decision"' not in stripped:
+        return output, None
+    try:
+        obj = json.loads(stripped)
+    except ValueError:
+        return output, None
+    if not isinstance(obj, dict) or "decision" not in obj:
+        return output, None
+    kind = obj.get("decision")
+    text = str(obj.get("message", "")) or output
+    if kind == "continue":
+        return text, None
+    allowed = _DECISIONS.get(hook, frozenset())
+    if kind not in allowed or kind == "continue":
+        known = ", ".join(sorted(allowed))
+        return f"{text}\n[ignored decision {kind!r}: a {hook} hook may return {known}]", None
+    feedback = str(obj.get("feedback", "")) or text
+    decision = HookDecision(kind=kind, skill_id=skill_id, hook=hook, feedback=feedback)
+    return text, decision
+
+
+def _cap(text: str, cap: int) -> str:
+    if len(text) <= cap:
+        return text
+    return f"{text[:cap]}\n[... truncated {len(text) - cap} characters]"
+
+
+def render_skill_hooks(outcomes: Sequence[HookOutcome], *, cap: int = 2000) -> str:
+    """The ``<skill_hooks>`` block of DESIGN.md: escaped, each hook capped at ``cap`` chars."""
+    if not outcomes:
+        return ""
+    parts = ["<skill_hooks>"]
+    for o in outcomes:
+        body = o.text if o.ok else (o.text or o.error or "hook failed")
+        parts.append(
+            f'<skill_hook skill="{escape(o.skill_id)}" hook="{escape(o.hook)}" '
+            f'ok="{"true" if o.ok else "false"}">'
+        )
+        parts.append(escape(_cap(body.strip(), cap), quote=False))
+        parts.append("</skill_hook>")
+    parts.append("</skill_hooks>")
+    return "\n".join(parts)

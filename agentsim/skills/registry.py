@@ -1,0 +1,492 @@
+"""The skill registry: scanned roots -> an immutable snapshot of descriptors.
+
+``SkillRegistry`` starts empty and is filled by ``scan_builtin`` / ``scan_custom`` /
+``scan_env_skills``. Every scan and every ``refresh()`` builds a new ``RegistrySnapshot``
+and swaps it in with one assignment, so a reader holding ``snapshot()`` never sees a half
+update. ``view(agent_dir)`` overlays one agent's own skills (namespace ``agent``).
+
+Ids are ``namespace@name``; the first registration of an id wins and the loser becomes a
+diagnostic. ``find_by_name`` and ``list_all`` use the precedence agent, custom, built-in,
+then ``env:<module>`` namespaces (alphabetically), then the name.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentsim.errors import SkillError, SkillNotFoundError
+from agentsim.skills._files import DocCache, read_doc, read_file
+from agentsim.skills._frontmatter import Diagnostic
+from agentsim.skills._scan import RootScan, SkillDescriptor, namespace_rank, scan_root
+from agentsim.skills._validate import HOOK_TYPES
+
+__all__ = ["RefreshResult", "RegistrySnapshot", "SkillDescriptor", "SkillRegistry", "SkillView"]
+
+_HINT = "run `agentsim skills list` to see the registered skills"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RefreshResult:
+    """What a scan or refresh changed. ``generation`` only moves when something did."""
+
+    generation: int
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+    @property
+    def any(self) -> bool:
+        return bool(self.added or self.changed or self.removed)
+
+
+def _order_key(desc: SkillDescriptor) -> tuple[int, str, str]:
+    return (namespace_rank(desc.namespace), desc.namespace, desc.name)
+
+
+def _cycles(
+    names: Iterable[str], requires_of: Mapping[str, tuple[str, ...]]
+) -> list[list[str]]:
+    """Every elementary cycle found by a DFS over the ``requires`` graph, once each."""
+    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+    found: list[list[str]] = []
+    seen: set[frozenset[str]] = set()
+    for start in sorted(names):
+        if start in state:
+            continue
+        stack: list[tuple[str, int]] = [(start, 0)]
+        path: list[str] = [start]
+        state[start] = 1
+        while stack:
+            node, i = stack[-1]
+            deps = requires_of.get(node, ())
+            if i == len(deps):
+                stack.pop()
+                path.pop()
+                state[node] = 2
+                continue
+            stack[-1] = (node, i + 1)
+            dep = deps[i]
+            if dep not in requires_of:
+                continue
+            mark = state.get(dep)
+            if mark == 1:
+                cycle = path[path.index(dep) :]
+                key = frozenset(cycle)
+                if key not in seen:
+                    seen.add(key)
+                    found.append([*cycle, dep])
+            elif mark is None:
+                state[dep] = 1
+                stack.append((dep, 0))
+                path.append(dep)
+    return found
+
+
+def _requires_diagnostics(
+    descs: Iterable[SkillDescriptor], known: Mapping[str, SkillDescriptor]
+) -> list[Diagnostic]:
+    requires_of = {name: d.requires for name, d in known.items()}
+    diags: list[Diagnostic] = []
+    for desc in descs:
+        for dep in desc.requires:
+            if dep not in known:
+                diags.append(
+                    Diagnostic(
+                        file=desc.skill_md,
+                        line=1,
+                        severity="warning",
+                        message=f"requires {dep!r}, which is not registered; add that skill "
+                        "or remove it from requires",
+                    )
+                )
+    names = [d.name for d in descs]
+    for cycle in _cycles(names, requires_of):
+        first = known[cycle[0]]
+        diags.append(
+            Diagnostic(
+                file=first.skill_md,
+                line=1,
+                message=f"requires cycle: {' -> '.join(cycle)}; remove one of these "
+                "requires entries",
+            )
+        )
+    return diags
+
+
+class _Reads:
+    """The read API shared by snapshots, the registry and agent views."""
+
+    __slots__ = ()
+
+    def _all(self) -> tuple[SkillDescriptor, ...]:
+        raise NotImplementedError
+
+    def _by_id(self, skill_id: str) -> SkillDescriptor | None:
+        raise NotImplementedError
+
+    def _by_name(self, name: str) -> tuple[SkillDescriptor, ...]:
+        raise NotImplementedError
+
+    def _docs(self) -> DocCache:
+        raise NotImplementedError
+
+    def list_all(self) -> tuple[SkillDescriptor, ...]:
+        """Every visible skill, in precedence order (see the module docstring)."""
+        return self._all()
+
+    def _not_found(self, wanted: str) -> SkillNotFoundError:
+        everything = self._all()
+        ids = [d.skill_id for d in everything]
+        exact = [d.skill_id for d in everything if d.name == wanted]
+        close = exact or difflib.get_close_matches(
+            wanted, ids + sorted({d.name for d in everything}), n=3
+        )
+        return SkillNotFoundError(wanted, close, _HINT)
+
+    def get(self, skill_id: str) -> SkillDescriptor:
+        """The skill with this id (``namespace@name``); raises ``SkillNotFoundError``."""
+        desc = self._by_id(skill_id)
+        if desc is None:
+            raise self._not_found(skill_id)
+        return desc
+
+    def find_by_name(self, name: str) -> tuple[SkillDescriptor, ...]:
+        """All skills named ``name``, highest precedence first; never empty."""
+        found = self._by_name(name)
+        if not found:
+            raise self._not_found(name)
+        return found
+
+    def resolve(self, id_or_name: str) -> SkillDescriptor:
+        """An id, or a bare name resolved to its highest-precedence skill."""
+        if "@" in id_or_name:
+            return self.get(id_or_name)
+        return self.find_by_name(id_or_name)[0]
+
+    def read_skill_doc(self, skill_id: str) -> str:
+        """The Markdown body, cached per process and re-read when SKILL.md changed."""
+        return read_doc(self.get(skill_id), self._docs())
+
+    def read_skill_file(self, skill_id: str, relative_path: str) -> str:
+        """A text file inside the skill folder; absolute paths, ``..`` and symlinks that
+        leave the folder are refused with ``SkillFileError``."""
+        return read_file(self.get(skill_id), relative_path)
+
+    def list_hooks(self, hook_type: str) -> tuple[SkillDescriptor, ...]:
+        """Skills declaring ``hook_type`` (pre_step / post_step), sorted by id."""
+        if hook_type not in HOOK_TYPES:
+            raise SkillError(
+                f"unknown hook type {hook_type!r}; use one of {', '.join(HOOK_TYPES)}"
+            )
+        hooked = [d for d in self._all() if d.hook_script(hook_type) is not None]
+        return tuple(sorted(hooked, key=lambda d: d.skill_id))
+
+    def __contains__(self, skill_id: object) -> bool:
+        return isinstance(skill_id, str) and self._by_id(skill_id) is not None
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegistrySnapshot(_Reads):
+    """An immutable state of the registry; safe to hold while the registry refreshes."""
+
+    generation: int
+    scans: tuple[RootScan, ...]
+    skills: Mapping[str, SkillDescriptor]
+    diagnostics: tuple[Diagnostic, ...]
+    docs: DocCache = field(default_factory=DocCache, compare=False, repr=False)
+    ordered: tuple[SkillDescriptor, ...] = field(default=(), compare=False, repr=False)
+    names: Mapping[str, tuple[SkillDescriptor, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def _all(self) -> tuple[SkillDescriptor, ...]:
+        return self.ordered
+
+    def _by_id(self, skill_id: str) -> SkillDescriptor | None:
+        return self.skills.get(skill_id)
+
+    def _by_name(self, name: str) -> tuple[SkillDescriptor, ...]:
+        return self.names.get(name, ())
+
+    def _docs(self) -> DocCache:
+        return self.docs
+
+    def snapshot(self) -> RegistrySnapshot:
+        return self
+
+    def view(self, agent_skills_dir: str | os.PathLike[str] | None) -> SkillView:
+        """An agent-scoped overlay fixed on this snapshot."""
+        return SkillView(self, agent_skills_dir)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Derived indexes are rebuilt on arrival: the pickle holds each descriptor once.
+        return (_rebuild, (self.generation, self.scans, tuple(self.skills.values()), self.diagnostics))
+
+
+def _rebuild(
+    generation: int,
+    scans: tuple[RootScan, ...],
+    winners: tuple[SkillDescriptor, ...],
+    diagnostics: tuple[Diagnostic, ...],
+) -> RegistrySnapshot:
+    return _index(generation, scans, winners, diagnostics, DocCache())
+
+
+def _index(
+    generation: int,
+    scans: tuple[RootScan, ...],
+    winners: Iterable[SkillDescriptor],
+    diagnostics: tuple[Diagnostic, ...],
+    docs: DocCache,
+) -> RegistrySnapshot:
+    ordered = tuple(sorted(winners, key=_order_key))
+    names: dict[str, tuple[SkillDescriptor, ...]] = {}
+    for desc in ordered:
+        names[desc.name] = (*names.get(desc.name, ()), desc)
+    return RegistrySnapshot(
+        generation=generation,
+        scans=scans,
+        skills={d.skill_id: d for d in ordered},
+        diagnostics=diagnostics,
+        docs=docs,
+        ordered=ordered,
+        names=names,
+    )
+
+
+def _build(scans: tuple[RootScan, ...], generation: int, docs: DocCache) -> RegistrySnapshot:
+    winners: dict[str, SkillDescriptor] = {}
+    diags: list[Diagnostic] = []
+    for scan in scans:
+        diags.extend(scan.diagnostics)
+        for _, _, desc, entry_diags in scan.entries.values():
+            diags.extend(entry_diags)
+            if desc is None:
+                continue
+            first = winners.get(desc.skill_id)
+            if first is None:
+                winners[desc.skill_id] = desc
+                continue
+            diags.append(
+                Diagnostic(
+                    file=desc.skill_md,
+                    line=1,
+                    message=f"duplicate skill id {desc.skill_id!r}: already registered from "
+                    f"{first.path}, so this copy is ignored; rename one of them",
+                )
+            )
+    first_by_name: dict[str, SkillDescriptor] = {}
+    for desc in sorted(winners.values(), key=_order_key):
+        first_by_name.setdefault(desc.name, desc)
+    diags.extend(_requires_diagnostics(first_by_name.values(), first_by_name))
+    return _index(generation, scans, winners.values(), tuple(diags), docs)
+
+
+def _prefixed(scan: RootScan, names: list[str]) -> tuple[str, ...]:
+    return tuple(f"{scan.namespace}@{name}" for name in names)
+
+
+class SkillRegistry(_Reads):
+    """The registry a process shares. Construct empty, then call the ``scan_*`` methods."""
+
+    __slots__ = ("_snap",)
+
+    def __init__(self) -> None:
+        self._snap = _index(0, (), (), (), DocCache())
+
+    # -- filling ---------------------------------------------------------------------------
+
+    def _add_root(self, path: str | os.PathLike[str], namespace: str) -> RefreshResult:
+        old = self._snap
+        scan, added, _, _ = scan_root(os.fspath(path), namespace)
+        generation = old.generation + 1
+        self._snap = _build((*old.scans, scan), generation, old.docs)
+        return RefreshResult(generation=generation, added=_prefixed(scan, added))
+
+    def scan_builtin(self, path: str | os.PathLike[str]) -> RefreshResult:
+        """Register every skill under ``path`` as ``built-in@<name>``."""
+        return self._add_root(path, "built-in")
+
+    def scan_custom(self, path: str | os.PathLike[str]) -> RefreshResult:
+        """Register every skill under ``path`` as ``custom@<name>``."""
+        return self._add_root(path, "custom")
+
+    def scan_env_skills(self, skills_dir: str | os.PathLike[str], env_name: str) -> RefreshResult:
+        """Register an environment module's skills as ``env:<env_name>@<name>``."""
+        if not env_name or "@" in env_name or ":" in env_name:
+            raise SkillError(
+                f"environment name {env_name!r} cannot be used in a skill id; use a plain "
+                "module name such as 'city'"
+            )
+        return self._add_root(skills_dir, f"env:{env_name}")
+
+    def refresh(self) -> RefreshResult:
+        """Re-stat every root; re-parse only changed SKILL.md files; swap in a new snapshot
+        if anything changed (the generation moves only then)."""
+        old = self._snap
+        scans: list[RootScan] = []
+        added: list[str] = []
+        changed: list[str] = []
+        removed: list[str] = []
+        for prev in old.scans:
+            scan, a, c, r = scan_root(prev.root, prev.namespace, prev)
+            scans.append(scan)
+            added += _prefixed(scan, a)
+            changed += _prefixed(scan, c)
+            removed += _prefixed(scan, r)
+        root_diags_moved = any(
+            s.diagnostics != p.diagnostics for s, p in zip(scans, old.scans, strict=True)
+        )
+        if not (added or changed or removed or root_diags_moved):
+            return RefreshResult(generation=old.generation)
+        generation = old.generation + 1
+        self._snap = _build(tuple(scans), generation, old.docs)
+        return RefreshResult(
+            generation=generation,
+            added=tuple(added),
+            changed=tuple(changed),
+            removed=tuple(removed),
+        )
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def snapshot(self) -> RegistrySnapshot:
+        """The current immutable state."""
+        return self._snap
+
+    def view(self, agent_skills_dir: str | os.PathLike[str] | None) -> SkillView:
+        """An overlay with one agent's own skills; it follows this registry's refreshes."""
+        return SkillView(self, agent_skills_dir)
+
+    @property
+    def generation(self) -> int:
+        return self._snap.generation
+
+    @property
+    def diagnostics(self) -> tuple[Diagnostic, ...]:
+        return self._snap.diagnostics
+
+    @property
+    def roots(self) -> tuple[tuple[str, str], ...]:
+        """(namespace, folder) of every scanned root, in scan order."""
+        return tuple((s.namespace, s.root) for s in self._snap.scans)
+
+    def _all(self) -> tuple[SkillDescriptor, ...]:
+        return self._snap.ordered
+
+    def _by_id(self, skill_id: str) -> SkillDescriptor | None:
+        return self._snap.skills.get(skill_id)
+
+    def _by_name(self, name: str) -> tuple[SkillDescriptor, ...]:
+        return self._snap.names.get(name, ())
+
+    def _docs(self) -> DocCache:
+        return self._snap.docs
+
+    def __getstate__(self) -> RegistrySnapshot:
+        return self._snap
+
+    def __setstate__(self, state: RegistrySnapshot) -> None:
+        self._snap = state
+
+
+class SkillView(_Reads):
+    """One agent's view: the base skills plus ``agent_skills_dir`` as ``agent@<name>``.
+
+    Nothing of the agent folder reaches the base or any other view. ``refresh()`` rescans
+    the agent folder only; the base (a registry) refreshes on its own.
+    """
+
+    __slots__ = ("_agent", "_agent_gen", "_base", "_extra_diags", "_names", "_ordered")
+
+    def __init__(
+        self, base: SkillRegistry | RegistrySnapshot, agent_skills_dir: str | os.PathLike[str] | None
+    ) -> None:
+        self._base = base
+        self._agent: RootScan | None = None
+        self._agent_gen = 0
+        self._ordered: tuple[SkillDescriptor, ...] = ()
+        self._names: dict[str, SkillDescriptor] = {}
+        self._extra_diags: tuple[Diagnostic, ...] = ()
+        if agent_skills_dir is not None:
+            path = os.fspath(agent_skills_dir)
+            if os.path.isdir(path):
+                self._set(scan_root(path, "agent")[0])
+            else:
+                # A missing agent folder is normal (most agents have none); it may appear.
+                self._agent = RootScan(root=path, namespace="agent", entries={})
+
+    def _set(self, scan: RootScan) -> None:
+        self._agent = scan
+        descs = [e[2] for e in scan.entries.values() if e[2] is not None]
+        self._ordered = tuple(descs)
+        self._names = {d.name: d for d in descs}
+        diags = [*scan.diagnostics]
+        for entry in scan.entries.values():
+            diags.extend(entry[3])
+        self._extra_diags = tuple(diags)
+
+    def refresh(self) -> RefreshResult:
+        """Rescan the agent folder (the base is refreshed through its registry)."""
+        if self._agent is None:
+            return RefreshResult(generation=self.generation)
+        if not os.path.isdir(self._agent.root) and not self._agent.entries:
+            return RefreshResult(generation=self.generation)
+        scan, added, changed, removed = scan_root(self._agent.root, "agent", self._agent)
+        if not (added or changed or removed):
+            return RefreshResult(generation=self.generation)
+        self._set(scan)
+        self._agent_gen += 1
+        return RefreshResult(
+            generation=self.generation,
+            added=_prefixed(scan, added),
+            changed=_prefixed(scan, changed),
+            removed=_prefixed(scan, removed),
+        )
+
+    @property
+    def agent_skills_dir(self) -> Path | None:
+        return Path(self._agent.root) if self._agent is not None else None
+
+    @property
+    def generation(self) -> int:
+        """Moves whenever the base or the agent folder changes (both only grow)."""
+        return self._base.snapshot().generation + self._agent_gen
+
+    @property
+    def diagnostics(self) -> tuple[Diagnostic, ...]:
+        base = self._base.snapshot()
+        if not self._ordered:
+            return base.diagnostics + self._extra_diags
+        known = dict(base.names and {n: ds[0] for n, ds in base.names.items()})
+        known.update(self._names)
+        own = _requires_diagnostics(self._ordered, known)
+        return base.diagnostics + self._extra_diags + tuple(own)
+
+    def snapshot(self) -> RegistrySnapshot:
+        return self._base.snapshot()
+
+    def _all(self) -> tuple[SkillDescriptor, ...]:
+        base = self._base.snapshot().ordered
+        return self._ordered + base if self._ordered else base
+
+    def _by_id(self, skill_id: str) -> SkillDescriptor | None:
+        if skill_id.startswith("agent@"):
+            desc = self._names.get(skill_id[6:])
+            return desc
+        return self._base.snapshot().skills.get(skill_id)
+
+    def _by_name(self, name: str) -> tuple[SkillDescriptor, ...]:
+        base = self._base.snapshot().names.get(name, ())
+        own = self._names.get(name)
+        return (own, *base) if own is not None else base
+
+    def _docs(self) -> DocCache:
+        return self._base.snapshot().docs

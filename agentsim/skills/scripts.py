@@ -1,0 +1,582 @@
+"""Running skill scripts: the per-process module cache, the three tiers and isolation.
+
+Tiers, tried in order for each script file:
+
+``entrypoint``
+    The module defines ``entrypoint(argv, ctx)`` (sync or ``async``); it is imported once
+    per process per ``(path, mtime_ns, size)`` and called in-process, shared by every agent.
+``wrapper``
+    The file is a plain script: its code runs as ``__main__`` in a fresh namespace with
+    ``sys.argv`` set and ``sys.stdout`` captured. Those are process globals, so wrapper
+    calls are serialised behind one ``threading.Lock`` (valid in any loop or thread).
+``subprocess``
+    The module cannot be imported (syntax error, missing dependency, a sibling import that
+    only resolves when run as a script): ``python script.py argv...`` runs with
+    cwd = the agent's workspace and the context's scrubbed ``env``.
+
+The runner never mutates ``sys.path``: a script that imports a sibling module therefore
+lands in the subprocess tier, where Python puts the script's folder on the path itself.
+
+Isolation ``inline`` (the fast path) calls the script in the caller's thread and loop;
+``thread`` and ``process`` enforce the timeout hard. An inline call that overruns its
+timeout is reported as timed out and the script moves to ``thread`` for later calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextvars
+import functools
+import json
+import math
+import os
+import pickle
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from types import CodeType
+from typing import Any, Literal, cast
+
+from agentsim.errors import SkillError
+from agentsim.skills._modcache import CACHE, LOAD_LOCK, Entry, load
+from agentsim.skills._outcome import (
+    CappedWriter,
+    Outcome,
+    ScriptResult,
+    Tier,
+    cap_text,
+    fast_result,
+    format_exc,
+    outcome_from_exception,
+    outcome_from_value,
+)
+from agentsim.skills._proc import run_process
+from agentsim.skills.context import _CURRENT, CONTEXT_ENV_VAR, SkillScriptContext
+
+__all__ = ["TIMEOUT_EXIT_CODE", "Isolation", "ScriptResult", "ScriptRunner", "Tier"]
+
+Isolation = Literal["inline", "thread", "process"]
+
+TIMEOUT_EXIT_CODE = 124
+"""``exit_code`` of a call that timed out (the convention of coreutils ``timeout``)."""
+
+_START_FAILED_EXIT_CODE = 127
+_STRENGTH: dict[str, int] = {"inline": 0, "thread": 1, "process": 2}
+_ESCALATE_TO: Isolation = "thread"
+
+
+# Guards sys.argv / sys.stdout while a wrapper-tier script runs; a threading lock (not an
+# asyncio one) so that it is valid from any event loop and any thread.
+_WRAPPER_LOCK = threading.Lock()
+
+
+@functools.cache
+def _package_root() -> str:
+    """The folder holding the ``agentsim`` package, for the isolation child's PYTHONPATH."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class _WrapperNeedsSubprocess(Exception):
+    """A plain script failed on an import that only resolves when run as a real script."""
+
+
+class ScriptRunner:
+    """Runs skill scripts for every agent of this process. One runner per host is enough.
+
+    ``output_cap`` bounds ``output`` and ``error`` (in characters), ``default_timeout`` is
+    used when a call gives none, ``python`` is the interpreter of the subprocess tier and of
+    ``process`` isolation.
+    """
+
+    def __init__(
+        self,
+        *,
+        output_cap: int = 16_000,
+        default_timeout: float = 30.0,
+        python: str = sys.executable,
+    ) -> None:
+        if output_cap < 1:
+            raise SkillError(f"ScriptRunner output_cap={output_cap} must be >= 1; pass a cap")
+        if not default_timeout > 0:
+            raise SkillError(
+                f"ScriptRunner default_timeout={default_timeout} must be > 0 seconds; "
+                "pass a positive timeout (math.inf for none)"
+            )
+        self.output_cap = output_cap
+        self.default_timeout = default_timeout
+        self.python = python
+        self._paths: dict[str, str] = {}
+        self._escalated: dict[str, Isolation] = {}
+        self._imports = 0
+        self._calls: dict[str, int] = {"entrypoint": 0, "wrapper": 0, "subprocess": 0}
+        self._escalations = 0
+        self._timeouts = 0
+        self._errors = 0
+
+    # -- public ---------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, int]:
+        """Counters of this runner, plus ``module_count``: scripts cached in this process."""
+        return {
+            "imports": self._imports,
+            "calls_entrypoint": self._calls["entrypoint"],
+            "calls_wrapper": self._calls["wrapper"],
+            "calls_subprocess": self._calls["subprocess"],
+            "escalations": self._escalations,
+            "timeouts": self._timeouts,
+            "errors": self._errors,
+            "module_count": len(CACHE),
+        }
+
+    def escalated(self, script: str | os.PathLike[str]) -> Isolation | None:
+        """The isolation a script was moved to after an inline overrun, if any."""
+        return self._escalated.get(self._resolve(os.fspath(script)))
+
+    async def run(
+        self,
+        script: str | os.PathLike[str],
+        argv: Sequence[str],
+        ctx: SkillScriptContext,
+        *,
+        isolation: Isolation = "inline",
+        timeout: float | None = None,  # noqa: ASYNC109 - the contract's name; enforced inside
+    ) -> ScriptResult:
+        """Run ``script`` for the agent described by ``ctx``; always returns a result.
+
+        Only ``KeyboardInterrupt`` and ``asyncio.CancelledError`` (and other
+        ``BaseException`` subclasses that are not ``SystemExit``) propagate.
+        """
+        start = time.perf_counter()
+        raw = os.fspath(script)
+        path = self._paths.get(raw)
+        if path is None:
+            path = self._resolve(raw)
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            return self._missing(path, exc, start, isolation)
+        entry = CACHE.get(path)
+        if entry is None or entry.mtime_ns != st.st_mtime_ns or entry.size != st.st_size:
+            entry = self._reload(path, st.st_mtime_ns, st.st_size)
+        limit = self.default_timeout if timeout is None else timeout
+        if isolation != "inline" and isolation not in _STRENGTH:
+            raise SkillError(
+                f"isolation {isolation!r} for script {path} is not one of inline, thread, "
+                "process; fix the skill's `isolation` field"
+            )
+        if self._escalated:
+            stronger = self._escalated.get(path)
+            if stronger is not None and _STRENGTH[stronger] > _STRENGTH[isolation]:
+                isolation = stronger
+        if entry.tier == "subprocess":
+            return await self._run_subprocess(path, entry, argv, ctx, limit, start, isolation)
+        if isolation == "inline":
+            if entry.fn is not None:
+                return await self._inline_entrypoint(path, entry, argv, ctx, limit, start)
+            return await self._inline_wrapper(path, entry, argv, ctx, limit, start)
+        if isolation == "thread":
+            return await self._in_thread(path, entry, argv, ctx, limit, start)
+        return await self._in_process(path, entry, argv, ctx, limit, start)
+
+    # -- cache ----------------------------------------------------------------------------
+
+    def _resolve(self, raw: str) -> str:
+        resolved = os.path.realpath(raw)
+        if os.path.isabs(raw):  # a relative path depends on the cwd: never memoise it
+            self._paths[raw] = resolved
+        return resolved
+
+    def _reload(self, path: str, mtime_ns: int, size: int) -> Entry:
+        with LOAD_LOCK:
+            entry = CACHE.get(path)  # another thread may have loaded it meanwhile
+            if entry is None or entry.mtime_ns != mtime_ns or entry.size != size:
+                entry = load(path, mtime_ns, size)
+                CACHE[path] = entry
+                self._imports += 1
+        return entry
+
+    # -- results --------------------------------------------------------------------------
+
+    def _cap(self, text: str, dropped: int = 0) -> tuple[str, bool]:
+        return cap_text(text, self.output_cap, dropped)
+
+    def _finish(self, outcome: Outcome, start: float, tier: Tier, isolation: str) -> ScriptResult:
+        self._calls[tier] += 1
+        if not outcome.ok:
+            self._errors += 1
+        return fast_result(
+            outcome.ok,
+            outcome.output,
+            outcome.exit_code,
+            outcome.error,
+            time.perf_counter() - start,
+            tier,
+            isolation,
+            outcome.truncated,
+        )
+
+    def _timed_out(
+        self, path: str, limit: float, start: float, tier: Tier, isolation: str, note: str = ""
+    ) -> ScriptResult:
+        self._timeouts += 1
+        self._errors += 1
+        self._calls[tier] += 1
+        elapsed = time.perf_counter() - start
+        return ScriptResult(
+            ok=False,
+            output="",
+            exit_code=TIMEOUT_EXIT_CODE,
+            error=f"script {path} timed out after {limit:g}s under {isolation} isolation"
+            f"{note}; raise the skill's timeout or make the script faster",
+            elapsed=elapsed,
+            tier=tier,
+            timed_out=True,
+            isolation=isolation,
+        )
+
+    def _overrun(
+        self, path: str, limit: float, start: float, tier: Tier, outcome: Outcome
+    ) -> ScriptResult:
+        # A sync inline call cannot be interrupted: report it and protect later calls.
+        self._escalated[path] = _ESCALATE_TO
+        self._escalations += 1
+        result = self._timed_out(
+            path,
+            limit,
+            start,
+            tier,
+            "inline",
+            f" (ran {time.perf_counter() - start:.3f}s); later calls of this script run "
+            f"with {_ESCALATE_TO} isolation, which enforces the timeout",
+        )
+        return replace(result, output=outcome.output, truncated=outcome.truncated)
+
+    def _missing(self, path: str, exc: OSError, start: float, isolation: str) -> ScriptResult:
+        self._errors += 1
+        return ScriptResult(
+            ok=False,
+            output="",
+            exit_code=_START_FAILED_EXIT_CODE,
+            error=f"script {path} cannot be read ({exc.strerror or exc}); check the skill's "
+            "script path",
+            elapsed=time.perf_counter() - start,
+            tier="entrypoint",
+            isolation=isolation,
+        )
+
+    # -- inline ---------------------------------------------------------------------------
+
+    async def _inline_entrypoint(
+        self,
+        path: str,
+        entry: Entry,
+        argv: Sequence[str],
+        ctx: SkillScriptContext,
+        limit: float,
+        start: float,
+    ) -> ScriptResult:
+        fn = cast(Callable[..., Any], entry.fn)
+        token = _CURRENT.set(ctx)
+        # The overrun check starts here, so a slow first import is not held against the call.
+        called = time.perf_counter()
+        try:
+            if entry.is_async:
+                deadline = asyncio.timeout(None if math.isinf(limit) else limit)
+                try:
+                    async with deadline:
+                        value = await fn(list(argv), ctx)
+                except TimeoutError:
+                    if not deadline.expired():
+                        raise  # the script's own TimeoutError: an ordinary failure
+                    return self._overrun(
+                        path,
+                        limit,
+                        start,
+                        "entrypoint",
+                        Outcome(ok=False, output="", exit_code=TIMEOUT_EXIT_CODE, error=None),
+                    )
+            else:
+                value = fn(list(argv), ctx)
+        except (Exception, SystemExit) as exc:
+            outcome = outcome_from_exception(exc, self.output_cap)
+        else:
+            # Fast path: a str within the cap needs no conversion object.
+            if type(value) is str and len(value) <= self.output_cap:
+                now = time.perf_counter()
+                if now - called <= limit:
+                    self._calls["entrypoint"] += 1
+                    return fast_result(
+                        True, value, 0, None, now - start, "entrypoint", "inline", False
+                    )
+            outcome = outcome_from_value(value, self.output_cap)
+        finally:
+            _CURRENT.reset(token)
+        if time.perf_counter() - called > limit:
+            return self._overrun(path, limit, start, "entrypoint", outcome)
+        return self._finish(outcome, start, "entrypoint", "inline")
+
+    def _exec_wrapper(
+        self, path: str, entry: Entry, argv: Sequence[str], ctx: SkillScriptContext
+    ) -> Outcome:
+        """Run a plain script as ``__main__``; the caller holds ``_WRAPPER_LOCK``."""
+        out = CappedWriter(self.output_cap)
+        namespace: dict[str, Any] = {
+            "__name__": "__main__",
+            "__file__": path,
+            "__builtins__": builtins,
+            "__package__": None,
+            "__cached__": None,
+        }
+        saved_argv, saved_stdout = sys.argv, sys.stdout
+        sys.argv = [path, *argv]
+        sys.stdout = out
+        token = _CURRENT.set(ctx)
+        failed: Outcome | None = None
+        began = time.perf_counter()
+        try:
+            exec(cast(CodeType, entry.code), namespace)
+        except ImportError as exc:
+            raise _WrapperNeedsSubprocess(format_exc(exc)) from None
+        except (Exception, SystemExit) as exc:
+            failed = outcome_from_exception(exc, self.output_cap)
+        finally:
+            _CURRENT.reset(token)
+            sys.argv, sys.stdout = saved_argv, saved_stdout
+        ran = time.perf_counter() - began
+        output, truncated = self._cap(out.getvalue(), out.dropped)
+        if failed is None:
+            failed = Outcome(ok=True, output=output, exit_code=0, error=None)
+        return replace(failed, output=output, truncated=truncated, ran=ran)
+
+    def _exec_wrapper_locked(
+        self, path: str, entry: Entry, argv: Sequence[str], ctx: SkillScriptContext
+    ) -> Outcome:
+        with _WRAPPER_LOCK:
+            return self._exec_wrapper(path, entry, argv, ctx)
+
+    async def _inline_wrapper(
+        self,
+        path: str,
+        entry: Entry,
+        argv: Sequence[str],
+        ctx: SkillScriptContext,
+        limit: float,
+        start: float,
+    ) -> ScriptResult:
+        try:
+            if _WRAPPER_LOCK.acquire(blocking=False):
+                try:
+                    outcome = self._exec_wrapper(path, entry, argv, ctx)
+                finally:
+                    _WRAPPER_LOCK.release()
+            else:
+                # Held by another thread or loop: wait in a worker, never block this loop.
+                outcome = await asyncio.to_thread(self._exec_wrapper_locked, path, entry, argv, ctx)
+        except _WrapperNeedsSubprocess as exc:
+            demoted = self._demote(path, entry, str(exc))
+            return await self._run_subprocess(path, demoted, argv, ctx, limit, start, "inline")
+        # Only the script's own run counts: waiting for the wrapper lock is not its fault.
+        if outcome.ran > limit:
+            return self._overrun(path, limit, start, "wrapper", outcome)
+        return self._finish(outcome, start, "wrapper", "inline")
+
+    def _demote(self, path: str, entry: Entry, reason: str) -> Entry:
+        demoted = replace(entry, tier="subprocess", code=None, reason=reason)
+        with LOAD_LOCK:
+            if CACHE.get(path) is entry:
+                CACHE[path] = demoted
+        return demoted
+
+    # -- thread ---------------------------------------------------------------------------
+
+    def _call_blocking(
+        self, path: str, entry: Entry, argv: Sequence[str], ctx: SkillScriptContext
+    ) -> Outcome:
+        """One call on a worker thread; async entrypoints get their own event loop."""
+        if entry.fn is None:
+            return self._exec_wrapper_locked(path, entry, argv, ctx)
+        fn = entry.fn
+        token = _CURRENT.set(ctx)
+        try:
+            if entry.is_async:
+
+                async def main() -> Any:
+                    return await fn(list(argv), ctx)
+
+                value = asyncio.run(main())
+            else:
+                value = fn(list(argv), ctx)
+        except (Exception, SystemExit) as exc:
+            return outcome_from_exception(exc, self.output_cap)
+        finally:
+            _CURRENT.reset(token)
+        return outcome_from_value(value, self.output_cap)
+
+    async def _in_thread(
+        self,
+        path: str,
+        entry: Entry,
+        argv: Sequence[str],
+        ctx: SkillScriptContext,
+        limit: float,
+        start: float,
+    ) -> ScriptResult:
+        """Run on a fresh daemon thread and stop waiting after ``limit`` seconds.
+
+        Python cannot kill a thread: a call that times out keeps running in the background
+        until it returns on its own, and its result is discarded. A fresh daemon thread per
+        call (not a pool) keeps such stragglers from starving later calls or blocking exit.
+        """
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[Outcome] = loop.create_future()
+        copied = contextvars.copy_context()
+
+        def deliver(outcome: Outcome | None, exc: BaseException | None) -> None:
+            if done.done():
+                return  # the caller timed out: discard
+            if exc is not None:
+                done.set_exception(exc)
+            else:
+                done.set_result(cast(Outcome, outcome))
+
+        def work() -> None:
+            outcome: Outcome | None = None
+            err: BaseException | None = None
+            try:
+                outcome = copied.run(self._call_blocking, path, entry, argv, ctx)
+            except BaseException as exc:  # delivered to (and re-raised in) the caller
+                err = exc
+            try:
+                loop.call_soon_threadsafe(deliver, outcome, err)
+            except RuntimeError:  # pragma: no cover - the caller's loop has closed
+                pass
+
+        name = f"agentsim-script:{os.path.basename(path)}:{ctx.agent_id}"
+        threading.Thread(target=work, name=name, daemon=True).start()
+        tier = entry.tier
+        try:
+            outcome = await asyncio.wait_for(done, None if math.isinf(limit) else limit)
+        except TimeoutError:
+            return self._timed_out(path, limit, start, tier, "thread")
+        except _WrapperNeedsSubprocess as exc:
+            demoted = self._demote(path, entry, str(exc))
+            return await self._run_subprocess(path, demoted, argv, ctx, limit, start, "thread")
+        return self._finish(outcome, start, tier, "thread")
+
+    # -- process / subprocess ---------------------------------------------------------------
+
+    async def _in_process(
+        self,
+        path: str,
+        entry: Entry,
+        argv: Sequence[str],
+        ctx: SkillScriptContext,
+        limit: float,
+        start: float,
+    ) -> ScriptResult:
+        """Run in a fresh ``python -m agentsim.skills._child``; killed on timeout."""
+        payload = pickle.dumps(
+            {"script": path, "argv": list(argv), "ctx": ctx, "output_cap": self.output_cap}
+        )
+        env = dict(ctx.env)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (_package_root(), env.get("PYTHONPATH")) if p
+        )
+        try:
+            proc = await run_process(
+                [self.python, "-m", "agentsim.skills._child"],
+                cwd=ctx.workspace_root,
+                env=env,
+                stdin=payload,
+                limit=None if math.isinf(limit) else limit,
+                # JSON escaping can grow text; the child already capped output and error.
+                stdout_limit=16 * self.output_cap + 65_536,
+                stderr_limit=4 * self.output_cap,
+            )
+        except OSError as exc:
+            return self._start_failed(path, ctx, exc, start, entry.tier, "process")
+        if proc.returncode is None:
+            return self._timed_out(path, limit, start, entry.tier, "process")
+        try:
+            data = json.loads(proc.stdout.decode("utf-8"))
+            tier = cast(Tier, data["tier"])
+            outcome = Outcome(
+                ok=bool(data["ok"]),
+                output=str(data["output"]),
+                exit_code=int(data["exit_code"]),
+                error=data["error"],
+                truncated=bool(data["truncated"]),
+            )
+        except (ValueError, KeyError, TypeError):
+            tier = entry.tier
+            stderr, _ = self._cap(proc.stderr.decode("utf-8", "replace"), proc.stderr_dropped)
+            outcome = Outcome(
+                ok=False,
+                output="",
+                exit_code=proc.returncode or 1,
+                error=f"script {path} crashed its isolation process (exit code "
+                f"{proc.returncode}); stderr:\n{stderr}",
+            )
+        return self._finish(outcome, start, tier, "process")
+
+    async def _run_subprocess(
+        self,
+        path: str,
+        entry: Entry,
+        argv: Sequence[str],
+        ctx: SkillScriptContext,
+        limit: float,
+        start: float,
+        isolation: str,
+    ) -> ScriptResult:
+        env = dict(ctx.env)
+        env[CONTEXT_ENV_VAR] = json.dumps(ctx.to_dict(), sort_keys=True)
+        # Bytes, not characters: 4 bytes per character covers any UTF-8 text within the cap.
+        byte_cap = 4 * self.output_cap + 4
+        try:
+            proc = await run_process(
+                [self.python, path, *argv],
+                cwd=ctx.workspace_root,
+                env=env,
+                stdin=b"",
+                limit=None if math.isinf(limit) else limit,
+                stdout_limit=byte_cap,
+                stderr_limit=byte_cap,
+            )
+        except OSError as exc:
+            return self._start_failed(path, ctx, exc, start, "subprocess", isolation)
+        if proc.returncode is None:
+            return self._timed_out(path, limit, start, "subprocess", isolation)
+        output, truncated = self._cap(proc.stdout.decode("utf-8", "replace"), proc.stdout_dropped)
+        error = None
+        if proc.returncode != 0:
+            error, _ = self._cap(proc.stderr.decode("utf-8", "replace"), proc.stderr_dropped)
+        outcome = Outcome(
+            ok=proc.returncode == 0,
+            output=output,
+            exit_code=proc.returncode,
+            error=error,
+            truncated=truncated,
+        )
+        return self._finish(outcome, start, "subprocess", isolation)
+
+    def _start_failed(
+        self,
+        path: str,
+        ctx: SkillScriptContext,
+        exc: OSError,
+        start: float,
+        tier: Tier,
+        isolation: str,
+    ) -> ScriptResult:
+        outcome = Outcome(
+            ok=False,
+            output="",
+            exit_code=_START_FAILED_EXIT_CODE,
+            error=f"cannot start a process for script {path} ({exc}); check that the agent "
+            f"workspace {ctx.workspace_root} exists and {self.python} is a Python interpreter",
+        )
+        return self._finish(outcome, start, tier, isolation)

@@ -1,0 +1,380 @@
+"""A real OpenAI-compatible chat-completions server on 127.0.0.1, for tests and benchmarks.
+
+``OpenAITestServer`` is an aiohttp server that answers ``POST /v1/chat/completions`` with a
+deterministic assistant message, and can be scripted to misbehave for the next requests::
+
+    async with OpenAITestServer(latency=0.01) as srv:
+        srv.enqueue(Fault.status(429, retry_after=0.2), Fault.drop())
+        model = OpenAIChatModel(model="m", base_url=srv.base_url)
+        ...
+        assert srv.max_in_flight <= 8
+
+The default answer echoes the last user message (``"echo: ..."``) with usage
+``prompt_tokens = len(json.dumps(messages)) // 4`` and ``completion_tokens =
+max(1, len(content) // 4)`` (see ``usage_for``), so tests can check sums by hand.
+
+For benchmarks, run it in its own process so that it does not share the client's loop:
+``python -m agentsim.testing.openai_server --port 0 --latency 0.05`` prints
+``{"base_url": ...}`` on one line and serves until it is terminated; or use
+``spawn_test_server(latency=0.05)``, a context manager doing exactly that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import json
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal
+
+from aiohttp import web
+
+__all__ = ["Fault", "OpenAITestServer", "RecordedRequest", "spawn_test_server", "usage_for"]
+
+_PATH = "/v1/chat/completions"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fault:
+    """One scripted behaviour, applied to one request. Build with the class methods."""
+
+    kind: Literal["status", "delay", "drop", "reply"]
+    status_code: int = 200
+    retry_after: float | str | None = None
+    message: str = ""
+    seconds: float = 0.0
+    body: Mapping[str, Any] | None = None
+
+    @classmethod
+    def status(
+        cls, code: int, *, retry_after: float | str | None = None, message: str = ""
+    ) -> Fault:
+        """Answer with HTTP ``code`` and an OpenAI-style error body. ``retry_after`` is sent
+        as the ``Retry-After`` header: seconds, or a string (e.g. an HTTP date) as is."""
+        return cls(kind="status", status_code=code, retry_after=retry_after, message=message)
+
+    @classmethod
+    def delay(cls, seconds: float) -> Fault:
+        """Wait ``seconds`` (on top of the server's latency), then answer normally."""
+        return cls(kind="delay", seconds=seconds)
+
+    @classmethod
+    def drop(cls) -> Fault:
+        """Close the connection without answering."""
+        return cls(kind="drop")
+
+    @classmethod
+    def reply(cls, body: Mapping[str, Any]) -> Fault:
+        """Answer 200 with this exact JSON body (a completion, or anything else)."""
+        return cls(kind="reply", body=body)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordedRequest:
+    """One request as the server saw it. ``arrived`` is ``time.monotonic()``."""
+
+    path: str
+    headers: Mapping[str, str]
+    body: Any
+    arrived: float
+    fault: Fault | None = None
+
+
+def usage_for(messages: Sequence[Any], content: str) -> tuple[int, int]:
+    """The (prompt_tokens, completion_tokens) the server reports for a default answer."""
+    return len(json.dumps(messages)) // 4, max(1, len(content) // 4)
+
+
+def _echo(messages: Sequence[Any]) -> str:
+    for msg in reversed(messages):
+        if isinstance(msg, Mapping) and msg.get("role") == "user":
+            return f"echo: {str(msg.get('content'))[:200]}"
+    return "echo: (no user message)"
+
+
+@dataclass(slots=True, kw_only=True)
+class _Counters:
+    in_flight: int = 0
+    max_in_flight: int = 0
+    served: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    arrivals: list[float] = field(default_factory=list)
+
+
+class OpenAITestServer:
+    """An OpenAI-compatible server bound to 127.0.0.1 (port 0 picks a free port).
+
+    ``latency`` delays every answer. ``record=False`` keeps no request bodies (benchmarks).
+    """
+
+    def __init__(self, *, port: int = 0, latency: float = 0.0, record: bool = True) -> None:
+        self.latency = latency
+        self.record = record
+        self._port = port
+        self._faults: collections.deque[Fault] = collections.deque()
+        self.requests: list[RecordedRequest] = []
+        self._c = _Counters()
+        self._runner: web.ServerRunner | None = None
+        self._completion_id = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        server = web.Server(self._handle, access_log=None)
+        # A short shutdown timeout: handlers stuck in a scripted delay are cancelled on exit.
+        self._runner = web.ServerRunner(server, shutdown_timeout=0.1)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self._port)
+        await site.start()
+        sockets = self._runner.addresses
+        self._port = int(sockets[0][1])
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> OpenAITestServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- inspection ----------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """What to pass as ``base_url`` to an OpenAI-compatible client."""
+        return f"http://127.0.0.1:{self._port}/v1"
+
+    @property
+    def max_in_flight(self) -> int:
+        """The most requests the server was handling at once."""
+        return self._c.max_in_flight
+
+    @property
+    def served(self) -> int:
+        """Default (echo) answers sent."""
+        return self._c.served
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Sum of ``prompt_tokens`` over the default answers sent."""
+        return self._c.prompt_tokens
+
+    @property
+    def completion_tokens(self) -> int:
+        return self._c.completion_tokens
+
+    @property
+    def arrivals(self) -> list[float]:
+        """``time.monotonic()`` of every request's arrival, in order (kept even if
+        ``record=False``)."""
+        return list(self._c.arrivals)
+
+    def enqueue(self, *faults: Fault) -> None:
+        """Apply these behaviours, in order, to the next requests (one each)."""
+        self._faults.extend(faults)
+
+    @property
+    def pending_faults(self) -> int:
+        return len(self._faults)
+
+    # -- handling ------------------------------------------------------------------------
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        c = self._c
+        c.arrivals.append(time.monotonic())
+        c.in_flight += 1
+        if c.in_flight > c.max_in_flight:
+            c.max_in_flight = c.in_flight
+        try:
+            return await self._answer(request)
+        finally:
+            c.in_flight -= 1
+
+    async def _answer(self, request: web.BaseRequest) -> web.StreamResponse:
+        raw = await request.read()
+        fault = self._faults.popleft() if self._faults else None
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        if self.record:
+            self.requests.append(
+                RecordedRequest(
+                    path=request.path,
+                    headers=dict(request.headers),
+                    body=body,
+                    arrived=self._c.arrivals[-1],
+                    fault=fault,
+                )
+            )
+        if request.method != "POST" or request.path != _PATH:
+            return _error(404, f"no route {request.method} {request.path}; POST {_PATH}")
+        if fault is not None and fault.kind == "drop":
+            assert request.transport is not None
+            request.transport.close()
+            # The answer below is written to a closed transport and goes nowhere.
+            return web.Response(status=500)
+        delay = self.latency + (fault.seconds if fault is not None else 0.0)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if fault is not None and fault.kind == "status":
+            headers = {}
+            if fault.retry_after is not None:
+                headers["Retry-After"] = str(fault.retry_after)
+            text = fault.message or f"scripted status {fault.status_code}"
+            return _error(fault.status_code, text, headers=headers)
+        if fault is not None and fault.kind == "reply":
+            return web.Response(body=json.dumps(fault.body), content_type="application/json")
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return _error(400, "the body must be a JSON object with a 'messages' list")
+        return self._completion(body)
+
+    def _completion(self, body: dict[str, Any]) -> web.Response:
+        content = _echo(body["messages"])
+        prompt, completion = usage_for(body["messages"], content)
+        c = self._c
+        c.served += 1
+        c.prompt_tokens += prompt
+        c.completion_tokens += completion
+        self._completion_id += 1
+        answer = {
+            "id": f"chatcmpl-{self._completion_id}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", ""),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            },
+        }
+        return web.Response(body=json.dumps(answer), content_type="application/json")
+
+
+def _error(status: int, message: str, *, headers: Mapping[str, str] | None = None) -> web.Response:
+    payload = {"error": {"message": message, "type": "test_server", "code": status}}
+    return web.Response(
+        status=status, body=json.dumps(payload), content_type="application/json", headers=headers
+    )
+
+
+# -- running in a separate process ------------------------------------------------------
+
+
+async def _serve(port: int, latency: float, *, stop_on_eof: bool) -> None:
+    async with OpenAITestServer(port=port, latency=latency, record=False) as srv:
+        print(json.dumps({"base_url": srv.base_url, "port": srv.port}), flush=True)
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+        if stop_on_eof:
+            # A daemon thread, so that a blocked read never holds up the exit.
+            def watch_stdin() -> None:
+                sys.stdin.read()
+                loop.call_soon_threadsafe(stop.set)
+
+            threading.Thread(target=watch_stdin, daemon=True).start()
+        await stop.wait()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m agentsim.testing.openai_server",
+        description="Serve a fake OpenAI chat-completions API on 127.0.0.1.",
+    )
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds per answer")
+    parser.add_argument(
+        "--stop-on-stdin-eof",
+        action="store_true",
+        help="exit when stdin closes (so a parent that dies never leaves the server behind)",
+    )
+    args = parser.parse_args(argv)
+    asyncio.run(_serve(args.port, args.latency, stop_on_eof=args.stop_on_stdin_eof))
+
+
+@contextlib.contextmanager
+def spawn_test_server(*, latency: float = 0.0, startup_timeout: float = 30.0) -> Iterator[str]:
+    """Run the server in a child process; yields its ``base_url`` and stops it on exit."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agentsim.testing.openai_server",
+            "--latency",
+            str(latency),
+            "--stop-on-stdin-eof",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = _read_line(proc, startup_timeout)
+        yield str(json.loads(line)["base_url"])
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - only if the child hangs
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _read_line(proc: subprocess.Popen[str], timeout: float) -> str:
+
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        if not sel.select(timeout):
+            raise RuntimeError(
+                f"the test server did not start within {timeout} s; run "
+                "`python -m agentsim.testing.openai_server` by hand to see why"
+            )
+    line = proc.stdout.readline()
+    if not line:
+        raise RuntimeError(
+            f"the test server exited with code {proc.wait()} before printing its address; run "
+            "`python -m agentsim.testing.openai_server` by hand to see why"
+        )
+    return line
+
+
+if __name__ == "__main__":
+    main()

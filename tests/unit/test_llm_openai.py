@@ -1,0 +1,497 @@
+"""OpenAIChatModel against a real HTTP server on 127.0.0.1 (agentsim.testing.openai_server)."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import pickle
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from agentsim.errors import (
+    ConfigError,
+    ModelError,
+    ModelHTTPError,
+    ModelResponseError,
+    ModelTimeoutError,
+)
+from agentsim.llm.base import ChatModel, Usage
+from agentsim.llm.limiter import RateLimiter
+from agentsim.llm.openai import OpenAIChatModel, parse_completion
+from agentsim.llm.stats import ModelStats, Prices
+from agentsim.testing.openai_server import Fault, OpenAITestServer, spawn_test_server, usage_for
+
+KEY = "sk-test-SECRET-0123456789abcdef"
+USER = [{"role": "user", "content": "hello"}]
+TOOL = {
+    "type": "function",
+    "function": {"name": "finish", "parameters": {"type": "object", "properties": {}}},
+}
+
+
+@pytest.fixture
+async def srv() -> AsyncIterator[OpenAITestServer]:
+    async with OpenAITestServer() as server:
+        yield server
+
+
+def make(srv: OpenAITestServer, **kw: Any) -> OpenAIChatModel:
+    opts: dict[str, Any] = {"backoff_base": 0.001, "backoff_max": 0.5, "rng_seed": 7}
+    opts.update(kw)
+    return OpenAIChatModel(model="test-model", base_url=srv.base_url, **opts)
+
+
+async def test_request_body_headers_and_parsed_answer(
+    srv: OpenAITestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTSIM_TEST_KEY", KEY)
+    model = make(
+        srv,
+        api_key_env="AGENTSIM_TEST_KEY",
+        temperature=0.3,
+        max_tokens=64,
+        extra_params={"top_p": 0.9},
+    )
+    assert isinstance(model, ChatModel)
+    c = await model.complete(USER, [TOOL], seed=11)
+    await model.aclose()
+    assert c.content == "echo: hello"
+    assert c.model == "test-model"
+    assert c.finish_reason == "stop"
+    assert c.usage == Usage(
+        **dict(
+            zip(("prompt_tokens", "completion_tokens"), usage_for(USER, "echo: hello"), strict=True)
+        )
+    )
+    (req,) = srv.requests
+    assert req.headers["Authorization"] == f"Bearer {KEY}"
+    assert req.body == {
+        "model": "test-model",
+        "messages": USER,
+        "seed": 11,
+        "tools": [TOOL],
+        "tool_choice": "auto",
+        "temperature": 0.3,
+        "max_tokens": 64,
+        "top_p": 0.9,
+    }
+
+
+async def test_no_key_variable_sends_no_authorization_and_no_tools_key(
+    srv: OpenAITestServer,
+) -> None:
+    model = make(srv)
+    await model.complete(USER)
+    await model.aclose()
+    (req,) = srv.requests
+    assert "Authorization" not in req.headers
+    assert "tools" not in req.body and "tool_choice" not in req.body
+    assert req.body["seed"] == 0
+
+
+def test_missing_key_variable_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENTSIM_NO_SUCH_KEY", raising=False)
+    with pytest.raises(ModelError, match=r"'AGENTSIM_NO_SUCH_KEY' is not set.*export"):
+        OpenAIChatModel(
+            model="m", base_url="http://127.0.0.1:1/v1", api_key_env="AGENTSIM_NO_SUCH_KEY"
+        )
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        (
+            {"base_url": "ftp://127.0.0.1/v1"},
+            r"base_url: 'ftp://127.0.0.1/v1' is not an http\(s\) URL",
+        ),
+        ({"base_url": "127.0.0.1:8000"}, r"not an http\(s\) URL; use the API root"),
+        ({"model": ""}, r"model: the model name is empty"),
+        ({"timeout": 0}, r"timeout: must be > 0"),
+        ({"max_retries": -1}, r"max_retries: must be >= 0"),
+        ({"backoff_base": -1.0}, r"backoff must be >= 0"),
+        ({"extra_params": {"seed": 3, "top_p": 1}}, r"extra_params: sets seed, which the model"),
+        ({"temperature": 0.5, "extra_params": {"temperature": 1}}, r"sets temperature"),
+    ],
+    ids=["scheme", "no-scheme", "empty-model", "timeout", "retries", "backoff", "reserved", "dup"],
+)
+def test_bad_options_are_rejected(kw: dict[str, Any], match: str) -> None:
+    opts: dict[str, Any] = {"model": "m", "base_url": "http://127.0.0.1:8000/v1"}
+    opts.update(kw)
+    with pytest.raises(ConfigError, match=match):
+        OpenAIChatModel(**opts)
+
+
+async def test_429_honours_retry_after_seconds(srv: OpenAITestServer) -> None:
+    srv.enqueue(Fault.status(429, retry_after=0.2))
+    model = make(srv)
+    c = await model.complete(USER)
+    await model.aclose()
+    assert c.content == "echo: hello"
+    first, second = srv.arrivals
+    assert second - first >= 0.19
+    assert model.stats.retries == 1 and model.stats.calls == 1 and model.stats.errors == 0
+
+
+async def test_retry_after_http_date_is_honoured(srv: OpenAITestServer) -> None:
+    # HTTP dates have 1 s resolution: 2 s ahead means a wait of 1..2 s, far above the
+    # jitter ceiling (backoff_base = 1 ms) that would apply if the date were ignored.
+    when = email.utils.formatdate(time.time() + 2.0, usegmt=True)
+    srv.enqueue(Fault.status(503, retry_after=when))
+    model = make(srv, backoff_max=1.2)
+    await model.complete(USER)
+    await model.aclose()
+    first, second = srv.arrivals
+    assert 0.9 <= second - first < 2.0  # capped at backoff_max
+
+
+async def test_unreadable_retry_after_falls_back_to_backoff(srv: OpenAITestServer) -> None:
+    srv.enqueue(Fault.status(429, retry_after="soon"), Fault.status(429, retry_after="-3"))
+    model = make(srv)
+    await model.complete(USER)
+    await model.aclose()
+    assert len(srv.arrivals) == 3 and srv.arrivals[-1] - srv.arrivals[0] < 0.5
+
+
+@pytest.mark.parametrize("fault", [Fault.status(500), Fault.status(502), Fault.drop()], ids=str)
+async def test_transient_failures_are_retried(srv: OpenAITestServer, fault: Fault) -> None:
+    srv.enqueue(fault, fault)
+    model = make(srv)
+    assert (await model.complete(USER)).content == "echo: hello"
+    await model.aclose()
+    assert len(srv.arrivals) == 3
+    assert model.stats.retries == 2
+
+
+async def test_backoff_grows_exponentially_with_full_jitter(srv: OpenAITestServer) -> None:
+    srv.enqueue(*[Fault.status(500)] * 4)
+    model = make(srv, backoff_base=0.05, backoff_max=10.0, rng_seed=3)
+    await model.complete(USER)
+    await model.aclose()
+    gaps = [b - a for a, b in zip(srv.arrivals, srv.arrivals[1:], strict=False)]
+    # Full jitter: gap i is uniform(0, 0.05 * 2**i); the seeded draws give these bounds.
+    import random
+
+    rng = random.Random(3)
+    expected = [rng.uniform(0, 0.05 * 2**i) for i in range(4)]
+    for gap, want in zip(gaps, expected, strict=True):
+        assert want - 0.005 <= gap <= want + 0.15
+
+
+async def test_retries_exhausted_raise_with_attempts(srv: OpenAITestServer) -> None:
+    srv.enqueue(*[Fault.status(503, message="overloaded")] * 3)
+    model = make(srv, max_retries=2)
+    with pytest.raises(ModelHTTPError, match=r"HTTP 503 .*overloaded.*\(after 3 attempts\)") as ei:
+        await model.complete(USER)
+    await model.aclose()
+    assert ei.value.attempts == 3
+    assert model.stats.errors == 1 and model.stats.retries == 2 and model.stats.calls == 0
+
+
+async def test_dropped_connections_exhausted_raise_model_error(srv: OpenAITestServer) -> None:
+    srv.enqueue(Fault.drop(), Fault.drop())
+    model = make(srv, max_retries=1)
+    with pytest.raises(ModelError, match=r"connection failed .*after 2 attempts") as ei:
+        await model.complete(USER)
+    await model.aclose()
+    assert type(ei.value) is ModelError and ei.value.attempts == 2
+
+
+async def test_slow_answer_times_out_and_is_retried(srv: OpenAITestServer) -> None:
+    srv.enqueue(Fault.delay(2.0))
+    model = make(srv, timeout=0.2)
+    assert (await model.complete(USER)).content == "echo: hello"
+    await model.aclose()
+    assert model.stats.retries == 1
+
+
+async def test_timeouts_exhausted_raise_model_timeout_error(srv: OpenAITestServer) -> None:
+    srv.enqueue(Fault.delay(2.0), Fault.delay(2.0))
+    model = make(srv, timeout=0.1, max_retries=1)
+    with pytest.raises(ModelTimeoutError, match=r"no answer within 0.1 s.*after 2 attempts"):
+        await model.complete(USER)
+    await model.aclose()
+
+
+async def test_connection_refused_is_retried_then_reported() -> None:
+    model = OpenAIChatModel(
+        model="m", base_url="http://127.0.0.1:9/v1", max_retries=1, backoff_base=0.001
+    )
+    with pytest.raises(ModelError, match=r"at http://127.0.0.1:9/v1: connection failed"):
+        await model.complete(USER)
+    await model.aclose()
+    assert model.stats.retries == 1 and model.stats.errors == 1
+
+
+@pytest.mark.parametrize(
+    ("code", "match"),
+    [
+        (400, r"HTTP 400 Bad Request: bad tools; check the request parameters"),
+        (401, r"HTTP 401 Unauthorized: bad tools; check the API key variable"),
+        (404, r"HTTP 404 Not Found: bad tools; check base_url"),
+        (501, r"HTTP 501 Not Implemented: bad tools; the server failed"),
+    ],
+    ids=["400", "401", "404", "501"],
+)
+async def test_non_retryable_status_fails_at_once(
+    srv: OpenAITestServer, code: int, match: str
+) -> None:
+    srv.enqueue(Fault.status(code, message="bad tools"))
+    model = make(srv)
+    with pytest.raises(ModelHTTPError, match=match) as ei:
+        await model.complete(USER)
+    await model.aclose()
+    assert ei.value.attempts == 1 and len(srv.arrivals) == 1
+
+
+async def test_wrong_base_url_gives_404_with_fix(srv: OpenAITestServer) -> None:
+    model = OpenAIChatModel(model="m", base_url=f"http://127.0.0.1:{srv.port}/")
+    with pytest.raises(ModelHTTPError, match=r"HTTP 404 .*no route POST /chat/completions"):
+        await model.complete(USER)
+    await model.aclose()
+
+
+@pytest.mark.parametrize(
+    ("body", "match"),
+    [
+        (["x"], r"a JSON list, not an object"),
+        ({"choices": []}, r"no 'choices'"),
+        ({"choices": [{"index": 0}]}, r"choices\[0\] has no 'message'"),
+        ({"choices": [{"message": {"content": 3}}]}, r"content is a int"),
+        ({"choices": [{"message": {"tool_calls": {}}}]}, r"tool_calls is not a list"),
+        ({"choices": [{"message": {"tool_calls": [{"id": "a"}]}}]}, r"tool_calls\[0\] has no"),
+        (
+            {"choices": [{"message": {"content": "x"}}], "usage": {"prompt_tokens": "many"}},
+            r"non-integer token counts",
+        ),
+    ],
+    ids=["list", "no-choices", "no-message", "content-int", "calls-dict", "no-fn", "usage"],
+)
+async def test_answer_that_is_not_a_completion(
+    srv: OpenAITestServer, body: Any, match: str
+) -> None:
+    srv.enqueue(Fault.reply(body))
+    model = make(srv)
+    with pytest.raises(ModelResponseError, match=match):
+        await model.complete(USER)
+    await model.aclose()
+    assert model.stats.errors == 1 and len(srv.arrivals) == 1
+
+
+async def test_non_json_answer() -> None:
+    async def handler(request: aiohttp.web.BaseRequest) -> aiohttp.web.Response:
+        return aiohttp.web.Response(text="<html>proxy login</html>")
+
+    server = aiohttp.web.Server(handler)
+    runner = aiohttp.web.ServerRunner(server)
+    await runner.setup()
+    site = aiohttp.web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    model = OpenAIChatModel(model="m", base_url=f"http://127.0.0.1:{port}/v1")
+    try:
+        with pytest.raises(ModelResponseError, match=r"not JSON \('<html>proxy login"):
+            await model.complete(USER)
+    finally:
+        await model.aclose()
+        await runner.cleanup()
+
+
+async def test_tool_calls_are_parsed(srv: OpenAITestServer) -> None:
+    srv.enqueue(
+        Fault.reply(
+            {
+                "model": "served-name",
+                "choices": [
+                    {
+                        "message": {
+                            "role": "assistant",
+                            "content": None,
+                            "tool_calls": [
+                                {
+                                    "id": "call_a",
+                                    "type": "function",
+                                    "function": {"name": "finish", "arguments": '{"x": 1}'},
+                                },
+                                {"function": {"name": "search_skills", "arguments": {"q": "é"}}},
+                            ],
+                        }
+                    }
+                ],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 4},
+            }
+        )
+    )
+    model = make(srv)
+    c = await model.complete(USER, [TOOL])
+    await model.aclose()
+    assert c.content is None and c.model == "served-name"
+    assert c.finish_reason == "tool_calls"
+    assert [(t.id, t.name, t.arguments) for t in c.tool_calls] == [
+        ("call_a", "finish", '{"x": 1}'),
+        ("call_1", "search_skills", '{"q": "é"}'),
+    ]
+    assert c.usage == Usage(prompt_tokens=10, completion_tokens=4)
+    assert c.message["tool_calls"][0]["function"]["name"] == "finish"
+
+
+def test_parse_completion_without_usage_defaults_to_zero() -> None:
+    c = parse_completion({"choices": [{"message": {"content": "hi"}, "finish_reason": "length"}]})
+    assert c.usage == Usage() and c.finish_reason == "length" and c.model == ""
+
+
+async def test_usage_and_cost_are_summed_over_concurrent_calls(srv: OpenAITestServer) -> None:
+    prices = Prices(prompt_per_1k=2.0, completion_per_1k=6.0)
+    model = make(srv, prices=prices)
+    convs = [[{"role": "user", "content": "x" * n}] for n in range(1, 41)]
+    srv.enqueue(Fault.status(500), Fault.drop())  # retries must not double-count usage
+    results = await asyncio.gather(*(model.complete(c) for c in convs))
+    await model.aclose()
+    want_p = sum(usage_for(c, f"echo: {c[0]['content']}")[0] for c in convs)
+    want_c = sum(usage_for(c, f"echo: {c[0]['content']}")[1] for c in convs)
+    assert sum(r.usage.prompt_tokens for r in results) == want_p
+    assert model.stats.prompt_tokens == want_p == srv.prompt_tokens
+    assert model.stats.completion_tokens == want_c == srv.completion_tokens
+    assert model.stats.calls == 40 and model.stats.retries == 2
+    assert model.stats.cost == pytest.approx((want_p * 2.0 + want_c * 6.0) / 1000)
+
+
+async def test_limiter_bounds_requests_seen_by_the_server() -> None:
+    async with OpenAITestServer(latency=0.02) as srv:
+        limiter = RateLimiter(max_concurrency=4)
+        model = make(srv, limiter=limiter)
+        await asyncio.gather(*(model.complete(USER, seed=i) for i in range(30)))
+        await model.aclose()
+    assert srv.max_in_flight <= 4
+    assert limiter.max_in_flight == 4 and limiter.in_flight == 0
+
+
+def test_session_follows_the_running_loop() -> None:
+    async def start() -> OpenAITestServer:
+        srv = OpenAITestServer()
+        await srv.start()
+        return srv
+
+    # The server lives on a background loop; the model is used from two successive loops.
+    import threading
+
+    server_loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=server_loop.run_forever, daemon=True)
+    thread.start()
+    srv = asyncio.run_coroutine_threadsafe(start(), server_loop).result(5)
+    model = OpenAIChatModel(model="m", base_url=srv.base_url)
+    try:
+        for _ in range(2):
+            assert asyncio.run(model.complete(USER)).content == "echo: hello"
+        asyncio.run(model.aclose())
+        asyncio.run(model.aclose())  # idempotent
+    finally:
+        asyncio.run_coroutine_threadsafe(srv.close(), server_loop).result(5)
+        server_loop.call_soon_threadsafe(server_loop.stop)
+        thread.join(5)
+        server_loop.close()
+    assert srv.served == 2
+
+
+async def test_api_key_never_leaks(
+    srv: OpenAITestServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("AGENTSIM_TEST_KEY", KEY)
+    caplog.set_level(logging.DEBUG)
+    model = make(srv, api_key_env="AGENTSIM_TEST_KEY", max_retries=1)
+    # A server (or proxy) that echoes the key back in its error message.
+    srv.enqueue(
+        Fault.status(429, message=f"rate limited for Bearer {KEY}"),
+        Fault.status(401, message=f"invalid key {KEY}"),
+    )
+    with pytest.raises(ModelHTTPError) as ei:
+        await model.complete(USER)
+    await model.aclose()
+    assert "invalid key ***" in str(ei.value)
+    texts = [repr(model), str(model), str(ei.value), repr(ei.value), caplog.text]
+    texts += [repr(model.stats), json.dumps(model.stats.snapshot())]
+    assert caplog.records, "the retry should have been logged"
+    for text in texts:
+        assert KEY not in text
+    blob = pickle.dumps(model)
+    assert KEY.encode() not in blob
+    assert KEY.encode() not in pickle.dumps(ei.value)
+    # The unpickled model reads the key from its own process's environment.
+    clone = pickle.loads(blob)
+    assert isinstance(clone, OpenAIChatModel) and repr(clone) == repr(model)
+    await clone.complete(USER)
+    await clone.aclose()
+    assert srv.requests[-1].headers["Authorization"] == f"Bearer {KEY}"
+
+
+async def test_error_pickles_with_attempts(srv: OpenAITestServer) -> None:
+    srv.enqueue(Fault.status(500), Fault.status(500))
+    model = make(srv, max_retries=1)
+    with pytest.raises(ModelHTTPError, match="HTTP 500") as ei:
+        await model.complete(USER)
+    await model.aclose()
+    back = pickle.loads(pickle.dumps(ei.value))
+    assert type(back) is ModelHTTPError and back.attempts == 2 and str(back) == str(ei.value)
+
+
+def test_stats_snapshot_merge_and_quantiles() -> None:
+    a, b = ModelStats(), ModelStats()
+    assert a.latency_quantile(0.5) is None
+    for ms in range(1, 101):
+        a.record_call(Usage(prompt_tokens=10, completion_tokens=2), ms / 1000, cost=0.5)
+    b.record_retry()
+    b.record_error()
+    b.record_call(Usage(prompt_tokens=1, completion_tokens=1), 2.0)
+    snap = json.loads(json.dumps(b.snapshot()))  # must survive JSON (Ray, metrics.json)
+    a.merge(snap)
+    a.merge(ModelStats().snapshot())  # an idle host adds nothing
+    s = a.snapshot()
+    assert (s["calls"], s["retries"], s["errors"]) == (101, 1, 1)
+    assert (s["prompt_tokens"], s["completion_tokens"], s["total_tokens"]) == (1001, 201, 1202)
+    assert s["cost"] == pytest.approx(50.0)
+    lat = s["latency"]
+    assert lat["count"] == 101 and lat["min"] == pytest.approx(0.001)
+    assert lat["max"] == 2.0 and lat["sum"] == pytest.approx(5.05 + 2.0)
+    assert lat["p50"] == pytest.approx(0.051, rel=0.06)
+    assert lat["p95"] == pytest.approx(0.096, rel=0.06)
+    assert a.latency_quantile(1.0) == pytest.approx(2.0, rel=0.06)
+    assert a.latency_quantile(0.0) == pytest.approx(0.001, rel=0.06)
+    assert a.total_tokens == 1202
+    tiny = ModelStats()
+    tiny.record_call(Usage(), 0.0)
+    assert tiny.latency_quantile(0.5) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [({}, r"KeyError"), ({"latency": {"buckets": []}}, r"KeyError|AttributeError")],
+    ids=["empty", "shape"],
+)
+def test_stats_merge_rejects_foreign_dicts(bad: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=rf"cannot merge model stats: ({match}).*snapshot\(\)"):
+        ModelStats().merge(bad)
+
+
+def test_stats_quantile_and_prices_validation() -> None:
+    with pytest.raises(ValueError, match=r"quantile must be within \[0, 1\], got 2"):
+        ModelStats().latency_quantile(2)
+    with pytest.raises(ValueError, match=r"Prices must not be negative.*use 0 for a free model"):
+        Prices(prompt_per_1k=-1, completion_per_1k=0)
+
+
+def test_spawned_server_process_answers() -> None:
+    async def call(base_url: str) -> str | None:
+        model = OpenAIChatModel(model="m", base_url=base_url)
+        try:
+            return (await model.complete(USER)).content
+        finally:
+            await model.aclose()
+
+    with spawn_test_server(latency=0.0) as base_url:
+        assert base_url.startswith("http://127.0.0.1:")
+        assert asyncio.run(call(base_url)) == "echo: hello"
