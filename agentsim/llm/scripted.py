@@ -704,8 +704,6 @@ def _opinion_answer(step: _Step, profile: Mapping[str, Any], question: str) -> s
         stance = "I'm mildly against it"
     else:
         stance = "I'm strongly against it"
-    if on:
-        stance = stance[0].lower() + stance[1:]
     return f"{on}{stance} (my opinion is {value:+.2f})."
 
 

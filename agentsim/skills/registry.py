@@ -47,9 +47,7 @@ def _order_key(desc: SkillDescriptor) -> tuple[int, str, str]:
     return (namespace_rank(desc.namespace), desc.namespace, desc.name)
 
 
-def _cycles(
-    names: Iterable[str], requires_of: Mapping[str, tuple[str, ...]]
-) -> list[list[str]]:
+def _cycles(names: Iterable[str], requires_of: Mapping[str, tuple[str, ...]]) -> list[list[str]]:
     """Every elementary cycle found by a DFS over the ``requires`` graph, once each."""
     state: dict[str, int] = {}  # 1 = on the stack, 2 = done
     found: list[list[str]] = []
@@ -179,9 +177,7 @@ class _Reads:
     def list_hooks(self, hook_type: str) -> tuple[SkillDescriptor, ...]:
         """Skills declaring ``hook_type`` (pre_step / post_step), sorted by id."""
         if hook_type not in HOOK_TYPES:
-            raise SkillError(
-                f"unknown hook type {hook_type!r}; use one of {', '.join(HOOK_TYPES)}"
-            )
+            raise SkillError(f"unknown hook type {hook_type!r}; use one of {', '.join(HOOK_TYPES)}")
         hooked = [d for d in self._all() if d.hook_script(hook_type) is not None]
         return tuple(sorted(hooked, key=lambda d: d.skill_id))
 
@@ -227,7 +223,10 @@ class RegistrySnapshot(_Reads):
 
     def __reduce__(self) -> tuple[object, ...]:
         # Derived indexes are rebuilt on arrival: the pickle holds each descriptor once.
-        return (_rebuild, (self.generation, self.scans, tuple(self.skills.values()), self.diagnostics))
+        return (
+            _rebuild,
+            (self.generation, self.scans, tuple(self.skills.values()), self.diagnostics),
+        )
 
 
 def _rebuild(
@@ -407,7 +406,9 @@ class SkillView(_Reads):
     __slots__ = ("_agent", "_agent_gen", "_base", "_extra_diags", "_names", "_ordered")
 
     def __init__(
-        self, base: SkillRegistry | RegistrySnapshot, agent_skills_dir: str | os.PathLike[str] | None
+        self,
+        base: SkillRegistry | RegistrySnapshot,
+        agent_skills_dir: str | os.PathLike[str] | None,
     ) -> None:
         self._base = base
         self._agent: RootScan | None = None
@@ -465,9 +466,10 @@ class SkillView(_Reads):
         base = self._base.snapshot()
         if not self._ordered:
             return base.diagnostics + self._extra_diags
-        known = dict(base.names and {n: ds[0] for n, ds in base.names.items()})
+        known = {n: ds[0] for n, ds in base.names.items()}
         known.update(self._names)
-        own = _requires_diagnostics(self._ordered, known)
+        seen = set(base.diagnostics)
+        own = [d for d in _requires_diagnostics(self._ordered, known) if d not in seen]
         return base.diagnostics + self._extra_diags + tuple(own)
 
     def snapshot(self) -> RegistrySnapshot:
@@ -479,8 +481,7 @@ class SkillView(_Reads):
 
     def _by_id(self, skill_id: str) -> SkillDescriptor | None:
         if skill_id.startswith("agent@"):
-            desc = self._names.get(skill_id[6:])
-            return desc
+            return self._names.get(skill_id[6:])
         return self._base.snapshot().skills.get(skill_id)
 
     def _by_name(self, name: str) -> tuple[SkillDescriptor, ...]:

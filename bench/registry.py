@@ -1,0 +1,168 @@
+"""Benchmark of the skill registry: cold scan, refresh, memory and catalog rendering.
+
+Generates N skills (~1.5 KB SKILL.md, a script and a references file each) in a temp dir
+and prints one JSON object with medians over several repeats (milliseconds / bytes).
+
+    python bench/registry.py [--sizes 100,1000,10000] [--repeats 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import pickle
+import platform
+import statistics
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+from agentsim.skills import SkillDescriptor, SkillRegistry
+
+_BODY_PARAGRAPH = (
+    "When the agent has to decide where to go next, list the candidate places with their "
+    "distance, opening hours and how crowded they were at the last visit. Prefer places "
+    "that fit the agent's schedule and budget, and explain the choice in one sentence.\n\n"
+)
+
+
+def _skill_md(name: str, i: int) -> str:
+    module = name.replace("-", "_")
+    front = (
+        "---\n"
+        f"name: {name}\n"
+        f"description: Use when the agent plans a route between places in the city (variant "
+        f"{i}); weighs distance, opening hours and crowding, and returns a short plan.\n"
+        f"script: scripts/{module}.py\n"
+        "hooks:\n"
+        f"  pre_step: scripts/{module}.py\n"
+        'version: "1.0.0"\n'
+        "tags: [mobility, planning]\n"
+        "timeout: 5\n"
+        "isolation: inline\n"
+        "status: active\n"
+        "---\n"
+    )
+    body = f"# {name}\n\n"
+    while len(front) + len(body) < 1500:
+        body += _BODY_PARAGRAPH
+    return front + body
+
+
+def generate(root: Path, n: int) -> None:
+    for i in range(n):
+        name = f"skill-{i:05d}"
+        folder = root / name
+        (folder / "scripts").mkdir(parents=True)
+        (folder / "references").mkdir()
+        (folder / "SKILL.md").write_text(_skill_md(name, i), encoding="utf-8")
+        module = name.replace("-", "_")
+        (folder / "scripts" / f"{module}.py").write_text(
+            "def entrypoint(argv, ctx):\n    return 'ok'\n", encoding="utf-8"
+        )
+        (folder / "references" / "notes.md").write_text("Notes.\n", encoding="utf-8")
+
+
+def render_catalog(skills: tuple[SkillDescriptor, ...]) -> str:
+    """Baseline renderer: a plain <available_skills> list of name + description."""
+    parts = ["<available_skills>"]
+    for d in skills:
+        parts.append(
+            f"<skill><name>{escape(d.name)}</name>"
+            f"<description>{escape(d.description)}</description></skill>"
+        )
+    parts.append("</available_skills>")
+    return "\n".join(parts)
+
+
+def _median_ms(fn: Callable[[], object], repeats: int, setup: Callable[[], None] | None = None) -> float:
+    times = []
+    for _ in range(repeats):
+        if setup is not None:
+            setup()
+        gc.collect()
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return round(statistics.median(times), 3)
+
+
+def bench_size(n: int, repeats: int) -> dict[str, object]:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "skills"
+        generate(root, n)
+
+        def cold() -> SkillRegistry:
+            reg = SkillRegistry()
+            reg.scan_builtin(root)
+            return reg
+
+        cold()  # warm the OS page cache: we measure parsing, not the disk
+        result: dict[str, object] = {"n": n, "cold_scan_ms": _median_ms(cold, repeats)}
+
+        reg = cold()
+        assert len(reg.list_all()) == n, reg.diagnostics[:3]
+        result["refresh_unchanged_ms"] = _median_ms(reg.refresh, repeats)
+
+        counter = [0]
+
+        def edit_ten() -> None:
+            counter[0] += 1
+            for i in range(10):
+                md = root / f"skill-{i:05d}" / "SKILL.md"
+                text = md.read_text(encoding="utf-8")
+                md.write_text(text + f"\nedit {counter[0]}\n", encoding="utf-8")
+
+        def refresh_changed() -> None:
+            res = reg.refresh()
+            assert len(res.changed) == 10, res
+
+        result["refresh_10_edited_ms"] = _median_ms(refresh_changed, repeats, setup=edit_ten)
+
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        held = cold()
+        after = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        result["memory_bytes_per_skill"] = round((after - before) / n)
+        result["pickle_bytes_per_skill"] = round(len(pickle.dumps(held)) / n)
+
+        view = held.view(None)
+        result["catalog_render_ms"] = _median_ms(
+            lambda: render_catalog(view.list_all()), max(repeats, 21)
+        )
+        return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100,1000,10000")
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    out = {
+        "benchmark": "skill registry",
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "repeats": args.repeats,
+        "statistic": "median",
+        "results": [bench_size(n, args.repeats) for n in sizes],
+        "targets": {
+            "cold_scan_ms": {"1000": 40, "10000": 400},
+            "refresh_unchanged_ms": {"1000": 5},
+            "refresh_10_edited_ms": {"1000": 10},
+            "memory_bytes_per_skill": 1536,
+            "catalog_render_ms": {"1000": 2},
+        },
+    }
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
