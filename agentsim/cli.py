@@ -158,15 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print a JSON summary")
     run.add_argument("--trace", choices=["full", "summary", "off"], default="full")
     run.set_defaults(func=_cmd_run)
-    from agentsim.skills.cli import add_skills_commands
+    import importlib
 
-    add_skills_commands(sub)
-    try:
-        from agentsim.inspect.cli import add_inspect_commands
-    except ImportError:  # pragma: no cover - inspection is optional during development
-        pass
-    else:
-        add_inspect_commands(sub)
+    for module, fn in (("agentsim.skills.cli", "add_skills_commands"),
+                       ("agentsim.inspect.cli", "add_inspect_commands")):
+        try:
+            getattr(importlib.import_module(module), fn)(sub)
+        except ImportError:  # pragma: no cover - during development only
+            pass
     return parser
 
 

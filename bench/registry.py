@@ -80,7 +80,9 @@ def render_catalog(skills: tuple[SkillDescriptor, ...]) -> str:
     return "\n".join(parts)
 
 
-def _median_ms(fn: Callable[[], object], repeats: int, setup: Callable[[], None] | None = None) -> float:
+def _median_ms(
+    fn: Callable[[], object], repeats: int, setup: Callable[[], None] | None = None
+) -> float:
     times = []
     for _ in range(repeats):
         if setup is not None:

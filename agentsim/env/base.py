@@ -67,7 +67,7 @@ class Intent:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EnvAnswer:
     """The answer to one ``ask_env`` call: a JSON-serialisable ``result`` for the agent and,
-    for writes (and reads that mark things as seen), the intent to apply at the tick end."""
+    for writes only, the intent to apply at the tick end (reads never return one)."""
 
     result: dict[str, Any]
     intent: Intent | None = None
@@ -233,7 +233,7 @@ def parse_options(model: type[_Model], options: Mapping[str, Any], *, path: str)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(part) for part in err["loc"])
-        where = f"{path}.{loc}" if loc else path
+        where = ".".join(part for part in (path, loc) if part)
         allowed = ", ".join(sorted(model.model_fields))
         if err["type"] == "extra_forbidden":
             problem = f"unknown option {loc!r} (allowed: {allowed})"
@@ -249,7 +249,8 @@ class EnvModule:
 
     Subclasses set ``name``, validate their options in ``__init__`` with ``parse_options``
     and override what they need. ``config_path`` is where the options came from in the
-    experiment (e.g. ``environment.0``), used in error messages.
+    experiment (e.g. ``environment.0``); it prefixes the field of every ``ConfigError``.
+    Left empty, fields are relative to the options (``places``) for the caller to prefix.
     """
 
     name: ClassVar[str] = "base"
@@ -264,12 +265,16 @@ class EnvModule:
     ) -> None:
         self.seed = seed
         self.base_dir = Path(base_dir)
-        self.config_path = config_path or f"environment.{self.name}"
+        self.config_path = config_path
         # The experiment's list item may still carry its `module:` key; it is not an option.
         opts = dict(options)
         if opts.get("module") == self.name:
             del opts["module"]
         self.options: Mapping[str, Any] = opts
+
+    def field(self, option: str) -> str:
+        """The config path of one option, for ``ConfigError``."""
+        return f"{self.config_path}.{option}" if self.config_path else option
 
     def skills_dir(self) -> Path | None:
         """The folder of this module's env skills (namespace ``env:<name>``), if any."""

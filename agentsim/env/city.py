@@ -434,9 +434,7 @@ class CityModule(EnvModule):
         if self.config.places is None:
             self.places: Mapping[str, Place] = _generate_town(seed)
         else:
-            self.places = _load_places(
-                self.base_dir / self.config.places, f"{self.config_path}.places"
-            )
+            self.places = _load_places(self.base_dir / self.config.places, self.field("places"))
         self._by_category: dict[str, list[str]] = {}
         for place in self.places.values():
             self._by_category.setdefault(place.category, []).append(place.id)

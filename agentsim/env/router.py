@@ -32,7 +32,7 @@ def create_module(
     ``config_path`` (e.g. ``environment.0``) and the option."""
     cls = BUILTIN_MODULES.get(name)
     if cls is None:
-        where = f"{config_path}.module" if config_path else "environment.module"
+        where = f"{config_path}.module" if config_path else "module"
         raise ConfigError(
             where,
             f"unknown environment module {name!r} (known: {', '.join(sorted(BUILTIN_MODULES))})",

@@ -1,10 +1,10 @@
 """The ``social`` module: a follow graph, posts, direct messages and one opinion per agent.
 
 Posts and messages written at tick ``t`` are applied at the end of ``t`` and appear in the
-view of tick ``t + 1``. Each author keeps only its latest ``feed_size`` posts and each inbox
-its latest ``inbox_size`` messages, so that a view stays small with 10,000 agents.
-Reading the feed or the inbox returns an intent that marks what was read as seen; that is
-what "new" and "unread" in the observation count.
+view of tick ``t + 1``, where they count as "new" (broadcasts count as new in the tick they
+are made). Reads never write, so that read-only interviews can use them. Each author keeps
+only its latest ``feed_size`` posts and each inbox its latest ``inbox_size`` messages, so
+that a view stays small with 10,000 agents.
 """
 
 from __future__ import annotations
@@ -86,11 +86,11 @@ class SocialView(EnvView):
     ACTIONS: ClassVar[tuple[ActionSpec, ...]] = (
         ActionSpec(
             name="feed",
-            doc="latest posts of the people you follow and of the system (marks them seen)",
+            doc="latest posts of the people you follow and of the system, newest first",
             params=("limit",),
         ),
         ActionSpec(
-            name="inbox", doc="your latest direct messages (marks them read)", params=("limit",)
+            name="inbox", doc="your latest direct messages, newest first", params=("limit",)
         ),
         ActionSpec(name="opinion", doc="your current opinion on the topic, from -1 to +1"),
         ActionSpec(name="followers", doc="who follows you", params=("limit",)),
@@ -124,8 +124,6 @@ class SocialView(EnvView):
     followers: Mapping[str, tuple[str, ...]]
     posts: Mapping[str, tuple[Post, ...]]
     inbox: Mapping[str, tuple[Message, ...]]
-    feed_seen: Mapping[str, int]
-    inbox_seen: Mapping[str, int]
 
     def _check_agent(self, agent_id: str) -> None:
         if agent_id not in self.opinions:
@@ -151,10 +149,13 @@ class SocialView(EnvView):
             raise EnvError(f"social: argument {name!r} is yourself; name another agent")
         return other
 
+    def _is_new(self, tick: int) -> bool:
+        """Delivered at the end of the previous tick (or broadcast during this one)."""
+        return tick >= self.tick - 1
+
     def _do_feed(self, agent_id: str, args: ArgReader, seq: int) -> EnvAnswer:
         limit = args.integer("limit", lo=1, hi=self.feed_size, default=self.feed_size)
         items = self._feed(agent_id)
-        seen = self.feed_seen.get(agent_id, 0)
         posts = [
             {
                 "id": f"post-{p.num}",
@@ -165,15 +166,12 @@ class SocialView(EnvView):
             }
             for author, p in items[:limit]
         ]
-        new = sum(1 for _, p in items if p.num > seen)
-        latest = max((p.num for _, p in items[:limit]), default=0)
-        intent = self._intent(agent_id, "feed", {"seen": latest}, seq) if latest > seen else None
-        return EnvAnswer(result={"posts": posts, "new": new}, intent=intent)
+        new = sum(1 for _, p in items if self._is_new(p.tick))
+        return EnvAnswer(result={"topic": self.topic, "posts": posts, "new": new})
 
     def _do_inbox(self, agent_id: str, args: ArgReader, seq: int) -> EnvAnswer:
         limit = args.integer("limit", lo=1, hi=100, default=10)
         messages = sorted(self.inbox.get(agent_id, ()), key=lambda m: m.num, reverse=True)
-        seen = self.inbox_seen.get(agent_id, 0)
         shown = [
             {
                 "id": f"msg-{m.num}",
@@ -183,10 +181,8 @@ class SocialView(EnvView):
             }
             for m in messages[:limit]
         ]
-        unread = sum(1 for m in messages if m.num > seen)
-        latest = max((m.num for m in messages[:limit]), default=0)
-        intent = self._intent(agent_id, "inbox", {"seen": latest}, seq) if latest > seen else None
-        return EnvAnswer(result={"messages": shown, "unread": unread}, intent=intent)
+        new = sum(1 for m in messages if self._is_new(m.tick))
+        return EnvAnswer(result={"messages": shown, "new": new})
 
     def _do_opinion(self, agent_id: str, args: ArgReader, seq: int) -> EnvAnswer:
         return EnvAnswer(result={"topic": self.topic, "value": self.opinions[agent_id]})
@@ -235,13 +231,11 @@ class SocialView(EnvView):
 
     def observe(self, agent_id: str) -> str:
         self._check_agent(agent_id)
-        seen_post = self.feed_seen.get(agent_id, 0)
-        seen_msg = self.inbox_seen.get(agent_id, 0)
-        new = sum(1 for _, p in self._feed(agent_id) if p.num > seen_post)
-        unread = sum(1 for m in self.inbox.get(agent_id, ()) if m.num > seen_msg)
+        posts = sum(1 for _, p in self._feed(agent_id) if self._is_new(p.tick))
+        messages = sum(1 for m in self.inbox.get(agent_id, ()) if self._is_new(m.tick))
         return (
-            f"You have {_count(new, 'new post')} in your feed and "
-            f"{_count(unread, 'unread message')}. "
+            f"You have {_count(posts, 'new post')} in your feed and "
+            f"{_count(messages, 'new message')}. "
             f"Your opinion on {self.topic} is {_signed(self.opinions[agent_id])} "
             "(-1 against, +1 for)."
         )
@@ -277,10 +271,10 @@ class SocialModule(EnvModule):
         self.config = parse_options(SocialOptions, self.options, path=self.config_path)
         self._opinions: dict[str, float] = {}
         self._following: dict[str, tuple[str, ...]] = {}
+        # (following, followers) as handed to views; rebuilt only after the graph changed.
+        self._graph: tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]] | None = None
         self._posts: dict[str, tuple[Post, ...]] = {}
         self._inbox: dict[str, tuple[Message, ...]] = {}
-        self._feed_seen: dict[str, int] = {}
-        self._inbox_seen: dict[str, int] = {}
         self._next_post = 1
         self._next_message = 1
         self._delivered = [0, 0]  # posts, messages since the last tick_events
@@ -299,12 +293,16 @@ class SocialModule(EnvModule):
             _initial_opinion(a, r.gauss(0.0, 0.4)) for a, r in zip(ordered, rngs, strict=True)
         ]
         k, h, n = self.config.follow_k, self.config.homophily, len(ids)
-        pool = min(n - 1, 4 * k)
+        # Without homophily the pool is the pick; with it, a pool of 4k to choose from.
+        pool = min(n - 1, 4 * k if h else k)
         following: dict[str, tuple[str, ...]] = {}
         for i, rng in enumerate(rngs):
             # A random pool (O(k) per agent, not O(n)), then a weighted pick without
             # replacement (Efraimidis-Spirakis keys) that favours similar opinions.
             candidates = [j for j in rng.sample(range(n), min(n, pool + 1)) if j != i][:pool]
+            if not h:
+                following[ids[i]] = tuple(sorted(ids[j] for j in candidates))
+                continue
             keyed = sorted(
                 (
                     -(rng.random() ** (1 / (1 - h * abs(opinions[i] - opinions[j]) / 2 + 1e-6))),
@@ -315,7 +313,8 @@ class SocialModule(EnvModule):
             following[ids[i]] = tuple(sorted(name for _, name in keyed[:k]))
         self._opinions = dict(zip(ids, opinions, strict=True))
         self._following = following
-        self._posts, self._inbox, self._feed_seen, self._inbox_seen = {}, {}, {}, {}
+        self._graph = None
+        self._posts, self._inbox = {}, {}
 
     def _followers(self) -> dict[str, tuple[str, ...]]:
         followers: dict[str, list[str]] = {}
@@ -325,6 +324,9 @@ class SocialModule(EnvModule):
         return {a: tuple(f) for a, f in followers.items()}
 
     def view(self, clock: SimClock) -> SocialView:
+        if self._graph is None:
+            self._graph = (dict(self._following), self._followers())
+        graph = self._graph
         return SocialView(
             module=self.name,
             tick=clock.tick,
@@ -333,12 +335,10 @@ class SocialModule(EnvModule):
             topic=self.config.topic,
             feed_size=self.config.feed_size,
             opinions=dict(self._opinions),
-            following=dict(self._following),
-            followers=self._followers(),
+            following=graph[0],
+            followers=graph[1],
             posts=dict(self._posts),
             inbox=dict(self._inbox),
-            feed_seen=dict(self._feed_seen),
-            inbox_seen=dict(self._inbox_seen),
         )
 
     def _add_post(self, author: str, text: str, stance: float | None, tick: int) -> Post:
@@ -353,15 +353,14 @@ class SocialModule(EnvModule):
         self._opinions[agent] = value
         return {"type": "opinion_change", "agent_id": agent, "old": old, "new": value, **extra}
 
-    def _influence(self, author: str, post: Post) -> list[dict[str, Any]]:
+    def _influence(
+        self, author: str, post: Post, followers: Mapping[str, tuple[str, ...]]
+    ) -> list[dict[str, Any]]:
         """Readers of a post with a stance move part of the way towards it."""
         rate = self.config.influence
         if post.stance is None or rate == 0:
             return []
-        if author == SYSTEM:
-            readers: Sequence[str] = sorted(self._opinions)
-        else:
-            readers = sorted(a for a, f in self._following.items() if author in f)
+        readers = sorted(self._opinions) if author == SYSTEM else followers.get(author, ())
         events = []
         for reader in readers:
             old = self._opinions[reader]
@@ -380,10 +379,6 @@ class SocialModule(EnvModule):
             if agent not in self._opinions:
                 raise EnvError(f"social.apply: agent {agent!r} is not in the social network")
             match intent.action:
-                case "feed":
-                    self._feed_seen[agent] = max(self._feed_seen.get(agent, 0), int(args["seen"]))
-                case "inbox":
-                    self._inbox_seen[agent] = max(self._inbox_seen.get(agent, 0), int(args["seen"]))
                 case "post":
                     post = self._add_post(agent, args["text"], args.get("stance"), clock.tick)
                     delivered.append((agent, post))
@@ -411,8 +406,10 @@ class SocialModule(EnvModule):
                         f"social.apply: {other!r} is not an action of the social module "
                         f"(known: {', '.join(a.name for a in SocialView.ACTIONS)})"
                     )
-        for author, post in delivered:
-            events.extend(self._influence(author, post))
+        if delivered and self.config.influence:
+            followers = self._followers()  # once per tick, not once per post
+            for author, post in delivered:
+                events.extend(self._influence(author, post, followers))
         return events
 
     def _message(self, sender: str, to: str, text: str, clock: SimClock) -> dict[str, Any]:
@@ -442,6 +439,7 @@ class SocialModule(EnvModule):
         if len(now) == before:  # a second identical request in the same tick
             return []
         self._following[agent] = tuple(sorted(now))
+        self._graph = None
         return [{"type": action, "agent_id": agent, "target": other}]
 
     def intervene(
@@ -460,7 +458,7 @@ class SocialModule(EnvModule):
                 "text": text,
                 "stance": stance,
             }
-            return [event, *self._influence(SYSTEM, post)]
+            return [event, *self._influence(SYSTEM, post, {})]
         if action == "set_opinion":
             reader = ArgReader("social.set_opinion", args, ("agent", "value"))
             agent = reader.text("agent", max_len=200) or ""
@@ -504,8 +502,6 @@ class SocialModule(EnvModule):
             "following": {a: list(self._following[a]) for a in sorted(self._following)},
             "posts": {a: [list(p) for p in self._posts[a]] for a in sorted(self._posts)},
             "inbox": {a: [list(m) for m in self._inbox[a]] for a in sorted(self._inbox)},
-            "feed_seen": dict(sorted(self._feed_seen.items())),
-            "inbox_seen": dict(sorted(self._inbox_seen.items())),
             "next_post": self._next_post,
             "next_message": self._next_message,
             "delivered": list(self._delivered),
@@ -517,8 +513,6 @@ class SocialModule(EnvModule):
             following = {str(a): tuple(map(str, f)) for a, f in state["following"].items()}
             posts = {str(a): tuple(Post(*p) for p in ps) for a, ps in state["posts"].items()}
             inbox = {str(a): tuple(Message(*m) for m in ms) for a, ms in state["inbox"].items()}
-            feed_seen = {str(a): int(n) for a, n in state["feed_seen"].items()}
-            inbox_seen = {str(a): int(n) for a, n in state["inbox_seen"].items()}
             counters = int(state["next_post"]), int(state["next_message"])
             delivered = [int(n) for n in state["delivered"]][:2]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -526,12 +520,12 @@ class SocialModule(EnvModule):
                 f"social state is malformed ({type(exc).__name__}: {exc}); "
                 "pass a dict made by SocialModule.get_state()"
             ) from None
+        self._graph = None
         self._opinions, self._following, self._posts, self._inbox = (
             opinions,
             following,
             posts,
             inbox,
         )
-        self._feed_seen, self._inbox_seen = feed_seen, inbox_seen
         self._next_post, self._next_message = counters
         self._delivered = delivered

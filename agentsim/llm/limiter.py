@@ -188,11 +188,8 @@ class RateLimiter:
                 if fut.done():
                     continue
                 loop = fut.get_loop()
-                try:
-                    running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-                except RuntimeError:
-                    running = None
-                if loop is running:
+                # Always called from a coroutine or from _wake, so a loop is running.
+                if loop is asyncio.get_running_loop():
                     fut.set_result(None)
                     return
                 try:

@@ -93,7 +93,12 @@ class OpenAIChatModel:
     requests go to ``{base_url}/chat/completions``. ``api_key_env`` names the environment
     variable holding the key; ``None`` sends no ``Authorization`` header (local servers).
     ``extra_params`` are added to every request body (e.g. ``top_p``). ``rng_seed`` seeds the
-    backoff jitter (tests).
+    backoff jitter (tests). ``stats`` collects usage, retries, errors, latency and (with
+    ``prices``) cost. The HTTP session is opened lazily in the running loop, re-opened if the
+    loop changes, and closed by ``aclose()`` or when its loop ends.
+
+    Pickling ships the configuration only: the receiving process reads the key from its own
+    environment and starts with a fresh ``stats`` and no limiter (both are per process).
     """
 
     def __init__(
@@ -310,7 +315,8 @@ class OpenAIChatModel:
                     "check that the server is not overloaded"
                 )
             ) from None
-        except aiohttp.ClientConnectionError as exc:
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+            # Refused, reset, or dropped before or in the middle of the answer.
             raise _Retryable(
                 ModelError(
                     f"{where}: connection failed ({type(exc).__name__}: {exc}); check that "

@@ -1,15 +1,14 @@
 """The offline ``scripted`` model: deterministic, free, and good enough to drive examples.
 
-It plays the part of a diligent but unimaginative LLM that follows the shared prompt
-conventions (docs/conventions: ``SUGGESTED:`` lines and ``playbook`` blocks). It keeps no
-state between calls: every decision is rebuilt from the messages, so the same messages and
-seed always give the same completion, a run can be replayed, and one instance can be shared
-by every agent of a process.
+It plays a diligent, unimaginative LLM that follows the shared prompt conventions
+(``SUGGESTED:`` lines and ``playbook`` blocks). It keeps no state between calls: every
+decision is rebuilt from the messages, so the same messages and seed always give the same
+completion, a run replays exactly, and one instance serves every agent of a process.
 
 Policy, one tool call per completion: answer a ``<question>`` (read-only mode); else follow
-the first pending suggestion (hooks, feedback, then tool results, in order); else run the
-next playbook line of an active skill; else, with probability ``activation_rate``, activate
-the catalog skill that best fits the agent; else ``finish`` with a summary of the step.
+the first pending suggestion (hooks and feedback, then tool results, in the order seen); else
+run the next playbook line of an active skill; else, with probability ``activation_rate``,
+activate the catalog skill that best fits the agent; else ``finish`` with a summary.
 """
 
 from __future__ import annotations
@@ -17,16 +16,17 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-import random
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentsim.llm.base import Completion, Message, ToolCall, ToolSchema, Usage
 
 __all__ = ["ScriptedModel"]
+
+_Choice = tuple[str, dict[str, Any]]
 
 _SUGGESTED = "SUGGESTED:"
 _WORD = re.compile(r"[a-z0-9]+")
@@ -44,19 +44,18 @@ _STOP = _wordset(
     "uses using used skill skills agent agents step steps call calls tool tools one two "
     "also only other more most some such than then there these those over under out"
 )
-# Words that send a question to one of the interview answers.
+# Words that send an interview question to one of the answers.
 _OPINION_WORDS = _wordset(
-    "opinion think view views stance support oppose agree disagree believe policy position "
-    "favour favor against"
+    "opinion think view views stance support oppose agree disagree believe policy favour favor"
 )
 _DAY_WORDS = _wordset(
-    "day morning afternoon evening night today yesterday week went go going where did "
-    "visited commute trip"
+    "day morning afternoon evening night today yesterday week went go going where did visited"
 )
-_WORK_WORDS = _wordset("work job occupation career profession colleagues office")
-_LIKE_WORDS = _wordset("like likes enjoy hobby hobbies interests interested free fun")
+_WORK_WORDS = _wordset("work job occupation career profession colleagues")
+_LIKE_WORDS = _wordset("like enjoy hobby hobbies interests interested free fun")
 
 
+@lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
     # Light suffix stripping so that "cafes" meets "cafe" and "running" meets "runner".
     if word.endswith("s") and not word.endswith("ss") and len(word) >= 4:
@@ -72,7 +71,7 @@ def _stem(word: str) -> str:
 
 @lru_cache(maxsize=8192)
 def _tokens(text: str) -> frozenset[str]:
-    """Content words of ``text`` (lower-cased, stemmed, no stop words); shared by all agents."""
+    """Content words of ``text``, cached: catalog descriptions are shared by all agents."""
     return frozenset(
         _stem(w)
         for w in _WORD.findall(text.lower())
@@ -80,150 +79,135 @@ def _tokens(text: str) -> frozenset[str]:
     )
 
 
-def _section(text: str, tag: str, start: int = 0) -> str | None:
+@lru_cache(maxsize=8192)
+def _skill_words(name: str, description: str) -> frozenset[str]:
+    return _tokens(description) | _tokens(name.replace("-", " "))
+
+
+def _section(text: str, tag: str) -> str | None:
     """The content of the first ``<tag>...</tag>`` in ``text`` (``None`` when absent)."""
-    open_tag = f"<{tag}>"
-    i = text.find(open_tag, start)
+    i = text.find(f"<{tag}>")
     if i < 0:
         return None
-    i += len(open_tag)
+    i += len(tag) + 2
     j = text.find(f"</{tag}>", i)
     return text[i:] if j < 0 else text[i:j]
 
 
 def _content(message: Message) -> str:
+    """The text of a message whose content is not a plain string."""
     content = message.get("content")
-    if isinstance(content, str):
-        return content
     if isinstance(content, list):  # OpenAI multi-part content
         return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
     return ""
 
 
-def _key(name: str, args: Any) -> str:
-    return name + " " + json.dumps(args, sort_keys=True, separators=(",", ":"))
+def _json_object(text: str) -> dict[str, Any] | None:
+    """``text`` parsed as a JSON object, or ``None``. Short texts are cached: the same
+    arguments recur across agents and turns (callers never mutate the result)."""
+    return _small_json_object(text) if len(text) <= 512 else _parse_object(text)
 
 
-def _parse_call_line(line: str) -> tuple[str, dict[str, Any]] | None:
-    """``<tool_name> <json object>`` -> (name, args), or ``None`` if it is not one."""
-    name, _, rest = line.strip().partition(" ")
-    if not name or not rest.strip():
-        return None
+def _parse_object(text: str) -> dict[str, Any] | None:
     try:
-        args = json.loads(rest)
+        obj = json.loads(text)
     except ValueError:
         return None
-    return (name, args) if isinstance(args, dict) else None
+    return obj if isinstance(obj, dict) else None
 
 
-def _suggestions(text: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The ``SUGGESTED: <tool> <json>`` lines of ``text``, in order (lines start with it)."""
+_small_json_object = lru_cache(maxsize=16384)(_parse_object)
+
+
+def _suggestions(text: str) -> Iterator[_Choice]:
+    """The ``SUGGESTED: <tool> <json object>`` lines of ``text``, in order."""
     pos = text.find(_SUGGESTED)
     while pos >= 0:
-        line_start = text.rfind("\n", 0, pos) + 1
         end = text.find("\n", pos)
         end = len(text) if end < 0 else end
-        if not text[line_start:pos].strip():
-            parsed = _parse_call_line(text[pos + len(_SUGGESTED) : end])
-            if parsed is not None:
-                yield parsed
+        if not text[text.rfind("\n", 0, pos) + 1 : pos].strip():  # only at a line's start
+            name, _, rest = text[pos + len(_SUGGESTED) : end].strip().partition(" ")
+            args = _json_object(rest.strip())
+            if args is not None:
+                yield name, args
         pos = text.find(_SUGGESTED, end)
 
 
-def _result_suggestions(content: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Suggestions in a tool result, also inside a JSON-wrapped result's string fields."""
-    if _SUGGESTED not in content:
+def _result_suggestions(content: str) -> Iterator[_Choice]:
+    """Suggestions in a tool result, also inside the strings of a JSON-wrapped result."""
+    try:
+        wrapped = json.loads(content) if content.lstrip()[:1] in ("{", "[") else None
+    except ValueError:
+        wrapped = None  # not JSON after all: scan it as text
+    if wrapped is None:
+        yield from _suggestions(content)
         return
-    head = content.lstrip()[:1]
-    if head in ("{", "["):
-        try:
-            obj = json.loads(content)
-        except ValueError:
-            obj = None
-        if obj is not None:
-            for s in _strings(obj):
-                yield from _suggestions(s)
-            return
-    yield from _suggestions(content)
-
-
-def _strings(obj: Any) -> Iterator[str]:
-    if isinstance(obj, str):
-        if _SUGGESTED in obj:
-            yield obj
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from _strings(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _strings(v)
+    stack = [wrapped]
+    while stack:
+        obj = stack.pop(0)
+        if isinstance(obj, str):
+            yield from _suggestions(obj)
+        elif isinstance(obj, dict | list):
+            stack[:0] = obj.values() if isinstance(obj, dict) else obj
 
 
 def _is_error(content: str) -> bool:
-    return (
-        content.lstrip().lower().startswith("error:")
-        or '"ok": false' in content
-        or '"ok":false' in content
-    )
+    head = content.lstrip()[:6].lower()
+    return head == "error:" or '"ok": false' in content or '"ok":false' in content
+
+
+_Line = tuple[str, str, dict[str, Any] | None]  # tool, JSON template, args when static
 
 
 @lru_cache(maxsize=4096)
-def _playbook(body: str) -> tuple[tuple[str, str], ...]:
-    """The ```` ```playbook ```` lines of a skill body as (tool, raw JSON template)."""
+def _playbook(body: str) -> tuple[_Line, ...]:
+    """The runnable ```` ```playbook ```` lines of a skill body (cached: bodies are shared)."""
     i = body.find("```playbook")
-    if i < 0:
-        return ()
-    i = body.find("\n", i)
+    i = body.find("\n", i) if i >= 0 else -1
     j = body.find("```", i) if i >= 0 else -1
-    if i < 0 or j < 0:
+    if j < 0:
         return ()
-    lines = []
+    out: list[_Line] = []
     for raw in body[i + 1 : j].splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        name, _, rest = line.partition(" ")
-        if rest.strip():
-            lines.append((name, rest.strip()))
-    return tuple(lines)
+        name, _, template = raw.strip().partition(" ")
+        # A template is checked with a stand-in result; lines that are not JSON never run.
+        args = _instantiate(template, "x") if template and not name.startswith("#") else None
+        if args is not None:
+            out.append((name, template, None if "{{result}}" in template else args))
+    return tuple(out)
 
 
 def _instantiate(template: str, previous: str) -> dict[str, Any] | None:
-    text = template
-    if "{{result}}" in text:
-        text = text.replace("{{result}}", json.dumps(previous, ensure_ascii=False)[1:-1])
-    try:
-        args = json.loads(text)
-    except ValueError:
-        return None
-    return args if isinstance(args, dict) else None
+    # {{result}} sits inside a JSON string, so the text goes in JSON-string-escaped.
+    if "{{result}}" not in template:
+        return _json_object(template)
+    return _parse_object(template.replace("{{result}}", json.dumps(previous)[1:-1]))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Call:
+class _Call(NamedTuple):
+    """One tool call of the step (a tuple: tens of thousands are built per second)."""
+
     name: str
     args: dict[str, Any]
-    key: str
     result: str
     error: bool
-    in_turn: bool  # made after the last user message (the current ReAct turn sequence)
+    in_turn: bool  # made after the last user message (not in an earlier turn of the step)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Skill:
     name: str
     description: str
-    active: bool
+    active: bool = False
 
 
 @lru_cache(maxsize=1024)
-def _catalog(block: str) -> tuple[tuple[_Skill, ...], bool]:
-    """Entries of an ``<available_skills>`` block and whether some were left out."""
-    skills = tuple(
+def _catalog(block: str) -> tuple[_Skill, ...]:
+    """Entries of an ``<available_skills>`` block (cached: agents share catalogs)."""
+    return tuple(
         _Skill(name=html.unescape(m[1]), description=html.unescape(m[4]), active=bool(m[3]))
         for m in _CATALOG_ENTRY.finditer(block)
     )
-    return skills, "not listed" in block
 
 
 class _Step:
@@ -231,86 +215,59 @@ class _Step:
 
     __slots__ = (
         "calls",
+        "chars",
         "last_user",
+        "observation",
         "offered",
+        "position",
         "sources",
         "system",
-        "tool_call_count",
-        "user_texts",
     )
 
     def __init__(self, messages: Sequence[Message], offered: frozenset[str]) -> None:
         self.offered = offered
-        self.system = ""
-        self.last_user = ""
-        self.user_texts: list[str] = []
-        # Texts that may hold SUGGESTED lines, in the order the model saw them.
-        self.sources: list[tuple[str, bool]] = []  # (text, is_tool_result)
-        self.calls: list[_Call] = []
-        self.tool_call_count = 0
-        pending: dict[str, tuple[str, dict[str, Any], str]] = {}
-        results: dict[str, str] = {}
-        order: list[str] = []
-        in_turn_ids: set[str] = set()
+        self.chars = 0  # of the whole prompt, tool-call arguments included
+        self.system = self.last_user = self.observation = ""
+        self.sources: list[tuple[str, bool]] = []  # (text, is a tool result), in order seen
+        calls: list[list[Any]] = []  # [name, args, raw arguments, result, in_turn]
+        by_id: dict[str, int] = {}
         for m in messages:
             role = m.get("role")
-            if role == "system":
-                if not self.system:
-                    self.system = _content(m)
+            content = m.get("content")
+            if not isinstance(content, str):
+                content = _content(m)
+            self.chars += len(content)
+            if role == "assistant":
+                for tc in m.get("tool_calls") or ():
+                    cid, name, raw = _tool_call_parts(tc)
+                    args = _json_object(raw) if raw else {}
+                    by_id[cid] = len(calls)
+                    calls.append([name, {"_raw": raw} if args is None else args, raw, "", 1])
+                    self.chars += len(raw)
+            elif role == "tool":
+                text = content
+                i = by_id.get(str(m.get("tool_call_id", "")))
+                if i is not None:
+                    calls[i][3] = text
+                if _SUGGESTED in text:
+                    self.sources.append((text, True))
             elif role == "user":
-                text = _content(m)
-                self.last_user = text
-                self.user_texts.append(text)
-                in_turn_ids.clear()
+                text = self.last_user = content
+                for c in calls:
+                    c[4] = 0
+                obs = _section(text, "observation")
+                self.observation = self.observation if obs is None else obs
                 for tag in ("skill_hooks", "feedback"):
                     block = _section(text, tag)
                     if block:
                         self.sources.append((html.unescape(block), False))
-            elif role == "assistant":
-                for tc in m.get("tool_calls") or ():
-                    cid, name, raw = _tool_call_parts(tc)
-                    self.tool_call_count += 1
-                    try:
-                        args = json.loads(raw) if raw else {}
-                    except ValueError:
-                        args = {"_raw": raw}
-                    if not isinstance(args, dict):
-                        args = {"_raw": raw}
-                    pending[cid] = (name, args, raw)
-                    order.append(cid)
-                    in_turn_ids.add(cid)
-            elif role == "tool":
-                text = _content(m)
-                results[str(m.get("tool_call_id", ""))] = text
-                self.sources.append((text, True))
-        for cid in order:
-            name, args, _ = pending[cid]
-            result = results.get(cid, "")
-            self.calls.append(
-                _Call(
-                    name=name,
-                    args=args,
-                    key=_key(name, args),
-                    result=result,
-                    error=_is_error(result),
-                    in_turn=cid in in_turn_ids,
-                )
-            )
-
-    def observation(self) -> str:
-        for text in reversed(self.user_texts):
-            obs = _section(text, "observation")
-            if obs is not None:
-                return obs
-        return ""
-
-    def position(self) -> str:
-        obs = self.observation()
-        i = obs.find("position:")
-        if i < 0:
-            return ""
-        end = obs.find("\n", i)
-        return obs[i + len("position:") : end if end >= 0 else len(obs)].strip()
+            elif role == "system" and not self.system:
+                self.system = content
+        self.calls = [_Call(n, a, r, _is_error(r), bool(t)) for n, a, _, r, t in calls]
+        obs = "\n" + self.observation
+        i = obs.find("\nposition:")
+        j = obs.find("\n", i + 1)
+        self.position = "" if i < 0 else obs[i + 10 : j if j > 0 else None].strip()
 
 
 def _tool_call_parts(tc: Any) -> tuple[str, str, str]:
@@ -323,19 +280,18 @@ def _tool_call_parts(tc: Any) -> tuple[str, str, str]:
 def _offered(tools: Sequence[ToolSchema]) -> frozenset[str]:
     names = []
     for t in tools:
-        fn = t.get("function")
-        name = fn.get("name") if isinstance(fn, Mapping) else t.get("name")
+        name = t["function"].get("name") if "function" in t else t.get("name")
         if isinstance(name, str):
             names.append(name)
     return frozenset(names)
 
 
-def _estimate(text: str) -> int:
-    return (len(text) + 3) // 4
-
-
 class ScriptedModel:
-    """A deterministic offline ``ChatModel`` that follows the agentsim prompt conventions."""
+    """A deterministic offline ``ChatModel`` that follows the agentsim prompt conventions.
+
+    ``max_suggestions`` bounds the tool calls of one turn sequence (a post_step retry with
+    ``<feedback>`` starts a new one); the model then finishes.
+    """
 
     def __init__(
         self, *, activation_rate: float = 0.35, max_suggestions: int = 6, name: str = "scripted"
@@ -347,8 +303,8 @@ class ScriptedModel:
             )
         if max_suggestions < 1:
             raise ValueError(
-                f"ScriptedModel max_suggestions={max_suggestions!r} must be >= 1; "
-                "it bounds the tool calls of one step before finishing"
+                f"ScriptedModel max_suggestions={max_suggestions!r} must be >= 1; it is the "
+                "number of tool calls a step may make before finishing"
             )
         self.activation_rate = activation_rate
         self.max_suggestions = max_suggestions
@@ -367,236 +323,188 @@ class ScriptedModel:
         *,
         seed: int = 0,
     ) -> Completion:
-        return self.decide(messages, tools, seed=seed)
-
-    def decide(
-        self, messages: Sequence[Message], tools: Sequence[ToolSchema] = (), *, seed: int = 0
-    ) -> Completion:
-        """The synchronous core of :meth:`complete` (no I/O, so no reason to await)."""
         step = _Step(messages, _offered(tools))
-        rng = _LazyRng(seed, step.last_user)
-        name, args = self._choose(step, rng)
-        prompt = sum(len(_content(m)) for m in messages) + sum(len(c.key) for c in step.calls)
-        usage_prompt = (prompt + 3) // 4
+        name, args = self._choose(step, seed)
+        prompt_tokens = (step.chars + 3) // 4
         if name not in step.offered:
-            # No tool to call (not even finish): answer in plain text, as a model would.
+            # Not even finish is offered: answer in plain text, as a chat model would.
             text = str(args.get("answer") or args.get("action") or "")
-            return Completion(
-                content=text,
-                usage=Usage(prompt_tokens=usage_prompt, completion_tokens=_estimate(text)),
-                finish_reason="stop",
-                model=self.name,
-            )
-        arguments = json.dumps(args, ensure_ascii=False)
-        call = ToolCall(id=f"call_{step.tool_call_count}", name=name, arguments=arguments)
+            usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=(len(text) + 3) // 4)
+            return Completion(content=text, usage=usage, finish_reason="stop", model=self.name)
+        arguments = json.dumps(args)
         return Completion(
             content=None,
-            tool_calls=(call,),
-            usage=Usage(prompt_tokens=usage_prompt, completion_tokens=_estimate(arguments)),
+            tool_calls=(ToolCall(id=f"call_{len(step.calls)}", name=name, arguments=arguments),),
+            usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=(len(arguments) + 3) // 4),
             finish_reason="tool_calls",
             model=self.name,
         )
 
-    # -- policy ----------------------------------------------------------------------------
-
-    def _choose(self, step: _Step, rng: _LazyRng) -> tuple[str, dict[str, Any]]:
+    def _choose(self, step: _Step, seed: int) -> _Choice:
         question = _section(step.last_user, "question")
         if question is not None:
-            return "finish", {"action": "answered", "answer": _answer(step, question, rng)}
-        if sum(1 for c in step.calls if c.in_turn) >= self.max_suggestions:
-            return "finish", {"action": _summary(step)}
-        for choice in (
-            self._suggested(step),
-            self._playbook_line(step),
-            self._activation(step, rng),
-        ):
+            return "finish", {"action": "answered", "answer": _answer(step, question, seed)}
+        if sum(c.in_turn for c in step.calls) < self.max_suggestions:
+            choice = _suggested(step) or _playbook_line(step) or self._activation(step, seed)
             if choice is not None:
                 return choice
         return "finish", {"action": _summary(step)}
 
-    def _suggested(self, step: _Step) -> tuple[str, dict[str, Any]] | None:
-        done = {c.key for c in step.calls}
-        position = step.position()
-        for text, is_result in step.sources:
-            found = _result_suggestions(text) if is_result else _suggestions(text)
-            for name, args in found:
-                if name not in step.offered or _key(name, args) in done:
-                    continue
-                if _already_there(name, args, position):
-                    continue
-                return name, args
-        return None
-
-    def _playbook_line(self, step: _Step) -> tuple[str, dict[str, Any]] | None:
-        for body in _active_bodies(step):
-            lines = _playbook(body)
-            if not lines:
-                continue
-            nxt = self._next_line(step, lines)
-            if nxt is not None:
-                return nxt
-        return None
-
-    def _next_line(
-        self, step: _Step, lines: tuple[tuple[str, str], ...]
-    ) -> tuple[str, dict[str, Any]] | None:
-        """Replay the step's calls against the playbook to find the next line to run."""
-        p = 0
-        previous = ""
-        for call in step.calls:
-            expected = self._runnable(step, lines, p, previous)
-            if expected is None:
-                return None
-            p, name, args = expected
-            if call.key == _key(name, args):
-                if call.error:
-                    return None  # a failed line ends the playbook: later lines need its result
-                p += 1
-            previous = call.result
-        expected = self._runnable(step, lines, p, previous)
-        return None if expected is None else (expected[1], expected[2])
-
-    @staticmethod
-    def _runnable(
-        step: _Step, lines: tuple[tuple[str, str], ...], p: int, previous: str
-    ) -> tuple[int, str, dict[str, Any]] | None:
-        while p < len(lines):
-            name, template = lines[p]
-            args = _instantiate(template, previous) if name in step.offered else None
-            if args is not None and not _already_there(name, args, step.position()):
-                return p, name, args
-            p += 1
-        return None
-
-    def _activation(self, step: _Step, rng: _LazyRng) -> tuple[str, dict[str, Any]] | None:
+    def _activation(self, step: _Step, seed: int) -> _Choice | None:
         if "activate_skill" not in step.offered or not self.activation_rate:
             return None
         if any(c.name == "activate_skill" for c in step.calls):
+            return None  # one activation per step, and a failed one is not retried
+        if _uniform(seed, step.last_user) >= self.activation_rate:
             return None
-        if rng.get().random() >= self.activation_rate:
-            return None
-        block = _section(step.system, "available_skills") or ""
-        skills, partial = _catalog(block)
-        active = {s.name for s in skills if s.active} | set(_content_names(step.system))
+        skills = _catalog(_section(step.system, "available_skills") or "")
+        active = {s.name for s in skills if s.active} | {n for n, _ in _skill_contents(step.system)}
         candidates = [s for s in skills if s.name not in active]
         searched = [c for c in step.calls if c.name == "search_skills"]
         for c in searched:
             candidates.extend(s for s in _search_hits(c.result) if s.name not in active)
-        want, situation = _agent_words(step)
+        who, query = _agent_words(step)
+        situation = _tokens(step.observation)
         best: tuple[int, str] | None = None
         for s in candidates:
-            words = _tokens(s.description) | _tokens(s.name.replace("-", " "))
-            score = 2 * len(words & want) + len(words & situation)
+            words = _skill_words(s.name, s.description)
+            # Who the agent is counts double: a passing observation is a weaker hint.
+            score = 2 * len(words & who) + len(words & situation)
             if score and (best is None or (-score, s.name) < (-best[0], best[1])):
                 best = (score, s.name)
         if best is not None:
             return "activate_skill", {"name": best[1]}
-        if partial and not searched and "search_skills" in step.offered and want:
-            return "search_skills", {"query": " ".join(sorted(want)[:6])}
+        end = step.system.find("</available_skills>")
+        left_out = end >= 0 and "not listed" in step.system[end : end + 120]
+        if left_out and not searched and "search_skills" in step.offered and query:
+            return "search_skills", {"query": query}
         return None
 
 
-class _LazyRng:
-    """``random.Random(seed ^ sha256(last user message))``, built only when needed."""
+def _uniform(seed: int, text: str) -> float:
+    """A float in [0, 1) from sha256(``seed``, ``text``): the same in every process.
 
-    __slots__ = ("_rng", "_seed", "_text")
-
-    def __init__(self, seed: int, text: str) -> None:
-        self._seed = seed
-        self._text = text
-        self._rng: random.Random | None = None
-
-    def get(self) -> random.Random:
-        if self._rng is None:
-            digest = hashlib.sha256(self._text.encode("utf-8", "replace")).digest()
-            self._rng = random.Random(self._seed ^ int.from_bytes(digest[:8], "big"))
-        return self._rng
+    One hash instead of a seeded ``random.Random``, whose construction alone costs more
+    than the rest of a call; the model needs at most one draw per call.
+    """
+    digest = hashlib.sha256(f"{seed}:{text}".encode("utf-8", "replace")).digest()
+    return int.from_bytes(digest[:7], "big") / 2.0**56
 
 
 def _is_move(name: str, args: Mapping[str, Any]) -> bool:
-    inner = args.get("args")
     return (
         name == "ask_env"
         and args.get("module") == "city"
         and args.get("action") == "move_to"
-        and isinstance(inner, Mapping)
+        and isinstance(args.get("args"), Mapping)
     )
 
 
 def _already_there(name: str, args: Mapping[str, Any], position: str) -> bool:
-    return bool(position) and _is_move(name, args) and args["args"].get("place") == position
+    """A move to where the agent is, or to where it is already heading (a no-op call)."""
+    if not position or not _is_move(name, args):
+        return False
+    place = args["args"].get("place")
+    return place == position or position == f"in transit to {place}"
 
 
-def _content_names(system: str) -> Iterator[str]:
+def _suggested(step: _Step) -> _Choice | None:
+    done = [(c.name, c.args) for c in step.calls]  # dict equality ignores key order
+    for text, is_result in step.sources:
+        for name, args in _result_suggestions(text) if is_result else _suggestions(text):
+            fresh = name in step.offered and (name, args) not in done
+            if fresh and not _already_there(name, args, step.position):
+                return name, args
+    return None
+
+
+def _playbook_line(step: _Step) -> _Choice | None:
+    for body in _active_bodies(step):
+        lines = _playbook(body)
+        nxt = _next_line(step, lines) if lines else None
+        if nxt is not None:
+            return nxt
+    return None
+
+
+def _next_line(step: _Step, lines: tuple[_Line, ...]) -> _Choice | None:
+    """Replay the step's calls against the playbook to find its next line (stateless)."""
+    p, previous = 0, ""
+    for call in step.calls:
+        while p < len(lines) and not _may_run(step, lines[p]):
+            p += 1
+        if p == len(lines):
+            return None
+        name, template, static = lines[p]
+        if call.name == name and call.args == (static or _instantiate(template, previous)):
+            if call.error:
+                return None  # a failed line ends the playbook: later lines need its result
+            p += 1
+        previous = call.result
+    for name, template, static in lines[p:]:
+        args = static or _instantiate(template, previous)
+        if args is not None and _may_run(step, (name, template, args)):
+            return name, args
+    return None
+
+
+def _may_run(step: _Step, line: _Line) -> bool:
+    name, _, args = line
+    return name in step.offered and not (args and _already_there(name, args, step.position))
+
+
+def _skill_contents(system: str) -> Iterator[tuple[str, str]]:
+    """(name, body) of each ``<skill_content name="...">`` block of the system prompt."""
     marker = '<skill_content name="'
     i = system.find(marker)
     while i >= 0:
-        j = system.find('"', i + len(marker))
-        if j < 0:
-            return
-        yield html.unescape(system[i + len(marker) : j])
-        i = system.find(marker, j)
+        j = system.find('">', i)
+        end = system.find("</skill_content>", j)
+        end = len(system) if end < 0 else end
+        yield html.unescape(system[i + len(marker) : j]), system[j + 2 : end]
+        i = system.find(marker, end)
 
 
 def _active_bodies(step: _Step) -> Iterator[str]:
-    """Bodies of the active skills: the system prompt's, then any returned by activation."""
-    marker = '<skill_content name="'
-    i = step.system.find(marker)
-    while i >= 0:
-        start = step.system.find(">", i) + 1
-        end = step.system.find("</skill_content>", start)
-        end = len(step.system) if end < 0 else end
-        yield step.system[start:end]
-        i = step.system.find(marker, end)
+    """Bodies of the active skills: the system prompt's, then any an activation returned."""
+    for _, body in _skill_contents(step.system):
+        yield body
     for c in step.calls:
         if c.name == "activate_skill" and not c.error and "```playbook" in c.result:
             yield c.result
 
 
 def _search_hits(result: str) -> list[_Skill]:
+    """Inactive skills in a ``search_skills`` result (a JSON list of name/description)."""
     try:
         hits = json.loads(result)
     except ValueError:
         return []
     if isinstance(hits, dict):
-        hits = hits.get("results") or hits.get("skills") or []
-    out = []
-    for h in hits if isinstance(hits, list) else ():
-        if isinstance(h, dict) and isinstance(h.get("name"), str):
-            out.append(
-                _Skill(
-                    name=h["name"],
-                    description=str(h.get("description", "")),
-                    active=bool(h.get("active")),
-                )
-            )
-    return [s for s in out if not s.active]
+        hits = hits.get("results") or hits.get("skills")
+    return [
+        _Skill(name=h["name"], description=str(h.get("description", "")))
+        for h in (hits if isinstance(hits, list) else ())
+        if isinstance(h, dict) and isinstance(h.get("name"), str) and not h.get("active")
+    ]
 
 
 def _profile(step: _Step) -> dict[str, Any]:
-    raw = _section(step.system, "profile")
-    if not raw:
-        return {}
     try:
-        obj = json.loads(raw)
+        obj = json.loads(_section(step.system, "profile") or "{}")
     except ValueError:
         return {}
     return obj if isinstance(obj, dict) else {}
 
 
-def _agent_words(step: _Step) -> tuple[frozenset[str], frozenset[str]]:
-    """(words of who the agent is, words of the agent's current situation)."""
+def _agent_words(step: _Step) -> tuple[frozenset[str], str]:
+    """(content words of who the agent is, a search query from interests and occupation)."""
     profile = _profile(step)
-    parts = [_section(step.system, "persona") or ""]
     interests = profile.get("interests")
-    if isinstance(interests, list):
-        parts.extend(str(x) for x in interests)
-    elif isinstance(interests, str):
-        parts.append(interests)
-    for k in ("occupation", "role", "group"):
-        if isinstance(profile.get(k), str):
-            parts.append(profile[k])
-    return _tokens(" ".join(parts)), _tokens(step.observation())
+    parts = [str(x) for x in interests] if isinstance(interests, list) else []
+    parts += [str(profile[k]) for k in ("occupation", "role") if isinstance(profile.get(k), str)]
+    persona = _section(step.system, "persona") or ""
+    return _tokens(" ".join([persona, *parts])), " ".join(parts)
 
 
 # -- finish summaries ------------------------------------------------------------------------
@@ -611,38 +519,38 @@ def _summary(step: _Step) -> str:
         if phrase and phrase not in parts:
             parts.append(phrase)
         moved = moved or (_is_move(c.name, c.args) and not c.error)
-    if not moved:
-        position = step.position()
-        if position.startswith("in transit to "):
-            parts.append(f"kept travelling to {position[len('in transit to ') :]}")
-        elif position:
-            parts.append(f"stayed at {position}")
+    if not moved and step.position.startswith("in transit to "):
+        parts.append(f"kept travelling to {step.position[14:]}")
+    elif not moved and step.position:
+        parts.append(f"stayed at {step.position}")
     text = ", ".join(parts) or "did nothing in particular"
     return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _phrase(c: _Call) -> str:
     a = c.args
+    if "_raw" in a:
+        return ""  # unreadable arguments: nothing happened worth telling
     if _is_move(c.name, a):
         place = a["args"].get("place", "?")
         return f"could not reach {place}" if c.error else f"moved to {place}"
     if c.name == "ask_env":
         module, action = str(a.get("module", "?")), str(a.get("action", "?"))
-        inner = a.get("args") if isinstance(a.get("args"), Mapping) else {}
+        inner = a.get("args")
+        topic = inner.get("topic") if isinstance(inner, Mapping) else None
         if action == "post":
-            topic = inner.get("topic") if isinstance(inner, Mapping) else None
             what = f"posted about {topic}" if topic else f"posted on {module}"
         elif action.startswith(("get", "list", "read", "feed", "look", "query", "check")):
             what = f"checked {module} {action.replace('_', ' ')}"
         else:
             what = f"did {action.replace('_', ' ')} in {module}"
-        return f"tried to {what} (failed)" if c.error else what
+        return f"failed: {what}" if c.error else what
     name = str(a.get("name", "?"))
     if c.name == "execute_skill_script":
         argv = a.get("args")
         first = argv[0] if isinstance(argv, list) and argv else ""
-        verb = f"{name} {first}" if isinstance(first, str) and first.isidentifier() else name
-        return f"tried {verb} (failed)" if c.error else f"used {verb}"
+        what = f"{name} {first}" if isinstance(first, str) and first.isidentifier() else name
+        return f"failed: {what}" if c.error else f"used {what}"
     if c.name == "activate_skill":
         return f"could not activate {name}" if c.error else f"activated {name}"
     if c.name == "deactivate_skill":
@@ -653,81 +561,64 @@ def _phrase(c: _Call) -> str:
 # -- interview answers -----------------------------------------------------------------------
 
 
-def _answer(step: _Step, question: str, rng: _LazyRng) -> str:
-    words = set(_WORD.findall(question.lower()))
+def _answer(step: _Step, question: str, seed: int) -> str:
+    low = question.lower()
+    words = set(_WORD.findall(low))
     profile = _profile(step)
-    if words & _OPINION_WORDS or "feel about" in question.lower():
+    if words & _OPINION_WORDS or "feel about" in low:
         return _opinion_answer(step, profile, question)
     if words & _DAY_WORDS:
-        return _day_answer(step, question)
-    if words & _WORK_WORDS and isinstance(profile.get("occupation"), str):
-        where = profile.get("work")
-        at = f" at {where}" if isinstance(where, str) else ""
-        return f"I work as a {profile['occupation']}{at}."
-    if words & _LIKE_WORDS and isinstance(profile.get("interests"), list) and profile["interests"]:
-        return f"I enjoy {_join([str(x) for x in profile['interests']])}."
+        return _day_answer(step, low)
+    occupation, interests = profile.get("occupation"), profile.get("interests")
+    if words & _WORK_WORDS and isinstance(occupation, str):
+        work = profile.get("work")
+        return f"I work as a {occupation}{f' at {work}' if isinstance(work, str) else ''}."
+    if words & _LIKE_WORDS and isinstance(interests, list) and interests:
+        return f"I enjoy {_join([str(x) for x in interests])}."
     persona = (_section(step.system, "persona") or "").strip()
     if not persona:
         return "I'd rather not say much; nothing stands out for me."
-    opener = rng.get().choice(("Well,", "Honestly,", "Speaking for myself,"))
+    openers = ("Well,", "Honestly,", "Speaking for myself,")
+    opener = openers[int(_uniform(seed, step.last_user) * len(openers))]
     first = persona.split(". ")[0].rstrip(".")
-    if first.lower().startswith("you are "):
-        first = first[len("you are ") :]
+    first = first[8:] if first.lower().startswith("you are ") else first
     return f"{opener} I'm {first}; that shapes how I see it."
 
 
 def _opinion_answer(step: _Step, profile: Mapping[str, Any], question: str) -> str:
     value: float | None = None
-    for line in step.observation().splitlines():
+    for line in step.observation.splitlines():  # the current value beats the profile's
         key, _, rest = line.partition(":")
         if "opinion" in key.lower():
             try:
-                value = float(rest.strip().split()[0])
+                value = float(rest.split()[0])
             except (ValueError, IndexError):
                 continue
     if value is None and isinstance(profile.get("opinion"), int | float):
         value = float(profile["opinion"])
-    topic = ""
-    low = question.lower()
-    if " about " in low:
-        topic = question[low.index(" about ") + 7 :].strip().rstrip("?.! ")
-    on = f"On {topic}, " if topic else ""
+    i = question.lower().find(" about ")
+    on = f"On {question[i + 7 :].strip().rstrip('?.! ')}, " if i >= 0 else ""
     if value is None:
         return f"{on}I haven't made up my mind yet."
-    if value >= 0.5:
-        stance = "I'm strongly in favour"
-    elif value >= 0.15:
-        stance = "I'm mildly in favour"
-    elif value > -0.15:
-        stance = "I'm undecided"
-    elif value > -0.5:
-        stance = "I'm mildly against it"
-    else:
-        stance = "I'm strongly against it"
-    return f"{on}{stance} (my opinion is {value:+.2f})."
+    stances = ((0.5, "strongly in favour"), (0.15, "mildly in favour"), (-0.15, "undecided"))
+    stance = next((s for t, s in stances if value >= t), "")
+    stance = stance or ("mildly against it" if value > -0.5 else "strongly against it")
+    return f"{on}I'm {stance} (my opinion is {value:+.2f})."
 
 
-def _day_answer(step: _Step, question: str) -> str:
-    memory = _section(step.last_user, "memory") or ""
+def _day_answer(step: _Step, low_question: str) -> str:
     places: list[str] = []
-    for line in memory.splitlines():
-        for place in _PLACE.findall(line.lower()):
-            if place not in places:
-                places.append(place)
-    when = next(
-        (w for w in ("morning", "afternoon", "evening", "today", "week") if w in question.lower()),
-        "day",
-    )
-    lead = f"This {when}" if when not in ("today", "day") else "Today"
+    for place in _PLACE.findall((_section(step.last_user, "memory") or "").lower()):
+        if place not in places:
+            places.append(place)
+    when = next((w for w in ("morning", "afternoon", "evening", "week") if w in low_question), "")
+    lead, noun = (f"This {when}", when) if when else ("Today", "day")
     if places:
-        return f"{lead} I went to {_join(places)}; it was an ordinary {when}."
-    position = step.position()
-    if position and not position.startswith("in transit"):
-        return f"{lead} I mostly stayed at {position}; nothing special happened."
+        return f"{lead} I went to {_join(places)}; it was an ordinary {noun}."
+    if step.position and not step.position.startswith("in transit"):
+        return f"{lead} I mostly stayed at {step.position}; nothing special happened."
     return f"{lead} was quiet; nothing special happened."
 
 
 def _join(items: Sequence[str]) -> str:
-    if len(items) == 1:
-        return items[0]
-    return ", ".join(items[:-1]) + " and " + items[-1]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

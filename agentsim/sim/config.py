@@ -31,6 +31,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_serializer,
     field_validator,
     model_serializer,
@@ -59,6 +60,7 @@ __all__ = [
     "ProfileSpec",
     "RunStep",
     "SkillsConfig",
+    "Step",
     "SurveyStep",
     "WorkflowStep",
     "format_duration",
@@ -75,11 +77,18 @@ IGNORED_ENV: frozenset[str] = frozenset(
         "AGENTSIM_LOG_LEVEL",
     }
 )
-"""``AGENTSIM_*`` variables that are not config overrides; every other one is."""
+"""Runtime variables that are never config overrides, even if a field of that name appears.
+
+An ``AGENTSIM_*`` variable is an override when its first part names a top-level field
+(``AGENTSIM_SEED``, ``AGENTSIM_MODEL__BACKEND``); others (``AGENTSIM_API_KEY``,
+``AGENTSIM_RAY_ADDRESS``) are left alone, so that users may name their own variables so.
+Below the top level an unknown name is an error that names the variable.
+"""
 
 _NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _GROUP_RE = r"^[a-z0-9][a-z0-9_-]*$"
 _MODULE_RE = r"^[a-z][a-z0-9_]*$"
+_URL_RE = r"^https?://\S+$"
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DURATION_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
@@ -92,7 +101,10 @@ def _fail(problem: str, fix: str, *, field: str = "") -> PydanticCustomError:
 
 
 def parse_duration(value: object) -> timedelta:
-    """``"15m"``, ``"1h30m"``, ``"90s"``, ``"2d"`` or an int of seconds -> a positive timedelta."""
+    """``"15m"``, ``"1h30m"``, ``"90s"``, ``"2d"`` or int seconds -> a positive timedelta.
+
+    Raises ``ValueError`` (a pydantic custom error, so that it reads well inside a model).
+    """
     if isinstance(value, timedelta):
         delta = value
     elif isinstance(value, int) and not isinstance(value, bool):
@@ -119,6 +131,15 @@ def format_duration(delta: timedelta) -> str:
         if amount:
             parts.append(f"{amount}{unit}")
     return "".join(parts) or "0s"
+
+
+def _non_empty(value: tuple[Any, ...], name: str, example: str) -> tuple[Any, ...]:
+    # Checked here rather than with min_length, which pydantic also reports when an item fails.
+    if not value:
+        raise _fail(
+            f"'{name}' must not be empty", f"give at least one item, e.g. {name}: {example}"
+        )
+    return value
 
 
 class _Frozen(BaseModel):
@@ -164,8 +185,8 @@ class AgentSelector(_Frozen):
     @model_validator(mode="before")
     @classmethod
     def _short_form(cls, data: object) -> object:
-        if isinstance(data, AgentSelector):
-            return data
+        if isinstance(data, AgentSelector) or (isinstance(data, dict) and "kind" in data):
+            return data  # already the long form (built in Python, not written in YAML)
         if data == "all":
             return {"kind": "all"}
         if isinstance(data, list | tuple) and data and all(isinstance(x, str) for x in data):
@@ -192,7 +213,7 @@ class AgentSelector(_Frozen):
         return "all"
 
 
-_ALL = AgentSelector.model_construct(kind="all")
+_ALL = AgentSelector(kind="all")
 
 
 class RunStep(_Frozen):
@@ -235,6 +256,8 @@ class SurveyStep(_Frozen):
 
 
 class InterviewStep(SurveyStep):
+    """A survey meant for a few agents; ``isinstance(step, SurveyStep)`` holds for it too."""
+
     kind: ClassVar[str] = "interview"
 
 
@@ -301,7 +324,7 @@ class GroupSkills(_Frozen):
         both = sorted(set(self.default) & set(self.disabled))
         if both:
             raise _fail(
-                f"skills {', '.join(both)} are both default-activated and disabled",
+                f"skill(s) {', '.join(both)} both default-activated and disabled",
                 "remove them from one of the two lists",
             )
         return self
@@ -358,7 +381,7 @@ class PricesConfig(_Frozen):
 class ModelConfig(_Frozen):
     backend: Literal["scripted", "openai"] = "scripted"
     model: str | None = None
-    base_url: str | None = Field(default=None, pattern=r"^https?://\S+$")
+    base_url: str | None = Field(default=None, pattern=_URL_RE)
     api_key_env: str | None = None
     max_concurrency: int = Field(default=64, ge=1)
     rpm: int | None = Field(default=None, ge=1)
@@ -451,10 +474,13 @@ class ExecutorConfig(_Frozen):
 class OutputConfig(_Frozen):
     dir: str = "workspace"
     run_id: str | None = Field(default=None, pattern=_NAME_RE)
-    formats: tuple[Literal["jsonl", "parquet"], ...] = Field(
-        default=("jsonl", "parquet"), min_length=1
-    )
+    formats: tuple[Literal["jsonl", "parquet"], ...] = ("jsonl", "parquet")
     checkpoint_every: int = Field(default=0, ge=0)
+
+    @field_validator("formats")
+    @classmethod
+    def _some_format(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _non_empty(value, "formats", "[jsonl]")
 
 
 # --- the experiment ----------------------------------------------------------------------
@@ -466,8 +492,8 @@ class ExperimentConfig(_Frozen):
     description: str | None = None
     clock: ClockConfig = ClockConfig()
     ticks: int | None = Field(default=None, ge=1)
-    workflow: tuple[WorkflowStep, ...] | None = Field(default=None, min_length=1)
-    agents: tuple[AgentGroup, ...] = Field(min_length=1)
+    workflow: tuple[WorkflowStep, ...] | None = None
+    agents: tuple[AgentGroup, ...]
     skills: SkillsConfig = SkillsConfig()
     model: ModelConfig = ModelConfig()
     agent: AgentLoopConfig = AgentLoopConfig()
@@ -477,6 +503,14 @@ class ExperimentConfig(_Frozen):
 
     _source: str = PrivateAttr(default="<string>")
     _source_dir: Path = PrivateAttr(default=Path("."))
+
+    @field_validator("agents", "workflow")
+    @classmethod
+    def _some(cls, value: tuple[Any, ...] | None, info: ValidationInfo) -> Any:
+        example = (
+            "[{run: {ticks: 10}}]" if info.field_name == "workflow" else "[{group: g, count: 10}]"
+        )
+        return None if value is None else _non_empty(value, str(info.field_name), example)
 
     @model_validator(mode="after")
     def _consistent(self) -> ExperimentConfig:
@@ -505,7 +539,8 @@ class ExperimentConfig(_Frozen):
             sel = step.agents
             if sel.kind == "group" and sel.group not in groups:
                 raise _fail(
-                    f"agent group {sel.group!r} does not exist (groups: {', '.join(sorted(groups))})",
+                    f"agent group {sel.group!r} does not exist "
+                    f"(groups: {', '.join(sorted(groups))})",
                     "use one of the groups defined under agents:",
                     field=f"{where}.agents",
                 )
@@ -602,11 +637,14 @@ def parse_experiment(
     try:
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
+        mark, ctx = exc.problem_mark, exc.context_mark
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        if ctx is not None and exc.context and (mark is None or ctx.line != mark.line):
+            # The problem is often found at the end of the file; say where it started.
+            at += f" ({exc.context} started at line {ctx.line + 1})"
         raise ConfigError(
             "",
-            f"{source} is not valid YAML{at}: {exc.problem or exc.context}",
+            f"{source} is not valid YAML{at}: {exc.problem or 'syntax error'}",
             "fix the indentation, quoting or colons there",
         ) from None
     except yaml.YAMLError as exc:
@@ -666,8 +704,12 @@ def _apply_overrides(data: dict[str, Any], environ: Mapping[str, str]) -> dict[s
     """Write ``AGENTSIM_A__B=v`` into ``data["a"]["b"]``; return dotted path -> variable."""
     applied: dict[str, str] = {}
     for var in sorted(environ):
-        if var.startswith(ENV_PREFIX) and var not in IGNORED_ENV:
-            segments = var[len(ENV_PREFIX) :].lower().split("__")
+        segments = var[len(ENV_PREFIX) :].lower().split("__")
+        if (
+            var.startswith(ENV_PREFIX)
+            and var not in IGNORED_ENV
+            and segments[0] in ExperimentConfig.model_fields
+        ):
             _set_override(data, segments, _override_value(environ[var]), var)
             applied[".".join(segments)] = var
     return applied
@@ -709,10 +751,11 @@ def _set_override(data: dict[str, Any], segments: list[str], value: Any, var: st
             return
         sub, is_seq = _shape(field.annotation) if field else (None, False)
         if sub is None:
+            whole = segments[: depth + 1]
             raise ConfigError(
                 var,
-                f"field '{'.'.join(segments[: depth + 1])}' has no sub-fields",
-                f"override it as a whole with {ENV_PREFIX}{'__'.join(segments[: depth + 1]).upper()}",
+                f"field '{'.'.join(whole)}' has no sub-fields",
+                f"override it as a whole with {ENV_PREFIX}{'__'.join(whole).upper()}",
             )
         if is_seq:
             node, cls, item_cls = node.get(seg), None, sub
@@ -726,6 +769,7 @@ _PATTERN_HINTS = {
     _NAME_RE: "use letters, digits, '.', '_' and '-' (up to 64, starting with a letter or digit)",
     _GROUP_RE: "use lower-case letters, digits, '_' and '-', starting with a letter or digit",
     _MODULE_RE: "use lower-case letters, digits and '_', starting with a letter",
+    _URL_RE: "use an http:// or https:// URL such as http://127.0.0.1:8000/v1",
 }
 
 

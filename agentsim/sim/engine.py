@@ -181,7 +181,10 @@ class Engine:
                 continue
             for a in self.agents:
                 ans = view.query(a.agent_id, "my_places", {}, seq=0)
-                extras.setdefault(a.agent_id, {}).update(ans.result)
+                # Skills want place ids in the profile ("home": "home-3"), not place records.
+                flat = {k: (v["id"] if isinstance(v, dict) and "id" in v else v)
+                        for k, v in ans.result.items()}
+                extras.setdefault(a.agent_id, {}).update(flat)
         return extras
 
     # -- the run ---------------------------------------------------------------------------
@@ -271,7 +274,7 @@ class Engine:
         )
         agent_events = sorted((e for r in results for e in r.events),
                               key=lambda e: str(e.get("agent_id") or ""))
-        intents = sorted((i for r in results for i in r.intents), key=Intent.sort_key)
+        intents = sorted((i for r in results for i in r.intents), key=lambda i: i.sort_key)
         env_events: list[dict[str, Any]] = []
         for name, mod in self.modules.items():
             env_events.extend(mod.apply([i for i in intents if i.module == name], self.clock))
@@ -327,13 +330,16 @@ class Engine:
                 self._emit([{"tick": tick, "time": iso, "type": "intervention", "agent_id": None,
                              "env": step.env, "action": step.action, "args": step.args}, *out])
             else:
-                chosen = select_agents(self.agents, step.agents, seed=self.config.seed)
+                chosen = select_agents(step.agents, self.agents, seed=self.config.seed,
+                                       stream=f"step-{index}",
+                                       field=f"workflow.{index}.intervene.agents")
                 for aid in chosen:
                     self._pending_messages.setdefault(aid, []).append(str(step.message))
                 self._emit([{"tick": tick, "time": iso, "type": "intervention", "agent_id": None,
                              "message": step.message, "recipients": len(chosen)}])
         elif isinstance(step, SurveyStep):
-            chosen = select_agents(self.agents, step.agents, seed=self.config.seed)
+            chosen = select_agents(step.agents, self.agents, seed=self.config.seed,
+                                   stream=f"step-{index}", field=f"workflow.{index}.agents")
             answers = await self.executor.ask(chosen, step.question, tick=tick,
                                               when=self.clock.now, views=self._views())
             kind = "interview" if isinstance(step, InterviewStep) else "survey"

@@ -1,1 +1,56 @@
-"""skills."""
+"""Skills: SKILL.md parsing, the registry, and (later) script execution and the runtime.
+
+Names are imported lazily on first use, so ``import agentsim.skills`` stays cheap (no
+pydantic or YAML until a parser or registry is actually needed).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentsim.skills.manifest import (
+        Diagnostic,
+        SkillManifest,
+        load_skill_md,
+        parse_skill_md,
+        render_skill_md,
+    )
+    from agentsim.skills.registry import RefreshResult, SkillDescriptor, SkillRegistry
+
+__all__ = [
+    "Diagnostic",
+    "RefreshResult",
+    "SkillDescriptor",
+    "SkillManifest",
+    "SkillRegistry",
+    "load_skill_md",
+    "parse_skill_md",
+    "render_skill_md",
+]
+
+# public name -> module that defines it; other parts of the package add their own names here
+_LAZY: dict[str, str] = {
+    "Diagnostic": "agentsim.skills.manifest",
+    "SkillManifest": "agentsim.skills.manifest",
+    "load_skill_md": "agentsim.skills.manifest",
+    "parse_skill_md": "agentsim.skills.manifest",
+    "render_skill_md": "agentsim.skills.manifest",
+    "RefreshResult": "agentsim.skills.registry",
+    "SkillDescriptor": "agentsim.skills.registry",
+    "SkillRegistry": "agentsim.skills.registry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentsim.skills' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -27,9 +27,10 @@ _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # Characters YAML treats specially as line breaks or rejects outright; any of them -> decline.
 _ODD_CHARS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
-_KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*):(?: +(.*?))? *$")
-_CHILD_KEY = re.compile(r"( +)([A-Za-z_][A-Za-z0-9_-]*):(?: +(.*?))? *$")
-_ITEM = re.compile(r"( *)-(?: +(.*?))? *$")
+# Greedy tails, stripped afterwards: a lazy ``(.*?) *$`` backtracks at every character.
+_KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*):(?: +(.*))?")
+_CHILD_KEY = re.compile(r"( +)([A-Za-z_][A-Za-z0-9_-]*):(?: +(.*))?")
+_ITEM = re.compile(r"( *)-(?: +(.*))?")
 _DQ = re.compile(r'"([^"\\]*)"')
 _SQ = re.compile(r"'([^']*)'")
 _DECIMAL = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
@@ -41,6 +42,13 @@ _FLOW_ITEM_BAD = re.compile(r"[\[\]{},:#\"'&*!|>%@`]")
 
 class _Decline(Exception):
     """Raised internally when the text is outside the subset."""
+
+
+# Results for values seen before: skills repeat the same keys and many of the same values
+# ("inline", "active", "5", "[mobility, planning]"), and a dict hit is far cheaper than the
+# resolver regexes. Only immutable results are kept; the size is capped.
+_MEMO: dict[str, str | int | tuple[str | int, ...]] = {}
+_MEMO_CAP = 8192
 
 
 def _resolve_plain(value: str) -> str | int:
@@ -55,6 +63,17 @@ def _resolve_plain(value: str) -> str | int:
                     return int(value)
                 raise _Decline
     return value
+
+
+def _key(key: str) -> str:
+    """Decline keys that YAML would not read as that string (``yes``, ``null``, ...)."""
+    if key in _MEMO:
+        return key
+    if _resolve_plain(key) != key:
+        raise _Decline
+    if len(_MEMO) < _MEMO_CAP:
+        _MEMO[key] = key
+    return key
 
 
 def _scalar(value: str) -> str | int:
@@ -73,18 +92,25 @@ def _scalar(value: str) -> str | int:
 
 
 def _value(value: str) -> Any:
+    hit = _MEMO.get(value)
+    if hit is not None:
+        return list(hit) if isinstance(hit, tuple) else hit
+    result: str | int | tuple[str | int, ...]
     if value[0] == "[" and value[-1] == "]":
         inner = value[1:-1].strip()
-        if not inner:
-            return []
         items: list[str | int] = []
-        for raw in inner.split(","):
-            item = raw.strip()
-            if not item or (item[0] not in "\"'" and _FLOW_ITEM_BAD.search(item)):
-                raise _Decline
-            items.append(_scalar(item))
-        return items
-    return _scalar(value)
+        if inner:
+            for raw in inner.split(","):
+                item = raw.strip()
+                if not item or (item[0] not in "\"'" and _FLOW_ITEM_BAD.search(item)):
+                    raise _Decline
+                items.append(_scalar(item))
+        result = tuple(items)
+    else:
+        result = _scalar(value)
+    if len(value) <= 64 and len(_MEMO) < _MEMO_CAP:
+        _MEMO[value] = result
+    return list(result) if isinstance(result, tuple) else result
 
 
 def _block(lines: list[str], start: int) -> tuple[Any, int]:
@@ -110,28 +136,30 @@ def _block(lines: list[str], start: int) -> tuple[Any, int]:
         indent = -1
         for _, line in children:
             m = _ITEM.fullmatch(line)
-            if m is None or not m.group(2):
+            raw = m.group(2).rstrip(" ") if m is not None and m.group(2) else ""
+            if m is None or not raw:
                 raise _Decline
             if indent < 0:
                 indent = len(m.group(1))
             elif len(m.group(1)) != indent:
                 raise _Decline
-            seq.append(_value(m.group(2)))
+            seq.append(_value(raw))
         return seq, i
     mapping: dict[str, Any] = {}
     indent = -1
     for _, line in children:
         m = _CHILD_KEY.fullmatch(line)
-        if m is None or not m.group(3):
+        raw = m.group(3).rstrip(" ") if m is not None and m.group(3) else ""
+        if m is None or not raw:
             raise _Decline
         if indent < 0:
             indent = len(m.group(1))
         elif len(m.group(1)) != indent:
             raise _Decline
-        key = m.group(2)
-        if key in mapping or _resolve_plain(key) != key:
+        key = _key(m.group(2))
+        if key in mapping:
             raise _Decline
-        mapping[key] = _value(m.group(3))
+        mapping[key] = _value(raw)
     return mapping, i
 
 
@@ -153,11 +181,13 @@ def fast_load(text: str) -> tuple[dict[str, Any], dict[str, int]] | None:
             m = _KEY.fullmatch(line)
             if m is None:
                 return None
-            key = m.group(1)
-            if key in data or _resolve_plain(key) != key:
+            key = _key(m.group(1))
+            if key in data:
                 return None
             key_lines[key] = i
             raw = m.group(2)
+            if raw:
+                raw = raw.rstrip(" ")
             if not raw:
                 data[key], i = _block(lines, i + 1)
                 continue

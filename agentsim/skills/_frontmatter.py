@@ -130,6 +130,24 @@ def _unclosed_quote(exc: yaml.YAMLError) -> bool:
     )
 
 
+def _next_fence(text: str, newline: int) -> tuple[int, int] | None:
+    """(start, end) of the first '---' line after the newline at ``newline``, or None.
+
+    ``str.find`` instead of a multi-line regex: this runs once per skill in the scan.
+    """
+    while True:
+        pos = text.find("\n---", newline)
+        if pos < 0:
+            return None
+        start = pos + 1
+        end = text.find("\n", start)
+        if end < 0:
+            end = len(text)
+        if not text[start + 3 : end].strip(" \t"):
+            return start, end
+        newline = end
+
+
 def read_frontmatter(text: str, *, source: str) -> Frontmatter:
     """Split ``text`` at its frontmatter fences and load the YAML between them."""
     diags: list[Diagnostic] = []
@@ -155,7 +173,7 @@ def read_frontmatter(text: str, *, source: str) -> Frontmatter:
                 "(save the file with LF endings)",
             )
         )
-    if not text.strip():
+    if not text or text.isspace():
         return _empty(
             text,
             source,
@@ -176,8 +194,7 @@ def read_frontmatter(text: str, *, source: str) -> Frontmatter:
             "by name: and description: and a closing '---' line",
         )
     start = first_end + 1
-    fences = _FENCE.finditer(text, start)
-    fence = next(fences, None) if first_end >= 0 else None
+    fence = _next_fence(text, first_end) if first_end >= 0 else None
     if fence is None:
         return _empty(
             text,
@@ -193,7 +210,7 @@ def read_frontmatter(text: str, *, source: str) -> Frontmatter:
     retried = False
     failed = False
     while True:
-        fm = text[start : fence.start()]
+        fm = text[start : fence[0]]
         if retried:
             # Earlier '---' lines sat inside a quoted value: indenting them keeps the value
             # (flow scalars drop continuation-line indentation) and stops YAML reading them
@@ -207,12 +224,17 @@ def read_frontmatter(text: str, *, source: str) -> Frontmatter:
             data, key_lines = _yaml_load(fm)
             break
         except yaml.YAMLError as exc:
-            later = next(fences, None) if _unclosed_quote(exc) else None
+            later = _next_fence(text, fence[1]) if _unclosed_quote(exc) else None
             if later is not None:
                 fence = later
                 retried = True
                 continue
             mark = getattr(exc, "problem_mark", None)
+            opened = getattr(exc, "context_mark", None)
+            if opened is not None and (mark is None or mark.index >= len(fm.rstrip())):
+                # The parser ran into the end of the frontmatter: the line that opened the
+                # unfinished construct is the one to fix.
+                mark = opened
             line = fm_line + (mark.line if mark is not None else 0)
             problem = getattr(exc, "problem", None) or str(exc)
             context = getattr(exc, "context", None)
@@ -228,8 +250,8 @@ def read_frontmatter(text: str, *, source: str) -> Frontmatter:
             )
             failed = True
             break
-    fence_line = text.count("\n", 0, fence.start()) + 1
-    body_start = fence.end() + 1 if fence.end() < len(text) else len(text)
+    fence_line = text.count("\n", 0, fence[0]) + 1
+    body_start = min(fence[1] + 1, len(text))
     lines = {k: v + fm_line for k, v in key_lines.items()}
     if failed:
         data = None

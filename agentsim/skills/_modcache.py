@@ -13,6 +13,7 @@ import importlib.util
 import inspect
 import sys
 import threading
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import CodeType
@@ -71,9 +72,13 @@ def load(path: str, mtime_ns: int, size: int) -> Entry:
         return Entry(mtime_ns=mtime_ns, size=size, tier="wrapper", code=code)
     name = _module_name(path)
     spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None:  # pragma: no cover - a .py path always yields a spec
-        return Entry(mtime_ns=mtime_ns, size=size, tier="subprocess", reason="no module spec")
-    module = importlib.util.module_from_spec(spec)
+    if spec is None:
+        # No loader for this suffix (e.g. `scripts/run` without `.py`): a bare module will do,
+        # since we execute the compiled code ourselves.
+        module = types.ModuleType(name)
+        module.__file__ = path
+    else:
+        module = importlib.util.module_from_spec(spec)
     # Registered under a private name only, so dataclasses / pickling inside the script can
     # find their module; user code can never `import` it by accident.
     sys.modules[name] = module

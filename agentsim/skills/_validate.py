@@ -248,7 +248,7 @@ def check_fields(
     ok = True
     for key, value in data.items():
         entry = _CHECKS.get(key)
-        line = key_lines.get(key, fm_line) if isinstance(key, str) else fm_line
+        line = key_lines.get(key if isinstance(key, str) else str(key), fm_line)
         if entry is None:
             if not isinstance(key, str):
                 ok = False
@@ -312,11 +312,13 @@ def check_fields(
 
 def _inside_check(folder: str, rel: str) -> str | None:
     """Why ``folder/rel`` is not a regular file inside ``folder``, or None."""
-    parts = [p for p in re.split(r"[/\\]", rel) if p and p != "."]
     current = folder
     linked = False
-    for part in parts:
-        current = os.path.join(current, part)
+    st = None
+    for part in rel.replace("\\", "/").split("/"):
+        if not part or part == ".":
+            continue
+        current = current + os.sep + part
         try:
             st = os.lstat(current)
         except OSError:
@@ -327,7 +329,9 @@ def _inside_check(folder: str, rel: str) -> str | None:
         real = os.path.realpath(current)
         if not real.startswith(real_folder + os.sep):
             return "is a symlink that leaves the skill folder; copy the file into the skill"
-    if not os.path.isfile(current):
+        if not os.path.isfile(real):
+            return "is not a regular file"
+    elif st is None or not stat.S_ISREG(st.st_mode):
         return "is not a regular file"
     return None
 

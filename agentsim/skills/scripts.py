@@ -174,9 +174,11 @@ class ScriptRunner:
         if entry.tier == "subprocess":
             return await self._run_subprocess(path, entry, argv, ctx, limit, start, isolation)
         if isolation == "inline":
-            if entry.fn is not None:
-                return await self._inline_entrypoint(path, entry, argv, ctx, limit, start)
-            return await self._inline_wrapper(path, entry, argv, ctx, limit, start)
+            if entry.fn is None:
+                return await self._inline_wrapper(path, entry, argv, ctx, limit, start)
+            if entry.is_async:
+                return await self._inline_async(path, entry, argv, ctx, limit, start)
+            return self._inline_sync(path, entry, argv, ctx, limit, start)
         if isolation == "thread":
             return await self._in_thread(path, entry, argv, ctx, limit, start)
         return await self._in_process(path, entry, argv, ctx, limit, start)
@@ -269,7 +271,7 @@ class ScriptRunner:
 
     # -- inline ---------------------------------------------------------------------------
 
-    async def _inline_entrypoint(
+    def _inline_sync(
         self,
         path: str,
         entry: Entry,
@@ -278,32 +280,17 @@ class ScriptRunner:
         limit: float,
         start: float,
     ) -> ScriptResult:
-        fn = cast(Callable[..., Any], entry.fn)
+        """The hot path: a plain method (no extra coroutine) around one sync call."""
+        fn = cast("Callable[..., Any]", entry.fn)
         token = _CURRENT.set(ctx)
         # The overrun check starts here, so a slow first import is not held against the call.
         called = time.perf_counter()
         try:
-            if entry.is_async:
-                deadline = asyncio.timeout(None if math.isinf(limit) else limit)
-                try:
-                    async with deadline:
-                        value = await fn(list(argv), ctx)
-                except TimeoutError:
-                    if not deadline.expired():
-                        raise  # the script's own TimeoutError: an ordinary failure
-                    return self._overrun(
-                        path,
-                        limit,
-                        start,
-                        "entrypoint",
-                        Outcome(ok=False, output="", exit_code=TIMEOUT_EXIT_CODE, error=None),
-                    )
-            else:
-                value = fn(list(argv), ctx)
+            value = fn(list(argv), ctx)
         except (Exception, SystemExit) as exc:
             outcome = outcome_from_exception(exc, self.output_cap)
         else:
-            # Fast path: a str within the cap needs no conversion object.
+            # A str within the cap (the common case) needs no conversion.
             if type(value) is str and len(value) <= self.output_cap:
                 now = time.perf_counter()
                 if now - called <= limit:
@@ -314,6 +301,39 @@ class ScriptRunner:
             outcome = outcome_from_value(value, self.output_cap)
         finally:
             _CURRENT.reset(token)
+        if time.perf_counter() - called > limit:
+            return self._overrun(path, limit, start, "entrypoint", outcome)
+        return self._finish(outcome, start, "entrypoint", "inline")
+
+    async def _inline_async(
+        self,
+        path: str,
+        entry: Entry,
+        argv: Sequence[str],
+        ctx: SkillScriptContext,
+        limit: float,
+        start: float,
+    ) -> ScriptResult:
+        """An async entrypoint awaited in the caller's loop, cancelled at the deadline."""
+        fn = cast("Callable[..., Any]", entry.fn)
+        token = _CURRENT.set(ctx)
+        called = time.perf_counter()
+        deadline = asyncio.timeout(None if math.isinf(limit) else limit)
+        try:
+            async with deadline:
+                value = await fn(list(argv), ctx)
+        except TimeoutError as exc:
+            if deadline.expired():
+                timed_out = Outcome(ok=False, output="", exit_code=TIMEOUT_EXIT_CODE, error=None)
+                return self._overrun(path, limit, start, "entrypoint", timed_out)
+            outcome = outcome_from_exception(exc, self.output_cap)  # the script's own
+        except (Exception, SystemExit) as exc:
+            outcome = outcome_from_exception(exc, self.output_cap)
+        else:
+            outcome = outcome_from_value(value, self.output_cap)
+        finally:
+            _CURRENT.reset(token)
+        # A coroutine that blocks without awaiting cannot be cancelled: check as for sync.
         if time.perf_counter() - called > limit:
             return self._overrun(path, limit, start, "entrypoint", outcome)
         return self._finish(outcome, start, "entrypoint", "inline")
@@ -429,6 +449,8 @@ class ScriptRunner:
         Python cannot kill a thread: a call that times out keeps running in the background
         until it returns on its own, and its result is discarded. A fresh daemon thread per
         call (not a pool) keeps such stragglers from starving later calls or blocking exit.
+        A plain (wrapper-tier) script that hangs also keeps the wrapper lock, and so stalls
+        every later wrapper call: give such scripts ``process`` isolation.
         """
         loop = asyncio.get_running_loop()
         done: asyncio.Future[Outcome] = loop.create_future()

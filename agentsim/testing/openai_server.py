@@ -1,7 +1,8 @@
 """A real OpenAI-compatible chat-completions server on 127.0.0.1, for tests and benchmarks.
 
-``OpenAITestServer`` is an aiohttp server that answers ``POST /v1/chat/completions`` with a
-deterministic assistant message, and can be scripted to misbehave for the next requests::
+``OpenAITestServer`` is a small HTTP/1.1 server on asyncio that answers
+``POST /v1/chat/completions`` with a deterministic assistant message, and can be scripted to
+misbehave for the next requests::
 
     async with OpenAITestServer(latency=0.01) as srv:
         srv.enqueue(Fault.status(429, retry_after=0.2), Fault.drop())
@@ -26,6 +27,7 @@ import asyncio
 import collections
 import contextlib
 import json
+import os
 import selectors
 import signal
 import subprocess
@@ -34,14 +36,15 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from http import HTTPStatus
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
-
-from aiohttp import web
 
 __all__ = ["Fault", "OpenAITestServer", "RecordedRequest", "spawn_test_server", "usage_for"]
 
 _PATH = "/v1/chat/completions"
+_CLOSE = "Connection: close\r\n"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,7 +84,9 @@ class Fault:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecordedRequest:
-    """One request as the server saw it. ``arrived`` is ``time.monotonic()``."""
+    """One request as the server saw it. Header names are lower-case (HTTP header names are
+    case-insensitive); ``body`` is the parsed JSON, or None if it was not JSON; ``arrived`` is
+    ``time.monotonic()``."""
 
     path: str
     headers: Mapping[str, str]
@@ -112,10 +117,21 @@ class _Counters:
     arrivals: list[float] = field(default_factory=list)
 
 
+@dataclass(slots=True, kw_only=True)
+class _Response:
+    status: int
+    body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    drop: bool = False
+
+
 class OpenAITestServer:
     """An OpenAI-compatible server bound to 127.0.0.1 (port 0 picks a free port).
 
     ``latency`` delays every answer. ``record=False`` keeps no request bodies (benchmarks).
+    HTTP/1.1 with keep-alive; request bodies need a ``Content-Length`` (every OpenAI client
+    sends one), otherwise the answer is 411.
     """
 
     def __init__(self, *, port: int = 0, latency: float = 0.0, record: bool = True) -> None:
@@ -125,25 +141,27 @@ class OpenAITestServer:
         self._faults: collections.deque[Fault] = collections.deque()
         self.requests: list[RecordedRequest] = []
         self._c = _Counters()
-        self._runner: web.ServerRunner | None = None
+        self._server: asyncio.Server | None = None
+        self._conns: set[_Connection] = set()
         self._completion_id = 0
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        server = web.Server(self._handle, access_log=None)
-        # A short shutdown timeout: handlers stuck in a scripted delay are cancelled on exit.
-        self._runner = web.ServerRunner(server, shutdown_timeout=0.1)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", self._port)
-        await site.start()
-        sockets = self._runner.addresses
-        self._port = int(sockets[0][1])
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Connection(self), "127.0.0.1", self._port, backlog=1024
+        )
+        self._port = int(self._server.sockets[0].getsockname()[1])
 
     async def close(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        for conn in list(self._conns):
+            conn.abort()
+        await server.wait_closed()
 
     async def __aenter__(self) -> OpenAITestServer:
         await self.start()
@@ -203,19 +221,21 @@ class OpenAITestServer:
 
     # -- handling ------------------------------------------------------------------------
 
-    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+    def _arrive(self) -> float:
         c = self._c
-        c.arrivals.append(time.monotonic())
+        now = time.monotonic()
+        c.arrivals.append(now)
         c.in_flight += 1
         if c.in_flight > c.max_in_flight:
             c.max_in_flight = c.in_flight
-        try:
-            return await self._answer(request)
-        finally:
-            c.in_flight -= 1
+        return now
 
-    async def _answer(self, request: web.BaseRequest) -> web.StreamResponse:
-        raw = await request.read()
+    def _done(self) -> None:
+        self._c.in_flight -= 1
+
+    def _answer(
+        self, method: str, path: str, headers: Mapping[str, str], raw: bytes, arrived: float
+    ) -> _Response:
         fault = self._faults.popleft() if self._faults else None
         try:
             body = json.loads(raw)
@@ -223,37 +243,26 @@ class OpenAITestServer:
             body = None
         if self.record:
             self.requests.append(
-                RecordedRequest(
-                    path=request.path,
-                    headers=dict(request.headers),
-                    body=body,
-                    arrived=self._c.arrivals[-1],
-                    fault=fault,
-                )
+                RecordedRequest(path=path, headers=headers, body=body, arrived=arrived, fault=fault)
             )
-        if request.method != "POST" or request.path != _PATH:
-            return _error(404, f"no route {request.method} {request.path}; POST {_PATH}")
+        if method != "POST" or path != _PATH:
+            return _error(404, f"no route {method} {path}; POST {_PATH}")
         if fault is not None and fault.kind == "drop":
-            assert request.transport is not None
-            request.transport.close()
-            # The answer below is written to a closed transport and goes nowhere.
-            return web.Response(status=500)
+            return _Response(status=0, body=b"", drop=True)
         delay = self.latency + (fault.seconds if fault is not None else 0.0)
-        if delay > 0:
-            await asyncio.sleep(delay)
         if fault is not None and fault.kind == "status":
             headers = {}
             if fault.retry_after is not None:
                 headers["Retry-After"] = str(fault.retry_after)
             text = fault.message or f"scripted status {fault.status_code}"
-            return _error(fault.status_code, text, headers=headers)
+            return _error(fault.status_code, text, headers=headers, delay=delay)
         if fault is not None and fault.kind == "reply":
-            return web.Response(body=json.dumps(fault.body), content_type="application/json")
+            return _Response(status=200, body=json.dumps(fault.body).encode(), delay=delay)
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return _error(400, "the body must be a JSON object with a 'messages' list")
-        return self._completion(body)
+        return _Response(status=200, body=self._completion(body), delay=delay)
 
-    def _completion(self, body: dict[str, Any]) -> web.Response:
+    def _completion(self, body: dict[str, Any]) -> bytes:
         content = _echo(body["messages"])
         prompt, completion = usage_for(body["messages"], content)
         c = self._c
@@ -279,14 +288,120 @@ class OpenAITestServer:
                 "total_tokens": prompt + completion,
             },
         }
-        return web.Response(body=json.dumps(answer), content_type="application/json")
+        return json.dumps(answer).encode()
 
 
-def _error(status: int, message: str, *, headers: Mapping[str, str] | None = None) -> web.Response:
+def _error(
+    status: int, message: str, *, headers: Mapping[str, str] | None = None, delay: float = 0.0
+) -> _Response:
     payload = {"error": {"message": message, "type": "test_server", "code": status}}
-    return web.Response(
-        status=status, body=json.dumps(payload), content_type="application/json", headers=headers
+    return _Response(
+        status=status, body=json.dumps(payload).encode(), headers=headers or {}, delay=delay
     )
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive HTTP/1.1 connection. Requests are answered one at a time, in order
+    (what HTTP/1.1 requires); a delayed answer is a timer, not a task, to stay cheap."""
+
+    def __init__(self, server: OpenAITestServer) -> None:
+        self._server = server
+        self._buf = bytearray()
+        self._transport: asyncio.Transport | None = None
+        self._busy = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._server._conns.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._server._conns.discard(self)
+        self._transport = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            self._server._done()
+
+    def abort(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
+
+    def data_received(self, data: bytes) -> None:
+        self._buf += data
+        if not self._busy:
+            self._next()
+
+    def _next(self) -> None:
+        buf = self._buf
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        try:
+            lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
+            method, target, version = lines[0].split(" ", 2)
+            headers: dict[str, str] = {}
+            for line in lines[1:]:
+                name, sep, value = line.partition(":")
+                if not sep:
+                    raise ValueError(line)
+                headers[name.strip().lower()] = value.strip()
+            length = int(headers.get("content-length", "0"))
+            if length < 0:
+                raise ValueError(length)
+        except ValueError:
+            self._reject(_error(400, "malformed HTTP request"))
+            return
+        if "transfer-encoding" in headers and "content-length" not in headers:
+            self._reject(_error(411, "send the body with a Content-Length"))
+            return
+        if len(buf) < end + 4 + length:
+            return
+        raw = bytes(buf[end + 4 : end + 4 + length])
+        del buf[: end + 4 + length]
+        close = headers.get("connection", "").lower() == "close" or version == "HTTP/1.0"
+        arrived = self._server._arrive()
+        self._busy = True
+        path = target.split("?", 1)[0]
+        response = self._server._answer(method, path, headers, raw, arrived)
+        if response.delay > 0:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(response.delay, self._finish, response, close)
+        else:
+            self._finish(response, close)
+
+    def _reject(self, response: _Response) -> None:
+        self._busy = True  # parse nothing more from a connection being closed
+        self._write(response, close=True)
+
+    def _finish(self, response: _Response, close: bool) -> None:
+        self._timer = None
+        self._server._done()
+        self._busy = False
+        if response.drop:
+            self.abort()
+            return
+        self._write(response, close=close)
+        if not close and self._buf:
+            self._next()
+
+    def _write(self, response: _Response, *, close: bool) -> None:
+        if self._transport is None:
+            return
+        try:
+            reason = HTTPStatus(response.status).phrase
+        except ValueError:
+            reason = "Unknown"
+        extra = "".join(f"{k}: {v}\r\n" for k, v in response.headers.items())
+        head = (
+            f"HTTP/1.1 {response.status} {reason}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(response.body)}\r\n{extra}"
+            f"{_CLOSE if close else ''}\r\n"
+        )
+        self._transport.write(head.encode("latin-1") + response.body)
+        if close:
+            self._transport.close()
 
 
 # -- running in a separate process ------------------------------------------------------
@@ -328,6 +443,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 @contextlib.contextmanager
 def spawn_test_server(*, latency: float = 0.0, startup_timeout: float = 30.0) -> Iterator[str]:
     """Run the server in a child process; yields its ``base_url`` and stops it on exit."""
+    # The child must import this very package, installed or not.
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -340,6 +459,7 @@ def spawn_test_server(*, latency: float = 0.0, startup_timeout: float = 30.0) ->
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        env=env,
     )
     try:
         assert proc.stdout is not None

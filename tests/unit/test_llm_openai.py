@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
+import io
 import json
 import logging
 import pickle
+import random
+import threading
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,7 +29,13 @@ from agentsim.llm.base import ChatModel, Usage
 from agentsim.llm.limiter import RateLimiter
 from agentsim.llm.openai import OpenAIChatModel, parse_completion
 from agentsim.llm.stats import ModelStats, Prices
-from agentsim.testing.openai_server import Fault, OpenAITestServer, spawn_test_server, usage_for
+from agentsim.testing.openai_server import (
+    Fault,
+    OpenAITestServer,
+    main,
+    spawn_test_server,
+    usage_for,
+)
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 USER = [{"role": "user", "content": "hello"}]
@@ -70,7 +80,7 @@ async def test_request_body_headers_and_parsed_answer(
         )
     )
     (req,) = srv.requests
-    assert req.headers["Authorization"] == f"Bearer {KEY}"
+    assert req.headers["authorization"] == f"Bearer {KEY}"
     assert req.body == {
         "model": "test-model",
         "messages": USER,
@@ -90,7 +100,7 @@ async def test_no_key_variable_sends_no_authorization_and_no_tools_key(
     await model.complete(USER)
     await model.aclose()
     (req,) = srv.requests
-    assert "Authorization" not in req.headers
+    assert "authorization" not in req.headers
     assert "tools" not in req.body and "tool_choice" not in req.body
     assert req.body["seed"] == 0
 
@@ -138,16 +148,24 @@ async def test_429_honours_retry_after_seconds(srv: OpenAITestServer) -> None:
     assert model.stats.retries == 1 and model.stats.calls == 1 and model.stats.errors == 0
 
 
-async def test_retry_after_http_date_is_honoured(srv: OpenAITestServer) -> None:
-    # HTTP dates have 1 s resolution: 2 s ahead means a wait of 1..2 s, far above the
-    # jitter ceiling (backoff_base = 1 ms) that would apply if the date were ignored.
-    when = email.utils.formatdate(time.time() + 2.0, usegmt=True)
+@pytest.mark.parametrize(
+    "when",
+    [
+        email.utils.formatdate(time.time() - 60, usegmt=True),
+        email.utils.formatdate(time.time() - 60).replace("+0000", "-0000"),
+    ],
+    ids=["gmt", "naive"],
+)
+async def test_retry_after_http_date_is_honoured(srv: OpenAITestServer, when: str) -> None:
+    # A date in the past means "retry now"; ignoring it would mean the seeded jitter draw,
+    # which is over 4 s with backoff_base = 5 and rng_seed = 2.
+    assert random.Random(2).uniform(0, 5.0) > 4.0
     srv.enqueue(Fault.status(503, retry_after=when))
-    model = make(srv, backoff_max=1.2)
+    model = make(srv, backoff_base=5.0, backoff_max=5.0, rng_seed=2)
     await model.complete(USER)
     await model.aclose()
     first, second = srv.arrivals
-    assert 0.9 <= second - first < 2.0  # capped at backoff_max
+    assert second - first < 1.0
 
 
 async def test_unreadable_retry_after_falls_back_to_backoff(srv: OpenAITestServer) -> None:
@@ -175,8 +193,6 @@ async def test_backoff_grows_exponentially_with_full_jitter(srv: OpenAITestServe
     await model.aclose()
     gaps = [b - a for a, b in zip(srv.arrivals, srv.arrivals[1:], strict=False)]
     # Full jitter: gap i is uniform(0, 0.05 * 2**i); the seeded draws give these bounds.
-    import random
-
     rng = random.Random(3)
     expected = [rng.uniform(0, 0.05 * 2**i) for i in range(4)]
     for gap, want in zip(gaps, expected, strict=True):
@@ -283,23 +299,64 @@ async def test_answer_that_is_not_a_completion(
     assert model.stats.errors == 1 and len(srv.arrivals) == 1
 
 
-async def test_non_json_answer() -> None:
-    async def handler(request: aiohttp.web.BaseRequest) -> aiohttp.web.Response:
-        return aiohttp.web.Response(text="<html>proxy login</html>")
+@contextlib.asynccontextmanager
+async def raw_http_server(answers: list[bytes]) -> AsyncIterator[str]:
+    """A bare TCP server sending ``answers`` (raw HTTP bytes) to successive requests."""
+    pending = list(answers)
 
-    server = aiohttp.web.Server(handler)
-    runner = aiohttp.web.ServerRunner(server)
-    await runner.setup()
-    site = aiohttp.web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    model = OpenAIChatModel(model="m", base_url=f"http://127.0.0.1:{port}/v1")
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        await reader.readexactly(length)
+        writer.write(pending.pop(0))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
     try:
-        with pytest.raises(ModelResponseError, match=r"not JSON \('<html>proxy login"):
-            await model.complete(USER)
+        yield f"http://127.0.0.1:{port}/v1"
     finally:
+        server.close()
+        await server.wait_closed()
+
+
+def http(status: str, body: bytes, *, length: int | None = None) -> bytes:
+    size = len(body) if length is None else length
+    head = f"HTTP/1.1 {status}\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n"
+    return head.encode() + body
+
+
+@pytest.mark.parametrize(
+    ("answer", "error", "match"),
+    [
+        (http("200 OK", b"<html>proxy login</html>"), ModelResponseError, r"not JSON \('<html>"),
+        (http("400 Bad Request", b"plain failure"), ModelHTTPError, r"HTTP 400 Bad Request: plain"),
+        (http("400 Bad Request", b'{"error": "flat"}'), ModelHTTPError, r"400 Bad Request: flat;"),
+        (http("422 Nope", b'{"detail": "x"}'), ModelHTTPError, r"HTTP 422 Nope: \{\"detail"),
+        (http("400 Bad Request", b""), ModelHTTPError, r"400 Bad Request: \(empty body\)"),
+        (b"SMTP ready\r\n\r\n", ModelResponseError, r"unreadable HTTP answer"),
+    ],
+    ids=["html", "text-error", "flat-error", "other-json", "empty", "not-http"],
+)
+async def test_odd_answers_from_non_openai_servers(
+    answer: bytes, error: type[ModelError], match: str
+) -> None:
+    async with raw_http_server([answer]) as base_url:
+        model = OpenAIChatModel(model="m", base_url=base_url, max_retries=0)
+        with pytest.raises(error, match=match):
+            await model.complete(USER)
         await model.aclose()
-        await runner.cleanup()
+
+
+async def test_answer_cut_short_is_retried() -> None:
+    ok = json.dumps({"choices": [{"message": {"content": "whole"}}]}).encode()
+    cut = http("200 OK", b'{"choices": [', length=500)
+    async with raw_http_server([cut, http("200 OK", ok)]) as base_url:
+        model = OpenAIChatModel(model="m", base_url=base_url, backoff_base=0.001)
+        assert (await model.complete(USER)).content == "whole"
+        await model.aclose()
+    assert model.stats.retries == 1
 
 
 async def test_tool_calls_are_parsed(srv: OpenAITestServer) -> None:
@@ -371,6 +428,20 @@ async def test_limiter_bounds_requests_seen_by_the_server() -> None:
     assert limiter.max_in_flight == 4 and limiter.in_flight == 0
 
 
+async def test_limiter_rate_holds_at_the_server(srv: OpenAITestServer) -> None:
+    # 20 requests/s with a burst of 2: 10 calls need (10 - 2) / 20 = 0.4 s at least.
+    limiter = RateLimiter(rpm=1200, request_burst=2, max_concurrency=8)
+    model = make(srv, limiter=limiter)
+    await asyncio.gather(*(model.complete(USER, seed=i) for i in range(10)))
+    await model.aclose()
+    times = sorted(srv.arrivals)
+    assert times[-1] - times[0] >= 0.35
+    for i, t0 in enumerate(times):
+        for j in range(i, len(times)):
+            # One request of slack: network jitter can bring two arrivals closer together.
+            assert j - i + 1 <= 2 + 20 * (times[j] - t0) + 1
+
+
 def test_session_follows_the_running_loop() -> None:
     async def start() -> OpenAITestServer:
         srv = OpenAITestServer()
@@ -378,8 +449,6 @@ def test_session_follows_the_running_loop() -> None:
         return srv
 
     # The server lives on a background loop; the model is used from two successive loops.
-    import threading
-
     server_loop = asyncio.new_event_loop()
     thread = threading.Thread(target=server_loop.run_forever, daemon=True)
     thread.start()
@@ -390,12 +459,16 @@ def test_session_follows_the_running_loop() -> None:
             assert asyncio.run(model.complete(USER)).content == "echo: hello"
         asyncio.run(model.aclose())
         asyncio.run(model.aclose())  # idempotent
+        # A session opened by a loop that still runs in another thread is closed there.
+        fut = asyncio.run_coroutine_threadsafe(model.complete(USER), server_loop)
+        assert fut.result(5).content == "echo: hello"
+        asyncio.run(model.aclose())
     finally:
         asyncio.run_coroutine_threadsafe(srv.close(), server_loop).result(5)
         server_loop.call_soon_threadsafe(server_loop.stop)
         thread.join(5)
         server_loop.close()
-    assert srv.served == 2
+    assert srv.served == 3
 
 
 async def test_api_key_never_leaks(
@@ -426,7 +499,7 @@ async def test_api_key_never_leaks(
     assert isinstance(clone, OpenAIChatModel) and repr(clone) == repr(model)
     await clone.complete(USER)
     await clone.aclose()
-    assert srv.requests[-1].headers["Authorization"] == f"Bearer {KEY}"
+    assert srv.requests[-1].headers["authorization"] == f"Bearer {KEY}"
 
 
 async def test_error_pickles_with_attempts(srv: OpenAITestServer) -> None:
@@ -495,3 +568,78 @@ def test_spawned_server_process_answers() -> None:
     with spawn_test_server(latency=0.0) as base_url:
         assert base_url.startswith("http://127.0.0.1:")
         assert asyncio.run(call(base_url)) == "echo: hello"
+
+
+async def test_server_edge_cases(srv: OpenAITestServer) -> None:
+    async with aiohttp.ClientSession() as http_client:
+        url = f"{srv.base_url}/chat/completions"
+        async with http_client.post(url, data=b"not json") as resp:
+            assert resp.status == 400
+            assert "'messages' list" in (await resp.json())["error"]["message"]
+        async with http_client.get(url) as resp:
+            assert resp.status == 404
+        system_only = {"model": "m", "messages": [{"role": "system", "content": "s"}]}
+        async with http_client.post(url, json=system_only) as resp:
+            answer = await resp.json()
+    assert answer["choices"][0]["message"]["content"] == "echo: (no user message)"
+    srv.enqueue(Fault.status(500), Fault.drop())
+    assert srv.pending_faults == 2
+    assert srv.requests[0].body is None and srv.requests[1].path == "/v1/chat/completions"
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "answer"),
+    [
+        (b"NONSENSE\r\n\r\n", b"HTTP/1.1 400 Bad Request"),
+        (b"GET / HTTP/1.1\r\nno colon here\r\n\r\n", b"HTTP/1.1 400 Bad Request"),
+        (b"POST / HTTP/1.1\r\nContent-Length: ten\r\n\r\n", b"HTTP/1.1 400 Bad Request"),
+        (
+            b"POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"HTTP/1.1 411 Length Required",
+        ),
+        (b"GET /v1/models?x=1 HTTP/1.0\r\n\r\n", b"HTTP/1.1 404 Not Found"),
+    ],
+    ids=["request-line", "header", "length", "chunked", "http10"],
+)
+async def test_server_answers_bad_http_and_closes(
+    srv: OpenAITestServer, request_bytes: bytes, answer: bytes
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+    writer.write(request_bytes)
+    data = await reader.read()  # the server closes the connection after answering
+    writer.close()
+    await writer.wait_closed()
+    assert data.startswith(answer) and b"Connection: close" in data
+
+
+async def test_server_answers_pipelined_requests_in_order() -> None:
+    async with OpenAITestServer(latency=0.01) as srv:
+        reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+        reqs = b""
+        for word in ("first", "second"):
+            body = json.dumps({"messages": [{"role": "user", "content": word}]}).encode()
+            reqs += b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % len(body)
+            reqs += body
+        writer.write(reqs[:30])  # split mid-header: the parser must wait for the rest
+        await writer.drain()
+        await asyncio.sleep(0.01)
+        writer.write(reqs[30:])
+        answers = []
+        for _ in range(2):
+            head = await reader.readuntil(b"\r\n\r\n")
+            size = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            answers.append(json.loads(await reader.readexactly(size)))
+        writer.close()
+        await writer.wait_closed()
+    contents = [a["choices"][0]["message"]["content"] for a in answers]
+    assert contents == ["echo: first", "echo: second"] and srv.max_in_flight == 1
+
+
+def test_server_command_line_runs_in_process(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An already-closed stdin stops a server started with --stop-on-stdin-eof at once.
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    main(["--port", "0", "--latency", "0.01", "--stop-on-stdin-eof"])
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["base_url"] == f"http://127.0.0.1:{printed['port']}/v1"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agentsim.llm.base import ChatModel, Completion
+from agentsim.llm.base import ChatModel, Completion, ToolCall
 from agentsim.llm.scripted import ScriptedModel
 
 ALL_TOOLS = (
@@ -343,7 +343,7 @@ async def test_failed_playbook_line_ends_the_playbook() -> None:
     calls = await run_step(NO_ACTIVATION, messages, {"ask_env": '{"ok": false, "error": "down"}'})
     assert calls == [
         ("ask_env", {"module": "social", "action": "feed", "args": {"limit": 5}}),
-        ("finish", {"action": "tried to checked social feed (failed), stayed at home-3"}),
+        ("finish", {"action": "failed: checked social feed, stayed at home-3"}),
     ]
 
 
@@ -372,20 +372,20 @@ async def test_bodies_without_a_usable_playbook(body: str) -> None:
 
 
 async def test_playbook_returned_by_activation_runs_the_same_step() -> None:
-    body = '```playbook\nask_env {"module": "city", "action": "move_to", "args": {"place": "park-2"}}\n```'
+    body = f"```playbook\nask_env {json.dumps(move('park-2'))}\n```"
     messages = [system(), user()]
     calls = await run_step(ALWAYS_ACTIVATE, messages, {"activate_skill": body})
     assert calls == [
-        ("activate_skill", {"name": "fitness"}),
+        ("activate_skill", {"name": "coffee-spots"}),
         ("ask_env", move("park-2")),
-        ("finish", {"action": "activated fitness, moved to park-2"}),
+        ("finish", {"action": "activated coffee-spots, moved to park-2"}),
     ]
 
 
 async def test_activation_picks_the_best_fitting_inactive_skill() -> None:
     # "running" and "cafes" both fit; "fitness" also matches the observed park.
     c = await ALWAYS_ACTIVATE.complete(
-        [system(), user(extra_obs="\nnearby: park-1 (parks are open)")], tools(*ALL_TOOLS)
+        [system(), user(extra_obs="\nweather: sunny, parks are open")], tools(*ALL_TOOLS)
     )
     assert call_of(c) == ("activate_skill", {"name": "fitness"})
 
@@ -407,14 +407,14 @@ async def test_activation_ties_break_by_name_and_skip_active_skills() -> None:
 async def test_activation_happens_at_most_once_per_step() -> None:
     calls = await run_step(ALWAYS_ACTIVATE, [system(), user()])
     assert [c[0] for c in calls] == ["activate_skill", "finish"]
-    assert calls[-1][1] == {"action": "activated fitness, stayed at home-3"}
+    assert calls[-1][1] == {"action": "activated coffee-spots, stayed at home-3"}
 
 
 async def test_failed_activation_is_reported() -> None:
     calls = await run_step(
         ALWAYS_ACTIVATE, [system(), user()], {"activate_skill": "error: fitness is disabled"}
     )
-    assert calls[-1] == ("finish", {"action": "could not activate fitness, stayed at home-3"})
+    assert calls[-1] == ("finish", {"action": "could not activate coffee-spots, stayed at home-3"})
 
 
 async def test_activation_is_deterministic_for_a_seed_and_varies_across_seeds() -> None:
@@ -498,3 +498,212 @@ async def test_interview_answers_depend_on_the_question(question: str, expected:
     messages = [system(), user(memory=memory, question=question)]
     c = await NO_ACTIVATION.complete(messages, tools(*READ_ONLY))
     assert call_of(c) == ("finish", {"action": "answered", "answer": expected})
+
+
+@pytest.mark.parametrize(
+    ("calls", "position", "expected"),
+    [
+        (
+            [("ask_env", {"module": "social", "action": "post", "args": {"topic": "bike lanes"}})],
+            "home-3",
+            "posted about bike lanes, stayed at home-3",
+        ),
+        (
+            [("ask_env", {"module": "social", "action": "post", "args": {"text": "hi"}})],
+            "",
+            "posted on social",
+        ),
+        (
+            [("ask_env", {"module": "market", "action": "buy_item", "args": {}})],
+            "in transit to office-3",
+            "did buy item in market, kept travelling to office-3",
+        ),
+        (
+            [
+                ("deactivate_skill", {"name": "social-feed"}),
+                ("read_skill_file", {"name": "x", "path": "a.md"}),
+                ("execute_skill_script", {"name": "fitness", "args": ["--json", "{}"]}),
+            ],
+            "",
+            "dropped social-feed, used fitness",
+        ),
+        ([], "", "did nothing in particular"),
+    ],
+    ids=["post-topic", "post", "other-action-in-transit", "skills", "nothing"],
+)
+async def test_finish_summaries(
+    calls: list[tuple[str, dict[str, Any]]], position: str, expected: str
+) -> None:
+    hooks = "\n".join(suggested(n, a) for n, a in calls)
+    u = user(hooks=hooks)
+    u["content"] = u["content"].replace(
+        "position: home-3", f"position: {position}" if position else ""
+    )
+    got = await run_step(NO_ACTIVATION, [system(), u])
+    assert got[-1] == ("finish", {"action": expected})
+
+
+async def test_long_summaries_are_cut() -> None:
+    hooks = "\n".join(suggested("ask_env", move(f"a-very-long-place-name-{i}")) for i in range(6))
+    got = await run_step(NO_ACTIVATION, [system(), user(hooks=hooks)])
+    action = got[-1][1]["action"]
+    assert len(action) == 200
+    assert action.endswith("...")
+
+
+async def test_messages_in_other_shapes_are_read() -> None:
+    """Multi-part content, ToolCall objects, odd arguments and results without a call."""
+    parts = user(hooks=suggested("ask_env", move("park-1")))
+    parts["content"] = [{"type": "text", "text": parts["content"]}, "ignored"]
+    done = ToolCall(id="x1", name="ask_env", arguments=json.dumps(move("park-1")))
+    messages = [
+        system(),
+        {"role": "system", "content": "a second system message is ignored"},
+        parts,
+        {"role": "assistant", "content": None, "tool_calls": [done]},
+        {"role": "tool", "tool_call_id": "x1", "content": "ok"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "x2",
+                    "type": "function",
+                    "function": {"name": "ask_env", "arguments": "{oops"},
+                },
+                {
+                    "id": "x3",
+                    "type": "function",
+                    "function": {"name": "ask_env", "arguments": "[1]"},
+                },
+            ],
+        },
+        {"role": "tool", "tool_call_id": "unknown", "content": 12},
+    ]
+    c = await NO_ACTIVATION.complete(messages, [{"name": "finish"}, {"function": {}}])
+    assert c.tool_calls[0].id == "call_3"
+    assert call_of(c) == ("finish", {"action": "moved to park-1"})
+
+
+async def test_malformed_json_result_is_scanned_as_text() -> None:
+    hooks = suggested("execute_skill_script", {"name": "daily-guidance", "args": ["plan"]})
+    result = "{not json\n" + suggested("ask_env", move("gym-1"))
+    calls = await run_step(
+        NO_ACTIVATION, [system(), user(hooks=hooks)], {"execute_skill_script": result}
+    )
+    assert calls[1] == ("ask_env", move("gym-1"))
+
+
+@pytest.mark.parametrize(
+    ("question", "obs", "profile", "memory", "expected"),
+    [
+        (
+            "Do you support it?",
+            "\nopinion: -0.7",
+            PROFILE,
+            "",
+            "I'm strongly against it (my opinion is -0.70).",
+        ),
+        (
+            "Do you agree?",
+            "\nopinion: n/a\nopinion:",
+            {**PROFILE, "opinion": -0.2},
+            "",
+            "I'm mildly against it (my opinion is -0.20).",
+        ),
+        ("Do you agree?", "\nopinion: 0.0", PROFILE, "", "I'm undecided (my opinion is +0.00)."),
+        (
+            "What do you think about taxes?",
+            "",
+            {"age": 3},
+            "",
+            "On taxes, I haven't made up my mind yet.",
+        ),
+        (
+            "How was your evening?",
+            "",
+            PROFILE,
+            "read a book",
+            "This evening I mostly stayed at home-3; nothing special happened.",
+        ),
+        (
+            "Where did you go today?",
+            "",
+            PROFILE,
+            "tick 3: at home-3\ntick 5: at home-3",
+            "Today I went to home-3; it was an ordinary day.",
+        ),
+        ("Who are you?", "", PROFILE, "", None),
+    ],
+    ids=[
+        "strong-against",
+        "profile-fallback",
+        "undecided",
+        "no-opinion",
+        "no-places",
+        "one-place",
+        "persona",
+    ],
+)
+async def test_more_interview_answers(
+    question: str, obs: str, profile: dict[str, Any], memory: str, expected: str | None
+) -> None:
+    messages = [system(profile=profile), user(extra_obs=obs, memory=memory, question=question)]
+    c = await NO_ACTIVATION.complete(messages, tools(*READ_ONLY), seed=3)
+    name, args = call_of(c)
+    assert name == "finish"
+    if expected is None:
+        assert args["answer"].endswith(
+            "I'm Ana, 34, a nurse who likes running and cafes; wakes at 6:30; "
+            "that shapes how I see it."
+        )
+    else:
+        assert args["answer"] == expected
+
+
+async def test_persona_answers_vary_with_the_seed_and_handle_no_persona() -> None:
+    answers = set()
+    for seed in range(30):
+        messages = [system(persona="You are Bo. Likes chess."), user(question="Anything else?")]
+        c = await NO_ACTIVATION.complete(messages, tools(*READ_ONLY), seed=seed)
+        answers.add(call_of(c)[1]["answer"])
+    assert len(answers) == 3
+    assert all(a.endswith("I'm Bo; that shapes how I see it.") for a in answers)
+    messages = [system(persona=""), user(question="Anything else?", position="in transit to x-1")]
+    c = await NO_ACTIVATION.complete(messages, tools(*READ_ONLY))
+    assert call_of(c)[1]["answer"] == "I'd rather not say much; nothing stands out for me."
+    c = await NO_ACTIVATION.complete(
+        [system(), user(question="How was your day?", position="in transit to x-1")], ()
+    )
+    assert c.tool_calls == ()
+    assert c.content == "Today was quiet; nothing special happened."
+
+
+async def test_bad_profile_json_is_treated_as_empty() -> None:
+    messages = [system(), user(question="What do you do for work?")]
+    messages[0]["content"] = messages[0]["content"].replace('{"age"', '{oops "age"')
+    c = await NO_ACTIVATION.complete(messages, tools(*READ_ONLY))
+    assert call_of(c)[1]["answer"].startswith(("Well,", "Honestly,", "Speaking for myself,"))
+    messages[0]["content"] = messages[0]["content"].replace('{oops "age"', '[1, {"age"')
+    c = await NO_ACTIVATION.complete(messages, tools(*READ_ONLY))
+    assert "nurse" in call_of(c)[1]["answer"]
+
+
+async def test_suggestions_in_playbook_results_come_first_and_the_playbook_is_not_rerun() -> None:
+    body = f"```playbook\nask_env {json.dumps(move('cafe-2'))}\n```"
+    messages = [system(bodies={"coffee-spots": body}), user()]
+    results = {"ask_env": "arrived\n" + suggested("ask_env", move("park-1"))}
+    calls = await run_step(NO_ACTIVATION, messages, results)
+    assert calls == [
+        ("ask_env", move("cafe-2")),
+        ("ask_env", move("park-1")),
+        ("finish", {"action": "moved to cafe-2, moved to park-1"}),
+    ]
+
+
+async def test_move_to_the_place_already_heading_to_is_skipped() -> None:
+    hooks = f"{suggested('ask_env', move('office-3'))}\n{suggested('ask_env', move('cafe-2'))}"
+    calls = await run_step(
+        NO_ACTIVATION, [system(), user(position="in transit to office-3", hooks=hooks)]
+    )
+    assert calls == [("ask_env", move("cafe-2")), ("finish", {"action": "moved to cafe-2"})]

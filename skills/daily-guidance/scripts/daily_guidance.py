@@ -31,8 +31,7 @@ _COMMANDS = ("draft", "plan", "revise", "status")
 _DAY_END = 24 * 60
 _MEALS = frozenset({"breakfast", "brunch", "lunch", "dinner", "meal", "snack"})
 _SOCIAL_PLACES = frozenset({"cafe", "restaurant", "park", "gym", "bar"})
-_VERB = {"park": "walk", "gym": "workout", "shop": "shopping", "cafe": "coffee"}
-_VERB["restaurant"] = "dinner out"
+_VERB = dict(park="walk", gym="workout", shop="shopping", cafe="coffee", restaurant="dinner out")
 # Interests that point at a kind of place; anything else falls back to a substring match on
 # the category names ("cafes" -> cafe) and then to a random favourite.
 _INTEREST_PLACES = {
@@ -60,42 +59,64 @@ class _Ctx(Protocol):
     @property
     def agent_id(self) -> str: ...
     @property
-    def tick(self) -> int: ...
-    @property
     def time(self) -> datetime: ...
 
 
 _files: dict[str, tuple[int, int, Any]] = {}
+# needs.json is rewritten in place at a fixed width: on ext4, truncating or renaming over an
+# existing file forces a flush (auto_da_alloc) that costs milliseconds per call; an in-place
+# write of the same size does not. A torn write (crash) only loses the needs, which restart
+# from defaults; the plan itself (story.yaml) is always replaced atomically.
+_NEEDS_WIDTH = 128
 
 
-def _cached_read(path: Path, parse: Callable[[str], Any]) -> Any:
-    """The parsed content of ``path`` (None when missing), re-parsed only when it changed."""
-    key = str(path)
+def _cached_read(path: str, parse: Callable[[str], Any]) -> Any:
+    """The parsed content of ``path``, re-parsed only when it changed; None when the file is
+    missing or unreadable (an unreadable plan is then simply drafted and saved again)."""
     try:
-        st = os.stat(key)
+        st = os.stat(path)
     except FileNotFoundError:
         return None
-    hit = _files.get(key)
+    hit = _files.get(path)
     if hit is not None and hit[0] == st.st_mtime_ns and hit[1] == st.st_size:
         return hit[2]
-    value = parse(Path(key).read_text(encoding="utf-8"))
-    _remember(key, value)
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = parse(f.read())
+    except (ValueError, yaml.YAMLError):
+        value = None
+    _remember(path, value)
     return value
 
 
-def _remember(key: str, value: Any) -> None:
+def _remember(path: str, value: Any) -> None:
     if len(_files) >= _CACHE_LIMIT:
         _files.clear()
-    st = os.stat(key)
-    _files[key] = (st.st_mtime_ns, st.st_size, value)
+    st = os.stat(path)
+    _files[path] = (st.st_mtime_ns, st.st_size, value)
 
 
-def _write_atomic(path: Path, text: str, value: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
+def _write_atomic(path: str, text: str, value: Any) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
     os.replace(tmp, path)
-    _remember(str(path), value)
+    _remember(path, value)
+
+
+def _write_needs(path: str, needs: dict[str, Any]) -> None:
+    data = json.dumps(needs).ljust(_NEEDS_WIDTH).encode()
+    hit = _files.get(path)
+    if len(data) != _NEEDS_WIDTH or hit is None or hit[1] != _NEEDS_WIDTH:
+        _write_atomic(path, data.decode(), needs)
+        return
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    _remember(path, needs)
 
 
 def _yaml_load(text: str) -> Any:
@@ -122,12 +143,13 @@ def _hours(value: object, default: float) -> int:
     return round(float(hours) * 60)
 
 
-def _state_dir(ctx: _Ctx, day: date) -> Path:
-    return ctx.workspace_root / "state" / _STATE / day.isoformat()
+def _path(ctx: _Ctx, day: date, name: str) -> str:
+    # Plain strings: pathlib's parsing costs more than the rest of a cached hook call.
+    return f"{ctx.workspace_root}{os.sep}state{os.sep}{_STATE}{os.sep}{day}{os.sep}{name}"
 
 
 def _profile(ctx: _Ctx) -> dict[str, Any]:
-    value = _cached_read(ctx.workspace_root / "profile.json", json.loads)
+    value = _cached_read(f"{ctx.workspace_root}{os.sep}profile.json", json.loads)
     return value if isinstance(value, dict) else {}
 
 
@@ -334,18 +356,14 @@ def _json_arg(argv: list[str], command: str, shape: str) -> Any:
         raise ValueError(f"daily-guidance {command}: --json is not valid JSON ({exc})") from None
 
 
-def _story_path(ctx: _Ctx, day: date) -> Path:
-    return _state_dir(ctx, day) / "story.yaml"
-
-
 def _load_story(ctx: _Ctx, day: date) -> dict[str, Any] | None:
-    story = _cached_read(_story_path(ctx, day), _yaml_load)
+    story = _cached_read(_path(ctx, day, "story.yaml"), _yaml_load)
     return story if isinstance(story, dict) and story.get("segments") else None
 
 
 def _save_story(ctx: _Ctx, story: dict[str, Any]) -> None:
     text = yaml.dump(story, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
-    _write_atomic(_story_path(ctx, date.fromisoformat(story["date"])), text, story)
+    _write_atomic(_path(ctx, date.fromisoformat(story["date"]), "story.yaml"), text, story)
 
 
 def _describe(seg: dict[str, str]) -> str:
@@ -365,19 +383,18 @@ def _cmd_plan(argv: list[str], ctx: _Ctx) -> str:
     if problems:
         raise _reject("plan", problems)
     day = date.fromisoformat(plan["date"])
-    old = _load_story(ctx, day)
+    old = _load_story(ctx, day) or {"revisions": -1, "revision_log": []}
+    log = list(old["revision_log"])
+    if old["revisions"] >= 0:
+        log.append({"at": ctx.time.isoformat(), "change": "replaced the whole plan", "reason": ""})
     story = {
         "date": plan["date"],
         "agent_id": ctx.agent_id,
         "segments": plan["segments"],
-        "revisions": 0 if old is None else int(old.get("revisions", 0)) + 1,
-        "revision_log": [] if old is None else list(old.get("revision_log", [])),
+        "revisions": int(old["revisions"]) + 1,
+        "revision_log": log,
         "saved_at": ctx.time.isoformat(),
     }
-    if old is not None:
-        story["revision_log"].append(
-            {"at": ctx.time.isoformat(), "change": "replaced the whole plan", "reason": ""}
-        )
     _save_story(ctx, story)
     return f"Plan saved: {len(plan['segments'])} segments for {plan['date']}"
 
@@ -447,7 +464,7 @@ def _cmd_status(ctx: _Ctx) -> str:
     story = _load_story(ctx, day)
     if story is None:
         return f"No plan for {day.isoformat()}. Draft one with `draft` and submit it with `plan`."
-    needs = _cached_read(_state_dir(ctx, day) / "needs.json", json.loads) or _default_needs()
+    needs = _cached_read(_path(ctx, day, "needs.json"), json.loads) or _default_needs()
     lines = [*_now_lines(story, ctx.time), _needs_line(needs)]
     lines.append(f"Plan for {day.isoformat()} ({story.get('revisions', 0)} revisions):")
     lines += [
@@ -488,12 +505,12 @@ def _rates(activity: str, category: str) -> tuple[float, float, float]:
 def _update_needs(
     ctx: _Ctx, now: datetime, activity: str, place: str, profile: dict[str, Any]
 ) -> dict[str, Any]:
-    path = _state_dir(ctx, now.date()) / "needs.json"
+    path = _path(ctx, now.date(), "needs.json")
     needs = _cached_read(path, json.loads)
     fresh = needs is None
     if needs is None:
         # First call of a day: carry yesterday's needs over rather than resetting them.
-        prev = _state_dir(ctx, now.date() - timedelta(days=1)) / "needs.json"
+        prev = _path(ctx, now.date() - timedelta(days=1), "needs.json")
         needs = _cached_read(prev, json.loads) or {**_default_needs(), "updated": now.isoformat()}
     hours = (now - datetime.fromisoformat(str(needs["updated"]))).total_seconds() / 3600
     hours = min(max(hours, 0.0), 24.0)
@@ -505,7 +522,7 @@ def _update_needs(
         for k, r in zip(("energy", "hunger", "social"), rates, strict=True)
     }
     new["updated"] = now.isoformat()
-    _write_atomic(path, json.dumps(new), new)
+    _write_needs(path, new)
     return new
 
 
@@ -544,7 +561,9 @@ def _pre_step(ctx: _Ctx, now: datetime) -> str:
     hm = _hm(now.hour * 60 + now.minute)
     story = _load_story(ctx, day)
     wake = _hm(min(_hours(profile.get("wake_hour"), 7.0), _DAY_END))
-    if hm >= "23:00" or hm < wake:
+    cur = _segment_at(story["segments"], hm) if story else None
+    # Night (23:00 to the wake hour) or a planned sleep: an agent at home sits the step out.
+    if hm >= "23:00" or hm < wake or (cur is not None and cur["activity"].lower() == "sleep"):
         # Where the agent is: the last planned place at or before now, else where yesterday's
         # plan ended, else home (agents start the run at home).
         earlier = [s for s in story["segments"] if s["start"] <= hm] if story else []
@@ -561,7 +580,6 @@ def _pre_step(ctx: _Ctx, now: datetime) -> str:
             "`plan --json`.\n"
             + _suggest("execute_skill_script", {"name": "daily-guidance", "args": ["draft"]})
         )
-    cur = _segment_at(story["segments"], hm)
     activity, place = (cur["activity"], cur["place"]) if cur else ("free time", _home(profile))
     needs = _update_needs(ctx, now, activity, place, profile)
     lines = _now_lines(story, now)

@@ -1,0 +1,182 @@
+"""The Ray executor: one async ``AgentHost`` actor per core, agents resident in it.
+
+This is the only module that imports ``ray``. Each actor builds its own skill registry
+once (from the same skill folders) and keeps its agents as plain Python objects; the engine
+calls ``step_tick`` once per host per tick with the tick's shared input put in the object
+store once. Hot methods run with Ray's task events off. Every wait has a timeout, and a
+host that dies stops the run with a message naming the resume command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayError
+
+from agentsim.env.base import EnvView
+from agentsim.errors import ExecutorError
+from agentsim.sim.host import AgentHost, HostSpec, TickInput, TickResult
+from agentsim.sim.profiles import AgentSpec
+from agentsim.skills.registry import SkillRegistry
+
+__all__ = ["RayExecutor"]
+
+
+@ray.remote
+class _HostActor:
+    """An ``AgentHost`` inside an async actor (all methods are coroutines)."""
+
+    def __init__(self, spec: HostSpec, agents: list[AgentSpec]) -> None:
+        self.host = AgentHost(spec, agents)
+
+    async def setup(self, extra: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+        return await self.host.setup(extra)
+
+    @ray.method(enable_task_events=False)
+    async def step_tick(self, tick: TickInput) -> TickResult:
+        return await self.host.step_tick(tick)
+
+    async def ask(
+        self, agent_ids: list[str], question: str, tick: int, when: datetime,
+        views: Mapping[str, EnvView],
+    ) -> dict[str, str]:
+        return await self.host.ask(agent_ids, question, tick=tick, when=when, views=views)
+
+    async def get_state(self) -> dict[str, Any]:
+        return self.host.get_state()
+
+    async def set_state(self, state: Mapping[str, Any]) -> None:
+        await self.host.set_state(state)
+
+    async def model_stats(self) -> dict[str, Any]:
+        return self.host.model_stats()
+
+    async def pid(self) -> int:
+        return os.getpid()
+
+    async def close(self) -> None:
+        await self.host.close()
+
+
+class RayExecutor:
+    """Hosts as Ray actors. ``address=None`` joins ``RAY_ADDRESS`` or starts a local Ray."""
+
+    kind = "ray"
+
+    def __init__(
+        self,
+        *,
+        address: str | None = None,
+        call_timeout: float = 600.0,
+        num_cpus_per_host: float = 1.0,
+        resume_hint: str = "",
+    ) -> None:
+        self.address = address
+        self.call_timeout = call_timeout
+        self.num_cpus_per_host = num_cpus_per_host
+        self.resume_hint = resume_hint
+        self.actors: list[Any] = []
+        self._started_ray = False
+
+    def _init(self) -> None:
+        if ray.is_initialized():
+            return
+        try:
+            if self.address or os.environ.get("RAY_ADDRESS"):
+                ray.init(address=self.address, log_to_driver=False)
+            else:
+                ray.init(include_dashboard=False, log_to_driver=False,
+                         object_store_memory=256 * 1024 * 1024)
+                self._started_ray = True
+        except (ConnectionError, RayError, RuntimeError) as exc:
+            raise ExecutorError(
+                f"cannot connect to Ray at {self.address or os.environ.get('RAY_ADDRESS')}: "
+                f"{exc}; start a cluster with `ray start --head` or drop executor.address"
+            ) from None
+
+    async def _wait(self, refs: Sequence[Any], what: str) -> list[Any]:
+        try:
+            return list(await asyncio.wait_for(asyncio.gather(*refs), self.call_timeout))
+        except TimeoutError:
+            raise ExecutorError(
+                f"{what} did not answer within {self.call_timeout:g}s; the run stopped"
+                f"{self._hint()}") from None
+        except RayActorError as exc:
+            raise ExecutorError(
+                f"a host actor died during {what} ({type(exc).__name__}); the run stopped"
+                f"{self._hint()}") from None
+        except (GetTimeoutError, RayError) as exc:
+            raise ExecutorError(f"Ray failed during {what}: {exc}{self._hint()}") from None
+
+    def _hint(self) -> str:
+        return f"; continue it with `{self.resume_hint}`" if self.resume_hint else ""
+
+    async def start(
+        self, specs: Sequence[HostSpec], blocks: Sequence[Sequence[AgentSpec]],
+        registry: SkillRegistry,
+    ) -> None:
+        # Hosts scan the skill folders themselves: the registry is built once per process.
+        del registry
+        self._init()
+        self.actors = [
+            _HostActor.options(num_cpus=self.num_cpus_per_host).remote(s, list(b))  # type: ignore[attr-defined]
+            for s, b in zip(specs, blocks, strict=True)
+        ]
+        await self._wait([a.pid.remote() for a in self.actors], "host start-up")
+
+    async def setup(self, extra: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+        ref = ray.put(dict(extra))
+        parts = await self._wait([a.setup.remote(ref) for a in self.actors], "setup")
+        return [e for p in parts for e in p]
+
+    async def step_tick(self, tick: TickInput) -> list[TickResult]:
+        ref = ray.put(tick)  # shared per-tick data goes to the object store once
+        return await self._wait([a.step_tick.remote(ref) for a in self.actors],
+                                f"tick {tick.tick}")
+
+    async def ask(
+        self, agent_ids: Sequence[str], question: str, *, tick: int, when: datetime,
+        views: Mapping[str, EnvView],
+    ) -> dict[str, str]:
+        vref = ray.put(dict(views))
+        parts = await self._wait(
+            [a.ask.remote(list(agent_ids), question, tick, when, vref) for a in self.actors],
+            "survey")
+        out: dict[str, str] = {}
+        for p in parts:
+            out.update(p)
+        return out
+
+    async def get_state(self) -> dict[str, Any]:
+        parts = await self._wait([a.get_state.remote() for a in self.actors], "checkpoint")
+        out: dict[str, Any] = {}
+        for p in parts:
+            out.update(p)
+        return out
+
+    async def set_state(self, state: Mapping[str, Any]) -> None:
+        ref = ray.put(dict(state))
+        await self._wait([a.set_state.remote(ref) for a in self.actors], "restore")
+
+    async def model_stats(self) -> list[dict[str, Any]]:
+        return await self._wait([a.model_stats.remote() for a in self.actors], "stats")
+
+    async def pids(self) -> list[int]:
+        return await self._wait([a.pid.remote() for a in self.actors], "pid")
+
+    async def close(self) -> None:
+        for a in self.actors:
+            try:
+                await asyncio.wait_for(a.close.remote(), 10)
+            except (TimeoutError, RayError):
+                pass
+            ray.kill(a)
+        self.actors = []
+        if self._started_ray:
+            ray.shutdown()
+            self._started_ray = False

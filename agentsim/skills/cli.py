@@ -1,0 +1,367 @@
+"""``agentsim skills list|show|validate|new``.
+
+``add_skills_commands`` plugs the subcommand into the top-level ``agentsim`` parser;
+``main`` runs it standalone (``python -m agentsim.skills.cli skills list``). Exit codes:
+0 fine, 1 validation errors, 2 bad input (unknown skill, missing path, bad name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import agentsim
+from agentsim.errors import SkillNotFoundError
+from agentsim.skills._files import list_skill_files
+from agentsim.skills._frontmatter import decode_skill_md, read_frontmatter
+from agentsim.skills._validate import NAME_PATTERN, SPEC_KEYS
+from agentsim.skills.manifest import Diagnostic, load_skill_md
+from agentsim.skills.registry import SkillDescriptor, SkillRegistry
+
+__all__ = ["add_skills_commands", "default_roots", "main"]
+
+
+class _BadInput(Exception):
+    """Input the user must fix: printed to stderr, exit code 2."""
+
+
+def default_roots() -> tuple[Path | None, Path]:
+    """(built-in root, custom root): ``./skills`` or the folder shipped with the package,
+    and ``./custom/skills``."""
+    package = Path(agentsim.__file__).parent
+    for candidate in (
+        Path.cwd() / "skills",
+        package.parent / "skills",
+        package / "_builtin_skills",
+    ):
+        if candidate.is_dir():
+            return candidate, Path.cwd() / "custom" / "skills"
+    return None, Path.cwd() / "custom" / "skills"
+
+
+def _registry(args: argparse.Namespace) -> SkillRegistry:
+    builtin, custom = default_roots()
+    if args.builtin is not None:
+        builtin = Path(args.builtin)
+        if not builtin.is_dir():
+            raise _BadInput(
+                f"--builtin {args.builtin}: no such folder; pass the folder that holds the "
+                "built-in skills"
+            )
+    if args.custom is not None:
+        custom = Path(args.custom)
+        if not custom.is_dir():
+            raise _BadInput(
+                f"--custom {args.custom}: no such folder; pass the folder that holds your skills"
+            )
+    registry = SkillRegistry()
+    if builtin is not None:
+        registry.scan_builtin(builtin)
+    if custom.is_dir():
+        registry.scan_custom(custom)
+    return registry
+
+
+def _summary(
+    skills: tuple[SkillDescriptor, ...], diagnostics: tuple[Diagnostic, ...]
+) -> dict[str, Any]:
+    by_namespace: dict[str, dict[str, int]] = {}
+    for desc in skills:
+        counts = by_namespace.setdefault(desc.namespace, {"active": 0, "deprecated": 0})
+        counts[desc.status] += 1
+    severities = Counter(d.severity for d in diagnostics)
+    return {
+        "total": len(skills),
+        "by_namespace": by_namespace,
+        "errors": severities["error"],
+        "warnings": severities["warning"],
+    }
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    registry = _registry(args)
+    everything = registry.list_all()
+    shown = tuple(
+        d
+        for d in everything
+        if (args.namespace is None or d.namespace == args.namespace)
+        and (args.tag is None or args.tag in d.tags)
+        and (args.status is None or d.status == args.status)
+    )
+    summary = _summary(everything, registry.diagnostics)
+    if args.json:
+        out = {
+            "skills": [d.to_dict() for d in shown],
+            "summary": summary,
+            "diagnostics": [d.to_dict() for d in registry.diagnostics],
+        }
+        print(json.dumps(out, indent=2))
+        return 0
+    width = max((len(d.skill_id) for d in shown), default=8)
+    for desc in shown:
+        flag = " [deprecated]" if desc.status == "deprecated" else ""
+        text = desc.description if len(desc.description) <= 80 else desc.description[:77] + "..."
+        print(f"{desc.skill_id:<{width}}  {text}{flag}")
+    if not shown:
+        print("no skills match" if everything else "no skills found")
+    parts = [
+        f"{ns} {c['active'] + c['deprecated']} ({c['active']} active, {c['deprecated']} deprecated)"
+        for ns, c in summary["by_namespace"].items()
+    ]
+    print(
+        f"\n{summary['total']} skills: {'; '.join(parts) or 'none'}; "
+        f"{summary['errors']} errors, {summary['warnings']} warnings"
+    )
+    for diag in registry.diagnostics:
+        print(f"  {diag}")
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    registry = _registry(args)
+    try:
+        desc = registry.resolve(args.id)
+    except SkillNotFoundError as exc:
+        raise _BadInput(str(exc)) from None
+    body = registry.read_skill_doc(desc.skill_id)
+    files = list_skill_files(desc.path)
+    if args.json:
+        print(json.dumps({"skill": desc.to_dict(), "body": body, "files": files}, indent=2))
+        return 0
+    print(f"{desc.skill_id}  ({desc.status}, isolation {desc.isolation})")
+    print(f"path:        {desc.path}")
+    print(f"description: {desc.description}")
+    if desc.script:
+        print(f"script:      {desc.script}")
+    for hook_type, rel in desc.hooks:
+        print(f"hook:        {hook_type} -> {rel}")
+    if desc.tags:
+        print(f"tags:        {', '.join(desc.tags)}")
+    if desc.requires:
+        print(f"requires:    {', '.join(desc.requires)}")
+    others = [d.skill_id for d in registry.find_by_name(desc.name) if d is not desc]
+    if others:
+        print(f"also named {desc.name!r}: {', '.join(others)}")
+    print(f"files:       {', '.join(files)}")
+    print("\n" + body.rstrip("\n"))
+    return 0
+
+
+def _skill_files(path: Path) -> list[Path]:
+    if not path.exists():
+        raise _BadInput(
+            f"{path}: no such file or folder; pass a skill folder, a SKILL.md, or a folder "
+            "of skills"
+        )
+    if path.is_file():
+        return [path]
+    if (path / "SKILL.md").is_file():
+        return [path / "SKILL.md"]
+    found = sorted(
+        p / "SKILL.md"
+        for p in path.iterdir()
+        if p.is_dir() and not p.name.startswith((".", "_")) and (p / "SKILL.md").is_file()
+    )
+    if not found:
+        raise _BadInput(
+            f"{path}: no SKILL.md in it or in its sub-folders; pass a skill folder, a "
+            "SKILL.md, or a folder of skills"
+        )
+    return found
+
+
+def _portability(md: Path) -> list[Diagnostic]:
+    """What the Agent Skills specification would not accept: non-spec top-level keys."""
+    text, _ = decode_skill_md(md.read_bytes(), source=str(md))
+    front = read_frontmatter(text or "", source=str(md))
+    out = []
+    for key in front.data or {}:
+        if key not in SPEC_KEYS:
+            out.append(
+                Diagnostic(
+                    file=str(md),
+                    line=front.key_lines.get(str(key), 1),
+                    message=f"top-level {key!r} is not portable under the Agent Skills "
+                    f"specification (it allows {', '.join(SPEC_KEYS)}); move it under "
+                    "metadata or drop it if the skill must run elsewhere",
+                )
+            )
+    return out
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    files = [md for raw in args.paths for md in _skill_files(Path(raw))]
+    results = []
+    errors = warnings = 0
+    for md in files:
+        parsed = load_skill_md(md)
+        diags = list(parsed.diagnostics)
+        if args.strict and parsed.manifest is not None:
+            diags.extend(_portability(md))
+        n_err = sum(d.severity == "error" for d in diags)
+        errors += n_err
+        warnings += len(diags) - n_err
+        results.append(
+            {
+                "path": str(md),
+                "name": parsed.manifest.name if parsed.manifest else None,
+                "ok": n_err == 0,
+                "diagnostics": [d.to_dict() for d in diags],
+            }
+        )
+        if not args.json:
+            print(f"{'ok  ' if n_err == 0 else 'FAIL'} {md}")
+            for diag in diags:
+                print(f"  {diag}")
+    if args.json:
+        out = {
+            "ok": errors == 0,
+            "checked": len(files),
+            "errors": errors,
+            "warnings": warnings,
+            "results": results,
+        }
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"{len(files)} skills checked: {errors} errors, {warnings} warnings")
+    return 1 if errors else 0
+
+
+_SKILL_TEMPLATE = """\
+---
+name: {name}
+description: Use when ... (say in one or two sentences when an agent should pick this skill).
+script: scripts/{module}.py
+---
+# {title}
+
+Explain here, for the model, what the skill does and how to call its script.
+Arguments given on activation are available as $ARGUMENTS ($1, $2, ...).
+"""
+
+_SCRIPT_TEMPLATE = '''\
+"""Script of the {name} skill."""
+
+
+def entrypoint(argv: list[str], ctx: object) -> str:
+    """Called in-process with the arguments and the agent's SkillScriptContext."""
+    return "{name}: " + " ".join(argv)
+'''
+
+_TEST_TEMPLATE = '''\
+"""Run with: python -m pytest {rel}"""
+
+import importlib.util
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "{module}.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("{module}", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_entrypoint_echoes_its_arguments():
+    assert _load().entrypoint(["a", "b"], None) == "{name}: a b"
+'''
+
+
+def _cmd_new(args: argparse.Namespace) -> int:
+    name: str = args.name
+    if len(name) > 64 or not NAME_PATTERN.fullmatch(name):
+        raise _BadInput(
+            f"skill name {name!r} is invalid; use at most 64 lowercase letters, digits and "
+            "single hyphens, like 'daily-guidance'"
+        )
+    parent = Path(args.dir) if args.dir is not None else default_roots()[1]
+    folder = parent / name
+    if folder.exists():
+        raise _BadInput(f"{folder} already exists; choose another name or remove the folder first")
+    module = name.replace("-", "_")
+    title = name.replace("-", " ").capitalize()
+    (folder / "scripts").mkdir(parents=True)
+    (folder / "tests").mkdir()
+    (folder / "SKILL.md").write_text(
+        _SKILL_TEMPLATE.format(name=name, module=module, title=title), encoding="utf-8"
+    )
+    (folder / "scripts" / f"{module}.py").write_text(
+        _SCRIPT_TEMPLATE.format(name=name), encoding="utf-8"
+    )
+    test_rel = f"tests/test_{module}.py"
+    (folder / test_rel).write_text(
+        _TEST_TEMPLATE.format(name=name, module=module, rel=test_rel), encoding="utf-8"
+    )
+    parsed = load_skill_md(folder)
+    for diag in parsed.diagnostics:
+        print(f"  {diag}")
+    print(f"created {folder}; edit its description, then run: agentsim skills validate {folder}")
+    return 0 if parsed.ok else 1
+
+
+def _roots_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--builtin", metavar="DIR", help="built-in skills folder")
+    common.add_argument("--custom", metavar="DIR", help="custom skills folder")
+    return common
+
+
+def add_skills_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Register ``skills list|show|validate|new`` on the top-level parser's subparsers."""
+    common = _roots_options()
+    skills = subparsers.add_parser("skills", help="list, show, validate or create skills")
+    sub = skills.add_subparsers(dest="skills_command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("list", parents=[common], help="registered skills and their health")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--namespace", metavar="N", help="only this namespace (built-in, custom, ...)")
+    p.add_argument("--tag", metavar="T", help="only skills with this tag")
+    p.add_argument("--status", metavar="S", choices=("active", "deprecated"))
+    p.set_defaults(func=_run(_cmd_list))
+
+    p = sub.add_parser("show", parents=[common], help="one skill: fields, files and body")
+    p.add_argument("id", help="skill id (namespace@name) or bare name")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_run(_cmd_show))
+
+    p = sub.add_parser("validate", help="check skill folders or SKILL.md files")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--strict", action="store_true", help="also flag non-portable keys")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_run(_cmd_validate))
+
+    p = sub.add_parser("new", help="scaffold a skill with a script and a test")
+    p.add_argument("name")
+    p.add_argument("--dir", metavar="DIR", help="parent folder (default ./custom/skills)")
+    p.set_defaults(func=_run(_cmd_new))
+
+
+def _run(command: Any) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            code: int = command(args)
+        except _BadInput as exc:
+            print(f"agentsim skills: {exc}", file=sys.stderr)
+            return 2
+        return code
+
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="agentsim")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_skills_commands(subparsers)
+    args = parser.parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""Benchmark of the OpenAI-compatible backend against a local server in another process.
+
+    python bench/llm.py [--agents 1000] [--concurrency 256] [--latency 0.05] [--calls 2000]
+
+Prints one JSON object:
+
+- ``throughput``: ``agents`` concurrent calls (1 step each) through ``OpenAIChatModel`` with
+  a ``RateLimiter(max_concurrency=concurrency)`` against a server answering in ``latency`` s.
+  Ideal = concurrency / latency calls/s. Reported per round: the first round (cold: it
+  opens the connections) and the median of the following warm rounds.
+- ``raw_client_throughput``: the same load from bare keep-alive connections on asyncio
+  streams (no HTTP library): the ceiling this machine allows, for comparison.
+- ``overhead``: sequential calls against a server answering at once. ``model_median_ms`` is
+  the median wall time of ``OpenAIChatModel.complete``; ``raw_median_ms`` the median of the
+  same request sent by a bare keep-alive HTTP/1.1 client on asyncio streams (the server's and
+  the kernel's share of the round trip). Their difference is the client-side overhead.
+
+The servers run in child processes (``python -m agentsim.testing.openai_server``) so that
+the client's event loop is measured on its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+import urllib.parse
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agentsim.llm.limiter import RateLimiter
+from agentsim.llm.openai import OpenAIChatModel
+from agentsim.testing.openai_server import spawn_test_server
+
+MESSAGES = [
+    {"role": "system", "content": "You are agent 0 of a simulated city. " * 8},
+    {"role": "user", "content": "It is 08:15. What do you do next?"},
+]
+
+
+async def throughput(base_url: str, *, agents: int, concurrency: int, rounds: int) -> list[float]:
+    limiter = RateLimiter(max_concurrency=concurrency)
+    model = OpenAIChatModel(model="bench", base_url=base_url, limiter=limiter, max_retries=0)
+    convs = [
+        [MESSAGES[0], {"role": "user", "content": f"agent {i}: what next?"}] for i in range(agents)
+    ]
+    rates: list[float] = []
+    try:
+        for r in range(rounds):
+            start = time.perf_counter()
+            async with asyncio.TaskGroup() as tg:
+                for i, conv in enumerate(convs):
+                    tg.create_task(model.complete(conv, seed=r * agents + i))
+            rates.append(agents / (time.perf_counter() - start))
+    finally:
+        await model.aclose()
+    assert limiter.max_in_flight <= concurrency
+    return rates
+
+
+async def raw_throughput(
+    base_url: str, *, agents: int, concurrency: int, rounds: int
+) -> list[float]:
+    """The same load sent by bare keep-alive connections: what the machine allows at all."""
+    url = urllib.parse.urlsplit(base_url)
+    assert url.hostname is not None and url.port is not None
+    pool: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
+    for _ in range(concurrency):
+        pool.put_nowait(await asyncio.open_connection(url.hostname, url.port))
+
+    async def one(i: int) -> None:
+        body = json.dumps(
+            {"model": "bench", "messages": [MESSAGES[0], {"role": "user", "content": f"{i}"}]}
+        ).encode()
+        head = (
+            f"POST {url.path}/chat/completions HTTP/1.1\r\nHost: {url.netloc}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        reader, writer = await pool.get()
+        writer.write(head + body)
+        headers = await reader.readuntil(b"\r\n\r\n")
+        length = int(headers.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        json.loads(await reader.readexactly(length))
+        pool.put_nowait((reader, writer))
+
+    rates: list[float] = []
+    try:
+        for _ in range(rounds):
+            start = time.perf_counter()
+            async with asyncio.TaskGroup() as tg:
+                for i in range(agents):
+                    tg.create_task(one(i))
+            rates.append(agents / (time.perf_counter() - start))
+    finally:
+        while not pool.empty():
+            _, writer = pool.get_nowait()
+            writer.close()
+    return rates
+
+
+async def model_latencies(base_url: str, calls: int) -> list[float]:
+    model = OpenAIChatModel(model="bench", base_url=base_url, max_retries=0)
+    out: list[float] = []
+    try:
+        for i in range(calls + 50):
+            t0 = time.perf_counter()
+            await model.complete(MESSAGES, seed=i)
+            if i >= 50:  # the first calls open the connection and warm the caches
+                out.append(time.perf_counter() - t0)
+    finally:
+        await model.aclose()
+    return out
+
+
+async def raw_latencies(base_url: str, calls: int) -> list[float]:
+    url = urllib.parse.urlsplit(base_url)
+    assert url.hostname is not None and url.port is not None
+    reader, writer = await asyncio.open_connection(url.hostname, url.port)
+    out: list[float] = []
+    try:
+        for i in range(calls + 50):
+            body = json.dumps({"model": "bench", "messages": MESSAGES, "seed": i}).encode()
+            head = (
+                f"POST {url.path}/chat/completions HTTP/1.1\r\nHost: {url.netloc}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            ).encode()
+            t0 = time.perf_counter()
+            writer.write(head + body)
+            headers = await reader.readuntil(b"\r\n\r\n")
+            length = int(headers.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            if i >= 50:
+                out.append(time.perf_counter() - t0)
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    return out
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 4)
+
+
+def run_throughput(
+    args: argparse.Namespace,
+    concurrency: int,
+    scenario: Callable[..., Coroutine[Any, Any, list[float]]],
+) -> dict[str, Any]:
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server_cpu0 = children.ru_utime + children.ru_stime
+    cpu0 = time.process_time()
+    with spawn_test_server(latency=args.latency) as base_url:
+        cpu1 = time.process_time()
+        rates = asyncio.run(
+            scenario(base_url, agents=args.agents, concurrency=concurrency, rounds=args.rounds)
+        )
+        client_cpu = time.process_time() - cpu1
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server_cpu = children.ru_utime + children.ru_stime - server_cpu0
+    calls = args.agents * args.rounds
+    ideal = concurrency / args.latency
+    warm = statistics.median(rates[1:]) if len(rates) > 1 else rates[0]
+    return {
+        "agents": args.agents,
+        "concurrency": concurrency,
+        "server_latency_s": args.latency,
+        "ideal_calls_per_s": round(ideal, 1),
+        "cold_calls_per_s": round(rates[0], 1),
+        "warm_median_calls_per_s": round(warm, 1),
+        "cold_fraction_of_ideal": round(rates[0] / ideal, 4),
+        "warm_fraction_of_ideal": round(warm / ideal, 4),
+        "rounds_calls_per_s": [round(r, 1) for r in rates],
+        # CPU per call tells where the time goes when the machine, not the model, is the
+        # bottleneck (the server's figure includes its start-up).
+        "client_cpu_us_per_call": round(client_cpu / calls * 1e6, 1),
+        "server_cpu_us_per_call": round(server_cpu / calls * 1e6, 1),
+        "spawn_cpu_s": round(cpu1 - cpu0, 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--rounds", type=int, default=6, help="first is cold")
+    parser.add_argument("--calls", type=int, default=2000, help="sequential calls (overhead)")
+    args = parser.parse_args()
+
+    result: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "loadavg_1m_at_start": round(os.getloadavg()[0], 2),
+    }
+    for concurrency in sorted({args.concurrency, 64}, reverse=True):
+        key = "throughput" if concurrency == args.concurrency else f"throughput_c{concurrency}"
+        result[key] = run_throughput(args, concurrency, throughput)
+    result["raw_client_throughput"] = run_throughput(args, args.concurrency, raw_throughput)
+    with spawn_test_server(latency=0.0) as base_url:
+        c0 = time.process_time()
+        raw = asyncio.run(raw_latencies(base_url, args.calls))
+        c1 = time.process_time()
+        lat = asyncio.run(model_latencies(base_url, args.calls))
+        c2 = time.process_time()
+        raw_again = asyncio.run(raw_latencies(base_url, args.calls))
+    raw_median = statistics.median(raw + raw_again)
+    model_median = statistics.median(lat)
+    result["overhead"] = {
+        "calls": args.calls,
+        "model_median_ms": _ms(model_median),
+        "model_p90_ms": _ms(statistics.quantiles(lat, n=10)[-1]),
+        "raw_median_ms": _ms(raw_median),
+        "client_overhead_median_ms": _ms(model_median - raw_median),
+        "sequential_calls_per_s": round(len(lat) / sum(lat), 1),
+        "model_cpu_us_per_call": round((c2 - c1) / (args.calls + 50) * 1e6, 1),
+        "raw_cpu_us_per_call": round((c1 - c0) / (args.calls + 50) * 1e6, 1),
+    }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
