@@ -1,3 +1,76 @@
-"""agentsim: a runtime for large multi-agent simulations whose LLM agents load skills lazily."""
+"""agentsim: a runtime for large multi-agent simulations whose LLM agents load skills lazily.
+
+The public API is re-exported here and imported lazily, so ``import agentsim`` stays cheap
+(no Ray, no pyarrow, no scanning). Everything not listed in ``__all__`` is private.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "Agent": "agentsim.agent.agent",
+    "AgentSettings": "agentsim.agent.agent",
+    "AgentSkillRuntime": "agentsim.skills.runtime",
+    "CachedModel": "agentsim.llm.cache",
+    "ChatModel": "agentsim.llm.base",
+    "Completion": "agentsim.llm.base",
+    "Engine": "agentsim.sim.engine",
+    "EnvModule": "agentsim.env.base",
+    "EnvView": "agentsim.env.base",
+    "ExperimentConfig": "agentsim.sim.config",
+    "OpenAIChatModel": "agentsim.llm.openai",
+    "RateLimiter": "agentsim.llm.limiter",
+    "ScriptResult": "agentsim.skills.scripts",
+    "ScriptRunner": "agentsim.skills.scripts",
+    "ScriptedModel": "agentsim.llm.scripted",
+    "SimClock": "agentsim.env.clock",
+    "SkillDescriptor": "agentsim.skills.registry",
+    "SkillRegistry": "agentsim.skills.registry",
+    "SkillScriptContext": "agentsim.skills.context",
+    "SkillSpace": "agentsim.skills.runtime",
+    "ToolCall": "agentsim.llm.base",
+    "Usage": "agentsim.llm.base",
+    "current_context": "agentsim.skills.context",
+    "load_experiment": "agentsim.sim.config",
+    "open_run": "agentsim.inspect.run",
+    "parse_experiment": "agentsim.sim.config",
+    "parse_skill_md": "agentsim.skills.manifest",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentsim' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from agentsim.agent.agent import Agent, AgentSettings
+    from agentsim.env.base import EnvModule, EnvView
+    from agentsim.env.clock import SimClock
+    from agentsim.inspect.run import open_run
+    from agentsim.llm.base import ChatModel, Completion, ToolCall, Usage
+    from agentsim.llm.cache import CachedModel
+    from agentsim.llm.limiter import RateLimiter
+    from agentsim.llm.openai import OpenAIChatModel
+    from agentsim.llm.scripted import ScriptedModel
+    from agentsim.sim.config import ExperimentConfig, load_experiment, parse_experiment
+    from agentsim.sim.engine import Engine
+    from agentsim.skills.context import SkillScriptContext, current_context
+    from agentsim.skills.manifest import parse_skill_md
+    from agentsim.skills.registry import SkillDescriptor, SkillRegistry
+    from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace
+    from agentsim.skills.scripts import ScriptResult, ScriptRunner

@@ -87,13 +87,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
         )
     else:
         if args.experiment is None:
-            raise ConfigError("EXPERIMENT", "no experiment file given",
-                              "run `agentsim run experiments/daily-mobility.yaml`")
+            raise ConfigError(
+                "EXPERIMENT",
+                "no experiment file given",
+                "run `agentsim run experiments/daily-mobility.yaml`",
+            )
         config = load_experiment(Path(args.experiment))
         if args.executor or args.address:
             ex = config.executor.model_copy(
-                update={k: v for k, v in (("kind", args.executor), ("address", args.address))
-                        if v is not None})
+                update={
+                    k: v
+                    for k, v in (("kind", args.executor), ("address", args.address))
+                    if v is not None
+                }
+            )
             config = config.model_copy(update={"executor": ex})
         run_dir = _run_dir_for(config, args.out)
     executor = _make_executor(config)
@@ -107,8 +114,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     progress = None if args.json else _progress_printer(sys.stderr)
-    engine = Engine(config, run_dir=run_dir, executor=executor, progress=progress, stop=stop,
-                    max_ticks=args.ticks, trace=args.trace)
+    engine = Engine(
+        config,
+        run_dir=run_dir,
+        executor=executor,
+        progress=progress,
+        stop=stop,
+        max_ticks=args.ticks,
+        trace=args.trace,
+    )
     try:
         summary = asyncio.run(engine.run(resume=resume))
     finally:
@@ -160,8 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_cmd_run)
     import importlib
 
-    for module, fn in (("agentsim.skills.cli", "add_skills_commands"),
-                       ("agentsim.inspect.cli", "add_inspect_commands")):
+    for module, fn in (
+        ("agentsim.skills.cli", "add_skills_commands"),
+        ("agentsim.inspect.cli", "add_inspect_commands"),
+    ):
         try:
             getattr(importlib.import_module(module), fn)(sub)
         except ImportError:  # pragma: no cover - during development only

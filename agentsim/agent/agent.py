@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from agentsim._seeding import derive_seed
 from agentsim.agent.memory import Memory
 from agentsim.agent.tools import WRITE_TOOLS, build_tools
-from agentsim.errors import AgentsimError, EnvError, ModelError, SkillError
+from agentsim.errors import EnvError, ModelError, SkillError
 from agentsim.llm.base import ChatModel, Completion, ToolCall, Usage
 from agentsim.skills.catalog import estimate_tokens
 from agentsim.skills.hooks import HookDecision, HookOutcome, render_skill_hooks
@@ -144,14 +144,24 @@ class Agent:
 
     # -- prompt ----------------------------------------------------------------------------
 
-    def _situation(self) -> str:
-        return f"{self.persona} {' '.join(self.skills.active)}"
+    def _situation(self, observation: str) -> str:
+        """What the catalog is ranked against when it is over budget: who the agent is and
+        what it observes now (tick and time lines carry no meaning for relevance)."""
+        words = [self.persona]
+        for key in ("occupation", "role", "interests"):
+            value = self.profile.get(key)
+            if isinstance(value, list):
+                words.extend(str(v) for v in value)
+            elif isinstance(value, str):
+                words.append(value)
+        words.append(observation)
+        return " ".join(words)
 
-    def system_prompt(self, *, read_only: bool = False) -> str:
+    def system_prompt(self, *, read_only: bool = False, observation: str = "") -> str:
         parts = [f"<persona>{self.persona}</persona>"]
         profile = json.dumps(self.profile, sort_keys=True, ensure_ascii=False)
         parts.append(f"<profile>{profile}</profile>")
-        parts.append(self.skills.catalog(self._situation()).text)
+        parts.append(self.skills.catalog(self._situation(observation)).text)
         bodies = self.skills.bodies()
         if bodies:
             parts.append(bodies)
@@ -166,12 +176,13 @@ class Agent:
         feedback: str = "",
         memory_tokens: int,
         hook_cap: int = 2000,
+        observation: str | None = None,
     ) -> str:
         obs = [f"tick: {inp.tick}", f"time: {inp.time.isoformat()} ({inp.time:%A %H:%M})"]
-        if inp.env is not None:
-            text = inp.env.observe(self.agent_id)
-            if text:
-                obs.append(text)
+        if observation is None and inp.env is not None:
+            observation = inp.env.observe(self.agent_id)
+        if observation:
+            obs.append(observation)
         parts = ["<observation>\n" + "\n".join(obs) + "\n</observation>"]
         if inp.messages:
             parts.append("<messages>\n" + "\n".join(inp.messages) + "\n</messages>")
@@ -215,8 +226,9 @@ class Agent:
             feedback = ""
             retries = 0
             while True:
-                await self._react(st, model, settings, seed + retries, hooks=hooks,
-                                  feedback=feedback, trace=trace)
+                await self._react(
+                    st, model, settings, seed + retries, hooks=hooks, feedback=feedback, trace=trace
+                )
                 if st.out.degraded:
                     post: list[HookOutcome] = []
                     break
@@ -244,6 +256,9 @@ class Agent:
             trace["post_hooks"] = [h.to_dict() for h in post]
         self._remember(st)
         self._record_skills(st)
+        warnings = self.skills.drain_warnings()
+        if warnings:
+            trace["warnings"] = warnings
         trace["action"] = st.out.action
         trace["model_calls"] = st.out.model_calls
         trace["usage"] = {
@@ -260,13 +275,23 @@ class Agent:
         return st.out
 
     def _event(self, inp: StepInput, kind: str, **data: Any) -> dict[str, Any]:
-        return {"tick": inp.tick, "time": inp.time.isoformat(), "type": kind,
-                "agent_id": self.agent_id, **data}
+        return {
+            "tick": inp.tick,
+            "time": inp.time.isoformat(),
+            "type": kind,
+            "agent_id": self.agent_id,
+            **data,
+        }
 
     def _decided(self, st: _Step, decision: HookDecision) -> None:
         st.out.events.append(
-            self._event(st.inp, "hook_decision", skill=decision.skill_id, hook=decision.hook,
-                        decision=decision.kind)
+            self._event(
+                st.inp,
+                "hook_decision",
+                skill=decision.skill_id,
+                hook=decision.hook,
+                decision=decision.kind,
+            )
         )
 
     async def _react(
@@ -282,12 +307,17 @@ class Agent:
     ) -> None:
         inp = st.inp
         read_only = inp.read_only
-        system = self.system_prompt(read_only=read_only)
+        observation = inp.env.observe(self.agent_id) if inp.env is not None else ""
+        system = self.system_prompt(read_only=read_only, observation=observation)
         mem_tokens = settings.memory_prompt_tokens
-        user = self.user_prompt(inp, hooks, feedback=feedback, memory_tokens=mem_tokens)
+        user = self.user_prompt(
+            inp, hooks, feedback=feedback, memory_tokens=mem_tokens, observation=observation
+        )
         if estimate_tokens(system) + estimate_tokens(user) > settings.prompt_cap_tokens:
             # Over the cap: memory is the part we can drop without losing the task.
-            user = self.user_prompt(inp, hooks, feedback=feedback, memory_tokens=0)
+            user = self.user_prompt(
+                inp, hooks, feedback=feedback, memory_tokens=0, observation=observation
+            )
         sha = hashlib.sha256(system.encode()).hexdigest()[:16]
         if sha != self._last_system_sha and not read_only:
             self._pending_prompts[sha] = system
@@ -320,8 +350,11 @@ class Agent:
             for call in completion.tool_calls:
                 content = await self._dispatch(st, call, read_only=read_only)
                 calls.append(
-                    {"tool": call.name, "args": call.arguments[:_TRACE_RESULT_CAP],
-                     "result": content[:_TRACE_RESULT_CAP]}
+                    {
+                        "tool": call.name,
+                        "args": call.arguments[:_TRACE_RESULT_CAP],
+                        "result": content[:_TRACE_RESULT_CAP],
+                    }
                 )
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
             if st.finished:
@@ -357,17 +390,24 @@ class Agent:
             return f"error: bad arguments for {call.name}: {exc}"
 
     async def _t_activate(self, st: _Step, args: dict[str, Any]) -> str:
-        res = await self.skills.activate(str(args["name"]), arguments=str(args.get("arguments", "")))
+        res = await self.skills.activate(
+            str(args["name"]), arguments=str(args.get("arguments", ""))
+        )
         for sid in res.newly_active:
             st.out.events.append(self._event(st.inp, "skill_activated", skill=sid))
-        note = "" if res.newly_active else " (already active)"
         warn = "".join(f"\nwarning: {w}" for w in res.warnings)
-        return f"activated {res.handle}{note}; its instructions are now in your context{warn}"
+        if not res.newly_active:
+            return f"{res.handle} is already active; its instructions are in your context{warn}"
+        # The system prompt of this step was built before the activation: the new bodies
+        # come back here, and join the system prompt from the next step on.
+        bodies = self.skills.bodies(res.newly_active)
+        return f"activated {res.handle}{warn}\n{bodies}"
 
     async def _t_deactivate(self, st: _Step, args: dict[str, Any]) -> str:
-        was = self.skills.deactivate(str(args["name"]))
+        desc = self.skills.resolve(str(args["name"]))
+        was = self.skills.deactivate(desc.skill_id)
         if was:
-            st.out.events.append(self._event(st.inp, "skill_deactivated", skill=args["name"]))
+            st.out.events.append(self._event(st.inp, "skill_deactivated", skill=desc.skill_id))
         return f"deactivated {args['name']}" if was else f"{args['name']} was not active"
 
     async def _t_read_file(self, st: _Step, args: dict[str, Any]) -> str:
@@ -386,13 +426,17 @@ class Agent:
                 st, {"module": desc.namespace[4:], "action": desc.name, "args": payload}
             )
         res = await self.skills.call_script(
-            desc.skill_id, [str(a) for a in argv], tick=st.inp.tick, time=st.inp.time,
+            desc.skill_id,
+            [str(a) for a in argv],
+            tick=st.inp.tick,
+            time=st.inp.time,
             script=args.get("script"),
         )
         st.out.script_calls += 1
         st.out.events.append(
-            self._event(st.inp, "script_called", skill=desc.skill_id, ok=res.ok,
-                        exit_code=res.exit_code)
+            self._event(
+                st.inp, "script_called", skill=desc.skill_id, ok=res.ok, exit_code=res.exit_code
+            )
         )
         if res.ok:
             return res.output[:_RESULT_CAP] or "(no output)"
@@ -432,10 +476,10 @@ class Agent:
         inp = st.inp
         if st.out.skipped:
             return
-        self.memory.add(tick=inp.tick, time=inp.time.isoformat(), kind="action",
-                        text=st.out.action)
-        st.out.events.append(self._event(inp, "agent_action", action=st.out.action,
-                                         degraded=st.out.degraded))
+        self.memory.add(tick=inp.tick, time=inp.time.isoformat(), kind="action", text=st.out.action)
+        st.out.events.append(
+            self._event(inp, "agent_action", action=st.out.action, degraded=st.out.degraded)
+        )
 
     def _record_skills(self, st: _Step) -> None:
         active = self.skills.active
@@ -509,5 +553,3 @@ _HANDLERS = {
     "ask_env": Agent._t_ask_env,
     "finish": Agent._t_finish,
 }
-
-_ = AgentsimError  # re-exported error base is part of this module's contract

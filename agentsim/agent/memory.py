@@ -37,7 +37,9 @@ class MemoryEntry:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> MemoryEntry:
-        return cls(tick=int(d["tick"]), time=str(d["time"]), kind=str(d["kind"]), text=str(d["text"]))
+        return cls(
+            tick=int(d["tick"]), time=str(d["time"]), kind=str(d["kind"]), text=str(d["text"])
+        )
 
 
 class Memory:

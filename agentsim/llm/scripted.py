@@ -518,7 +518,7 @@ def _summary(step: _Step) -> str:
         phrase = _phrase(c)
         if phrase and phrase not in parts:
             parts.append(phrase)
-        moved = moved or (_is_move(c.name, c.args) and not c.error)
+        moved = moved or (_is_move(c.name, c.args) and (not c.error or "already at" in c.result))
     if not moved and step.position.startswith("in transit to "):
         parts.append(f"kept travelling to {step.position[14:]}")
     elif not moved and step.position:
@@ -533,7 +533,10 @@ def _phrase(c: _Call) -> str:
         return ""  # unreadable arguments: nothing happened worth telling
     if _is_move(c.name, a):
         place = a["args"].get("place", "?")
-        return f"could not reach {place}" if c.error else f"moved to {place}"
+        if c.error:
+            # An environment that refuses a move because the agent is there already.
+            return f"stayed at {place}" if "already at" in c.result else f"could not reach {place}"
+        return f"moved to {place}"
     if c.name == "ask_env":
         module, action = str(a.get("module", "?")), str(a.get("action", "?"))
         inner = a.get("args")

@@ -9,7 +9,6 @@ byte-identical ``events.jsonl`` on every executor.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -22,9 +21,9 @@ from typing import Any
 
 from agentsim.agent.agent import AgentSettings
 from agentsim.env import create_module
-from agentsim.env.base import AgentInfo, EnvModule, EnvView, Intent
+from agentsim.env.base import AgentInfo, EnvModule, EnvView
 from agentsim.env.clock import SimClock
-from agentsim.errors import CheckpointError, ConfigError, RunError
+from agentsim.errors import CheckpointError, ConfigError, RunError, SkillNotFoundError
 from agentsim.sim.config import (
     ExperimentConfig,
     InterveneStep,
@@ -97,9 +96,18 @@ class Engine:
         self.ws: RunWorkspace | None = None
         self._pending_messages: dict[str, list[str]] = {}
         self._metrics: dict[str, Any] = {
-            "ticks": 0, "agent_steps": 0, "model_calls": 0, "script_calls": 0,
-            "prompt_tokens": 0, "completion_tokens": 0, "errors": 0, "degraded": 0,
-            "skipped": 0, "skills_reloads": 0, "events": 0, "wall_seconds": 0.0,
+            "ticks": 0,
+            "agent_steps": 0,
+            "model_calls": 0,
+            "script_calls": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "errors": 0,
+            "degraded": 0,
+            "skipped": 0,
+            "skills_reloads": 0,
+            "events": 0,
+            "wall_seconds": 0.0,
             "tick_seconds": [],
         }
         self._pos = (0, 0)  # (workflow step index, ticks done inside it)
@@ -134,15 +142,23 @@ class Engine:
         assert self._registry_sources is not None
         return [
             HostSpec(
-                host_id=i, run_dir=str(self.run_dir), seed=cfg.seed,
-                skills=self._registry_sources, model=cfg.model, settings=settings, hosts=n,
+                host_id=i,
+                run_dir=str(self.run_dir),
+                seed=cfg.seed,
+                skills=self._registry_sources,
+                model=cfg.model,
+                settings=settings,
+                hosts=n,
+                # Concurrent stepping bounds a tick by step_timeout even when one model call
+                # hangs; with the offline model it costs nothing (measured: same speed).
                 step_timeout=cfg.executor.step_timeout,
-                concurrent=cfg.model.backend != "scripted",
+                concurrent=True,
             )
             for i in range(n)
         ]
 
-    async def _start(self, *, resume: bool) -> list[dict[str, Any]]:
+    def _prepare(self) -> None:
+        """Everything that can reject the configuration, before anything is written."""
         cfg = self.config
         self.agents = resolve_agents(cfg)
         for i, m in enumerate(cfg.environment):
@@ -151,25 +167,50 @@ class Engine:
                     m.module, m.options, seed=cfg.seed, base_dir=cfg.source_dir
                 )
             except ConfigError as exc:
-                raise ConfigError(f"environment.{i}.{exc.field}".rstrip("."), exc.problem,
-                                  exc.fix) from None
-        infos = [AgentInfo(agent_id=a.agent_id, group=a.group, profile=a.profile)
-                 for a in self.agents]
+                raise ConfigError(
+                    f"environment.{i}.{exc.field}".rstrip("."), exc.problem, exc.fix
+                ) from None
+        infos = [
+            AgentInfo(agent_id=a.agent_id, group=a.group, profile=a.profile) for a in self.agents
+        ]
         for mod in self.modules.values():
             mod.setup(infos)
         self._registry_sources = self._sources()
         self.registry = build_registry(self._registry_sources)
-        n_hosts = cfg.executor.hosts or (1 if self.executor.kind == "local" else os.cpu_count() or 1)
+        for gi, group in enumerate(cfg.agents):
+            for name in group.skills.default:
+                try:
+                    self.registry.resolve(name)
+                except SkillNotFoundError as exc:
+                    close = f" (close matches: {', '.join(exc.close)})" if exc.close else ""
+                    raise ConfigError(
+                        f"agents.{gi}.skills.default",
+                        f"default skill {name!r} is not registered{close}",
+                        "fix the name, or add the folder holding it to skills.paths",
+                    ) from None
+
+    async def _start(self, *, resume: bool) -> list[dict[str, Any]]:
+        cfg = self.config
+        n_hosts = cfg.executor.hosts or (
+            1 if self.executor.kind == "local" else os.cpu_count() or 1
+        )
         blocks = partition(self.agents, n_hosts)
         await self.executor.start(self._host_specs(len(blocks)), blocks, self.registry)
         events = await self.executor.setup(self._profile_extras())
         if resume:
             return []
         diag = [str(d) for d in self.registry.diagnostics]
-        start = {"tick": 0, "time": self.clock.now.isoformat(), "type": "run_start",
-                 "agent_id": None, "agents": len(self.agents), "seed": cfg.seed,
-                 "skills": len(self.registry.list_all()), "skill_diagnostics": len(diag),
-                 "modules": sorted(self.modules)}
+        start = {
+            "tick": 0,
+            "time": self.clock.now.isoformat(),
+            "type": "run_start",
+            "agent_id": None,
+            "agents": len(self.agents),
+            "seed": cfg.seed,
+            "skills": len(self.registry.list_all()),
+            "skill_diagnostics": len(diag),
+            "modules": sorted(self.modules),
+        }
         return [start, *events]
 
     def _profile_extras(self) -> dict[str, dict[str, Any]]:
@@ -182,27 +223,40 @@ class Engine:
             for a in self.agents:
                 ans = view.query(a.agent_id, "my_places", {}, seq=0)
                 # Skills want place ids in the profile ("home": "home-3"), not place records.
-                flat = {k: (v["id"] if isinstance(v, dict) and "id" in v else v)
-                        for k, v in ans.result.items()}
+                flat = {
+                    k: (v["id"] if isinstance(v, dict) and "id" in v else v)
+                    for k, v in ans.result.items()
+                }
                 extras.setdefault(a.agent_id, {}).update(flat)
         return extras
 
     # -- the run ---------------------------------------------------------------------------
 
     async def run(self, *, resume: bool = False) -> RunSummary:
+        """Run (or, with ``resume``, continue from the last checkpoint) the experiment.
+
+        Configuration errors (``ConfigError``) are raised before the run folder is created,
+        so a bad experiment never leaves a half-made folder behind."""
         cfg = self.config
         t_start = time.perf_counter()
         if resume:
             self.ws = RunWorkspace.open_existing(self.run_dir)
+            self._prepare()
         else:
+            check_run_dir(self.run_dir)
+            self._prepare()
             self.ws = RunWorkspace.create(self.run_dir)
         ws = self.ws
         status = "failed"
         try:
             if not resume:
-                ws.new_manifest(run_id=self.run_dir.name, name=cfg.name,
-                                config_hash=cfg.config_hash(), seed=cfg.seed,
-                                executor=self.executor.kind)
+                ws.new_manifest(
+                    run_id=self.run_dir.name,
+                    name=cfg.name,
+                    config_hash=cfg.config_hash(),
+                    seed=cfg.seed,
+                    executor=self.executor.kind,
+                )
                 ws.update_manifest(source_dir=str(cfg.source_dir.resolve()))
                 ws.write_config(cfg.resolved_dict())
             events = await self._start(resume=resume)
@@ -211,16 +265,26 @@ class Engine:
                 ws.update_manifest(status="running", resumed=True, pid=os.getpid())
             self._emit(events)
             status = await self._workflow()
+            if status != "completed":
+                # A checkpoint at the stopping point makes the printed resume command work
+                # whatever output.checkpoint_every says.
+                await self.checkpoint()
         except BaseException:
             status = "failed" if not self.stop.is_set() else "interrupted"
             raise
         finally:
             self._metrics["wall_seconds"] = round(
-                self._metrics["wall_seconds"] + time.perf_counter() - t_start, 3)
+                self._metrics["wall_seconds"] + time.perf_counter() - t_start, 3
+            )
             await self._finish(status)
-        return RunSummary(run_id=self.run_dir.name, run_dir=self.run_dir, status=status,
-                          ticks=self.clock.tick, agents=len(self.agents),
-                          metrics=self._public_metrics())
+        return RunSummary(
+            run_id=self.run_dir.name,
+            run_dir=self.run_dir,
+            status=status,
+            ticks=self.clock.tick,
+            agents=len(self.agents),
+            metrics=self._public_metrics(),
+        )
 
     async def _workflow(self) -> str:
         done = 0
@@ -262,18 +326,28 @@ class Engine:
             res = self.registry.refresh()
             if res.added or res.changed or res.removed:
                 self._metrics["skills_reloads"] += 1
-                run_events.append({"tick": tick, "time": iso, "type": "skills_reloaded",
-                                   "agent_id": None, "generation": res.generation,
-                                   "added": sorted(res.added), "changed": sorted(res.changed),
-                                   "removed": sorted(res.removed)})
+                run_events.append(
+                    {
+                        "tick": tick,
+                        "time": iso,
+                        "type": "skills_reloaded",
+                        "agent_id": None,
+                        "generation": res.generation,
+                        "added": sorted(res.added),
+                        "changed": sorted(res.changed),
+                        "removed": sorted(res.removed),
+                    }
+                )
         messages = {aid: tuple(m) for aid, m in self._pending_messages.items()}
         self._pending_messages.clear()
         results = await self.executor.step_tick(
-            TickInput(tick=tick, time=now, views=self._views(), messages=messages,
-                      refresh_skills=refresh)
+            TickInput(
+                tick=tick, time=now, views=self._views(), messages=messages, refresh_skills=refresh
+            )
         )
-        agent_events = sorted((e for r in results for e in r.events),
-                              key=lambda e: str(e.get("agent_id") or ""))
+        agent_events = sorted(
+            (e for r in results for e in r.events), key=lambda e: str(e.get("agent_id") or "")
+        )
         intents = sorted((i for r in results for i in r.intents), key=lambda i: i.sort_key)
         env_events: list[dict[str, Any]] = []
         for name, mod in self.modules.items():
@@ -297,15 +371,29 @@ class Engine:
         if self.progress is not None:
             m = self._metrics
             total_dt = sum(m["tick_seconds"]) or 1e-9
-            self.progress(Progress(
-                tick=self.clock.tick, total=self.config.total_ticks(),
-                agent_steps=m["agent_steps"], steps_per_s=m["agent_steps"] / total_dt,
-                model_calls=m["model_calls"], tokens=m["prompt_tokens"] + m["completion_tokens"],
-                errors=m["errors"]))
+            self.progress(
+                Progress(
+                    tick=self.clock.tick,
+                    total=self.config.total_ticks(),
+                    agent_steps=m["agent_steps"],
+                    steps_per_s=m["agent_steps"] / total_dt,
+                    model_calls=m["model_calls"],
+                    tokens=m["prompt_tokens"] + m["completion_tokens"],
+                    errors=m["errors"],
+                )
+            )
 
     def _account(self, results: Sequence[TickResult]) -> dict[str, int]:
-        keys = ("steps", "model_calls", "script_calls", "prompt_tokens", "completion_tokens",
-                "errors", "degraded", "skipped")
+        keys = (
+            "steps",
+            "model_calls",
+            "script_calls",
+            "prompt_tokens",
+            "completion_tokens",
+            "errors",
+            "degraded",
+            "skipped",
+        )
         summary = {k: sum(getattr(r, k) for r in results) for k in keys}
         m = self._metrics
         m["agent_steps"] += summary["steps"]
@@ -327,37 +415,94 @@ class Engine:
                     e.setdefault("tick", tick)
                     e.setdefault("time", iso)
                     e.setdefault("agent_id", None)
-                self._emit([{"tick": tick, "time": iso, "type": "intervention", "agent_id": None,
-                             "env": step.env, "action": step.action, "args": step.args}, *out])
+                self._emit(
+                    [
+                        {
+                            "tick": tick,
+                            "time": iso,
+                            "type": "intervention",
+                            "agent_id": None,
+                            "env": step.env,
+                            "action": step.action,
+                            "args": step.args,
+                        },
+                        *out,
+                    ]
+                )
             else:
-                chosen = select_agents(step.agents, self.agents, seed=self.config.seed,
-                                       stream=f"step-{index}",
-                                       field=f"workflow.{index}.intervene.agents")
+                chosen = select_agents(
+                    step.agents,
+                    self.agents,
+                    seed=self.config.seed,
+                    stream=f"step-{index}",
+                    field=f"workflow.{index}.intervene.agents",
+                )
                 for aid in chosen:
                     self._pending_messages.setdefault(aid, []).append(str(step.message))
-                self._emit([{"tick": tick, "time": iso, "type": "intervention", "agent_id": None,
-                             "message": step.message, "recipients": len(chosen)}])
+                self._emit(
+                    [
+                        {
+                            "tick": tick,
+                            "time": iso,
+                            "type": "intervention",
+                            "agent_id": None,
+                            "message": step.message,
+                            "recipients": len(chosen),
+                        }
+                    ]
+                )
         elif isinstance(step, SurveyStep):
-            chosen = select_agents(step.agents, self.agents, seed=self.config.seed,
-                                   stream=f"step-{index}", field=f"workflow.{index}.agents")
-            answers = await self.executor.ask(chosen, step.question, tick=tick,
-                                              when=self.clock.now, views=self._views())
+            chosen = select_agents(
+                step.agents,
+                self.agents,
+                seed=self.config.seed,
+                stream=f"step-{index}",
+                field=f"workflow.{index}.agents",
+            )
+            answers = await self.executor.ask(
+                chosen, step.question, tick=tick, when=self.clock.now, views=self._views()
+            )
             kind = "interview" if isinstance(step, InterviewStep) else "survey"
             name = step.name or f"{kind}-{index}"
             assert self.ws is not None
             sdir = self.ws.root / "surveys"
             sdir.mkdir(exist_ok=True)
-            rows = [{"agent_id": aid, "question": step.question, "answer": answers.get(aid, ""),
-                     "tick": tick, "time": iso} for aid in sorted(chosen)]
-            atomic_write_text(sdir / f"{name}.jsonl",
-                              "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-            self._emit([{"tick": tick, "time": iso, "type": f"{kind}_answer", "agent_id": r[
-                "agent_id"], "name": name, "answer": r["answer"]} for r in rows])
+            rows = [
+                {
+                    "agent_id": aid,
+                    "question": step.question,
+                    "answer": answers.get(aid, ""),
+                    "tick": tick,
+                    "time": iso,
+                }
+                for aid in sorted(chosen)
+            ]
+            atomic_write_text(
+                sdir / f"{name}.jsonl",
+                "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+            )
+            self._emit(
+                [
+                    {
+                        "tick": tick,
+                        "time": iso,
+                        "type": f"{kind}_answer",
+                        "agent_id": r["agent_id"],
+                        "name": name,
+                        "answer": r["answer"],
+                    }
+                    for r in rows
+                ]
+            )
 
     # -- checkpoints -----------------------------------------------------------------------
 
     async def checkpoint(self) -> Path:
-        """Write ``checkpoints/tick-<N>/`` atomically (temp folder, then rename)."""
+        """Write ``checkpoints/tick-<N>/`` atomically (temp folder, then rename).
+
+        It holds the engine's position in the workflow, the clock, the environment state,
+        the agents' state, each agent's ``state/`` folder (files its skills keep), and the
+        sizes of the append-only files, so that a resume cuts them back to this point."""
         assert self.ws is not None
         tick = self.clock.tick
         cdir = self.ws.root / "checkpoints"
@@ -377,9 +522,13 @@ class Engine:
             "metrics": self._metrics,
             "config_hash": self.config.config_hash(),
             "agent_files": _file_sizes(self.ws.agents_dir),
+            "events_bytes": self.ws.events_size(),
         }
         (tmp / "engine.json").write_text(json.dumps(state), encoding="utf-8")
         (tmp / "agents.json").write_text(json.dumps(agents), encoding="utf-8")
+        for sdir in sorted(self.ws.agents_dir.glob("*/state")):
+            if sdir.is_dir():
+                shutil.copytree(sdir, tmp / "agent_state" / sdir.parent.name)
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -392,14 +541,22 @@ class Engine:
         if not cps:
             raise CheckpointError(
                 f"{self.ws.root} has no checkpoint to resume from; set output.checkpoint_every "
-                "in the experiment to make runs resumable")
+                "in the experiment to make runs resumable"
+            )
         cp = cps[-1]
-        state = json.loads((cp / "engine.json").read_text("utf-8"))
+        try:
+            state = json.loads((cp / "engine.json").read_text("utf-8"))
+            agents = json.loads((cp / "agents.json").read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise CheckpointError(
+                f"checkpoint {cp} cannot be read ({exc}); delete that folder to resume from "
+                "the one before"
+            ) from None
         if state["config_hash"] != self.config.config_hash():
             raise CheckpointError(
                 f"checkpoint {cp.name} was written by a different configuration; resume with "
-                "the run's own config.yaml")
-        agents = json.loads((cp / "agents.json").read_text("utf-8"))
+                "the run's own config.yaml"
+            )
         self.clock.set_state(state["clock"])
         for n, s in state["modules"].items():
             self.modules[n].set_state(s)
@@ -407,7 +564,8 @@ class Engine:
         self._metrics = state["metrics"]
         self._pos = (int(state["pos"][0]), int(state["pos"][1]))
         _truncate_files(self.ws.agents_dir, state["agent_files"])
-        self.ws.truncate_events_after(int(state["tick"]) - 1)
+        _restore_agent_state(self.ws.agents_dir, cp / "agent_state")
+        self.ws.truncate_events(int(state["events_bytes"]))
         await self.executor.set_state(agents)
 
     # -- the end ---------------------------------------------------------------------------
@@ -427,8 +585,17 @@ class Engine:
             return
         try:
             if status in ("completed", "stopped", "interrupted") and self._registry_sources:
-                self._emit([{"tick": self.clock.tick, "time": self.clock.now.isoformat(),
-                             "type": "run_end", "agent_id": None, "status": status}])
+                self._emit(
+                    [
+                        {
+                            "tick": self.clock.tick,
+                            "time": self.clock.now.isoformat(),
+                            "type": "run_end",
+                            "agent_id": None,
+                            "status": status,
+                        }
+                    ]
+                )
             stats = await self.executor.model_stats() if self._registry_sources else []
             m = self._public_metrics()
             m["model"] = stats
@@ -439,8 +606,11 @@ class Engine:
         finally:
             from datetime import UTC, datetime
 
-            ws.update_manifest(status=status, ended=datetime.now(UTC).isoformat(
-                timespec="seconds"), ticks_done=self.clock.tick)
+            ws.update_manifest(
+                status=status,
+                ended=datetime.now(UTC).isoformat(timespec="seconds"),
+                ticks_done=self.clock.tick,
+            )
             await self.executor.close()
 
 
@@ -463,6 +633,16 @@ def _truncate_files(agents_dir: Path, sizes: Mapping[str, Mapping[str, int]]) ->
             if p.stat().st_size > keep:
                 with open(p, "r+b") as f:
                     f.truncate(keep)
+
+
+def _restore_agent_state(agents_dir: Path, saved: Path) -> None:
+    """Put every agent's ``state/`` folder back as it was at the checkpoint."""
+    for d in agents_dir.iterdir() if agents_dir.is_dir() else ():
+        live = d / "state"
+        if live.exists():
+            shutil.rmtree(live)
+        if (saved / d.name).is_dir():
+            shutil.copytree(saved / d.name, live)
 
 
 def check_run_dir(path: Path) -> None:

@@ -8,11 +8,12 @@ the same methods so the engine does not care which it has.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
 from agentsim.env.base import EnvView
+from agentsim.llm.base import ChatModel
 from agentsim.sim.host import AgentHost, HostSpec, TickInput, TickResult
 from agentsim.sim.profiles import AgentSpec
 from agentsim.skills.registry import SkillRegistry
@@ -61,12 +62,19 @@ class Executor(Protocol):
 
 
 class LocalExecutor:
-    """Hosts as plain objects in this process; the registry is shared with the engine."""
+    """Hosts as plain objects in this process; the registry is shared with the engine.
+
+    ``model_factory`` replaces the model built from the experiment's ``model:`` section: it is
+    called once per host with that host's spec and returns the ``ChatModel`` its agents
+    share. It is the seam for a fake or instrumented model in tests, or for a backend the
+    configuration does not know (e.g. ``lambda spec: MyModel()``).
+    """
 
     kind = "local"
 
-    def __init__(self) -> None:
+    def __init__(self, *, model_factory: Callable[[HostSpec], ChatModel] | None = None) -> None:
         self.hosts: list[AgentHost] = []
+        self.model_factory = model_factory
 
     async def start(
         self,
@@ -74,8 +82,10 @@ class LocalExecutor:
         blocks: Sequence[Sequence[AgentSpec]],
         registry: SkillRegistry,
     ) -> None:
+        make = self.model_factory
         self.hosts = [
-            AgentHost(s, b, registry=registry) for s, b in zip(specs, blocks, strict=True)
+            AgentHost(s, b, registry=registry, model=make(s) if make is not None else None)
+            for s, b in zip(specs, blocks, strict=True)
         ]
 
     async def setup(self, extra: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:

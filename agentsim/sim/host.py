@@ -186,7 +186,7 @@ class AgentHost:
         changed = bool(res.added or res.changed or res.removed)
         if changed:
             self.space.swap_view(self.registry.snapshot())
-        for aid, agent in self.agents.items():
+        for agent in self.agents.values():
             own = self._own_view(agent.workspace)
             if own is not None:
                 own.refresh()

@@ -7,9 +7,9 @@ from pathlib import Path
 from agentsim.llm.base import ChatModel
 from agentsim.llm.cache import CachedModel
 from agentsim.llm.limiter import RateLimiter
-from agentsim.llm.openai import OpenAIChatModel, Prices
+from agentsim.llm.openai import OpenAIChatModel
 from agentsim.llm.scripted import ScriptedModel
-from agentsim.llm.stats import ModelStats
+from agentsim.llm.stats import ModelStats, Prices
 from agentsim.sim.config import ModelConfig
 
 __all__ = ["build_model"]

@@ -59,6 +59,9 @@ class _HostActor:
     async def pid(self) -> int:
         return os.getpid()
 
+    async def node_id(self) -> str:
+        return str(ray.get_runtime_context().get_node_id())
+
     async def close(self) -> None:
         await self.host.close()
 
@@ -122,6 +125,8 @@ class RayExecutor:
     ) -> None:
         # Hosts scan the skill folders themselves: the registry is built once per process.
         del registry
+        if not self.resume_hint and specs:
+            self.resume_hint = f"agentsim run --resume {specs[0].run_dir}"
         self._init()
         self.actors = [
             _HostActor.options(num_cpus=self.num_cpus_per_host).remote(s, list(b))  # type: ignore[attr-defined]
@@ -168,6 +173,9 @@ class RayExecutor:
 
     async def pids(self) -> list[int]:
         return await self._wait([a.pid.remote() for a in self.actors], "pid")
+
+    async def node_ids(self) -> list[str]:
+        return await self._wait([a.node_id.remote() for a in self.actors], "node id")
 
     async def close(self) -> None:
         for a in self.actors:

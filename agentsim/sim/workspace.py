@@ -126,24 +126,20 @@ class RunWorkspace:
             self._events.flush()
         return len(lines)
 
-    def truncate_events_after(self, tick: int) -> None:
-        """Drop events of ticks after ``tick`` (resume from a checkpoint taken at ``tick``)."""
+    def events_size(self) -> int:
+        """Bytes of ``events.jsonl`` written so far (whole lines only: it is flushed per
+        append)."""
         path = self.root / "events.jsonl"
-        if not path.exists():
-            return
-        keep: list[str] = []
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if not line.endswith("\n"):
-                    break  # a torn last line from a crash
-                try:
-                    ev = json.loads(line)
-                except ValueError:
-                    break
-                if ev.get("tick", 0) > tick or ev.get("phase") == "resume-cut":
-                    continue
-                keep.append(line)
-        atomic_write_text(path, "".join(keep))
+        return path.stat().st_size if path.exists() else 0
+
+    def truncate_events(self, size: int) -> None:
+        """Cut ``events.jsonl`` back to ``size`` bytes (its size at a checkpoint), dropping
+        everything a run wrote after that checkpoint, torn last line included."""
+        self.close()
+        path = self.root / "events.jsonl"
+        if path.exists() and path.stat().st_size > size:
+            with open(path, "r+b") as f:
+                f.truncate(size)
 
     def close(self) -> None:
         if self._events is not None:

@@ -63,9 +63,9 @@ def path_problem(value: Any) -> str | None:
     """Why ``value`` is not a safe path relative to the skill folder, or None."""
     if not isinstance(value, str) or not value.strip():
         return f"must be a relative path string, got {_type_name(value)}"
-    if value.startswith(("/", "\\")) or _WINDOWS_DRIVE.match(value):
+    if value[0] in "/\\" or _WINDOWS_DRIVE.match(value):
         return f"{value!r} is absolute; give a path relative to the skill folder"
-    if ".." in re.split(r"[/\\]", value):
+    if ".." in value and ".." in value.replace("\\", "/").split("/"):
         return f"{value!r} leaves the skill folder ('..'); keep scripts inside it"
     return None
 

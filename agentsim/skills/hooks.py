@@ -25,12 +25,17 @@ __all__ = [
 
 HookType = Literal["pre_step", "post_step"]
 HOOK_TYPES: tuple[HookType, ...] = ("pre_step", "post_step")
-_DECISIONS = {"pre_step": frozenset({"skip", "continue"}), "post_step": {"retry", "continue"}}
+DecisionKind = Literal["skip", "retry"]
+# What each hook may decide besides "continue" (a plain message).
+_DECISIONS: dict[str, frozenset[DecisionKind]] = {
+    "pre_step": frozenset({"skip"}),
+    "post_step": frozenset({"retry"}),
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HookDecision:
-    kind: Literal["skip", "retry"]
+    kind: DecisionKind
     skill_id: str
     hook: str
     feedback: str = ""
@@ -89,12 +94,12 @@ def parse_hook_output(output: str, *, skill_id: str, hook: str) -> tuple[str, Ho
     if kind == "continue":
         return text, None
     allowed = _DECISIONS.get(hook, frozenset())
-    if kind not in allowed or kind == "continue":
-        known = ", ".join(sorted(allowed))
-        return f"{text}\n[ignored decision {kind!r}: a {hook} hook may return {known}]", None
-    feedback = str(obj.get("feedback", "")) or text
-    decision = HookDecision(kind=kind, skill_id=skill_id, hook=hook, feedback=feedback)
-    return text, decision
+    for decided in allowed:
+        if kind == decided:
+            feedback = str(obj.get("feedback", "")) or text
+            return text, HookDecision(kind=decided, skill_id=skill_id, hook=hook, feedback=feedback)
+    known = ", ".join(sorted({"continue", *allowed}))
+    return f"{text}\n[ignored decision {kind!r}: a {hook} hook may return {known}]", None
 
 
 def _cap(text: str, cap: int) -> str:

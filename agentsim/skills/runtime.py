@@ -11,21 +11,24 @@ from __future__ import annotations
 import asyncio
 import difflib
 import json
+import os
 import re
+import signal
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import jsonschema
 
 from agentsim.errors import SkillActivationError, SkillNotFoundError
+from agentsim.skills._validate import path_problem
 from agentsim.skills.catalog import CatalogIndex, RenderedCatalog, render_catalog
 from agentsim.skills.context import SkillScriptContext, safe_env
 from agentsim.skills.hooks import HookOutcome, parse_hook_output
-from agentsim.skills.scripts import ScriptResult, ScriptRunner
+from agentsim.skills.scripts import Isolation, ScriptResult, ScriptRunner
 
 if TYPE_CHECKING:
     from agentsim.skills.registry import SkillDescriptor
@@ -34,6 +37,9 @@ __all__ = ["ActivationResult", "AgentSkillRuntime", "SkillSpace", "SkillView"]
 
 _CMD = re.compile(r"!`([^`\n]+)`")
 _ARG = re.compile(r"\$(ARGUMENTS|\d+)")
+_CATALOG_CACHE_SIZE = 1024
+_FRAME_SLACK = 64  # tokens for the catalog frame and the "omitted" note
+_COMMAND_OUTPUT_CAP = 2000
 
 
 class SkillView(Protocol):
@@ -88,9 +94,11 @@ class SkillSpace:
         self.hook_output_cap = hook_output_cap
         self.env = safe_env(environ)
         self._view = view
-        self._resolved: dict[int, tuple[SkillView, _Resolved]] = {}
+        self._shared: tuple[SkillView, int, _Resolved] | None = None
         self._catalog_cache: OrderedDict[tuple[Any, ...], RenderedCatalog] = OrderedDict()
-        self._validators: dict[tuple[str, str], jsonschema.protocols.Validator] = {}
+        # Keyed by the schema object's id, holding the schema so that the id stays unique:
+        # agents' own skills share ids (agent@x) but not schemas.
+        self._validators: dict[tuple[int, str], tuple[object, Any]] = {}
         self._dirs: dict[str, Path] = {}
 
     @property
@@ -100,17 +108,19 @@ class SkillSpace:
     def swap_view(self, view: SkillView) -> None:
         """Install a refreshed registry snapshot; agents see it from their next call on."""
         self._view = view
-        self._resolved.clear()
+        self._shared = None
         self._catalog_cache.clear()
         self._validators.clear()
 
     def resolved(self, view: SkillView) -> _Resolved:
-        key = id(view)
-        hit = self._resolved.get(key)
-        if hit is None or hit[0] is not view:
-            hit = (view, _Resolved(view.list_all()))
-            self._resolved[key] = hit
-        return hit[1]
+        """Resolution tables of the shared view (rebuilt when its generation moves)."""
+        hit = self._shared
+        if hit is not None and hit[0] is view and hit[1] == view.generation:
+            return hit[2]
+        res = _Resolved(view.list_all())
+        if view is self._view:
+            self._shared = (view, view.generation, res)
+        return res
 
     def skill_dir(self, desc: SkillDescriptor) -> Path:
         d = self._dirs.get(desc.path)
@@ -120,39 +130,50 @@ class SkillSpace:
 
     def catalog(
         self,
-        view: SkillView,
+        res: _Resolved,
         *,
         situation: str,
         active: tuple[str, ...],
         hidden: frozenset[str],
+        cache: bool = True,
     ) -> RenderedCatalog:
-        key = (id(view), view.generation, situation, active, hidden)
-        hit = self._catalog_cache.get(key)
-        if hit is not None:
-            self._catalog_cache.move_to_end(key)
-            return hit
+        """The catalog of ``res`` for one agent; cached for the shared view only, so that
+        one agent's own skills can never reach another agent's prompt."""
+        if res.index.total_tokens + 4 * len(active) + _FRAME_SLACK <= self.catalog_budget_tokens:
+            situation = ""  # everything fits: relevance cannot change the result
+        key = (res, situation, active, hidden)
+        if cache:
+            hit = self._catalog_cache.get(key)
+            if hit is not None:
+                self._catalog_cache.move_to_end(key)
+                return hit
         out = render_catalog(
-            self.resolved(view).index,
+            res.index,
             budget_tokens=self.catalog_budget_tokens,
             query=situation,
             active=active,
             hidden=hidden,
         )
-        self._catalog_cache[key] = out
-        if len(self._catalog_cache) > 1024:
-            self._catalog_cache.popitem(last=False)
+        if cache:
+            self._catalog_cache[key] = out
+            if len(self._catalog_cache) > _CATALOG_CACHE_SIZE:
+                self._catalog_cache.popitem(last=False)
         return out
 
-    def validator(self, desc: SkillDescriptor, which: str) -> jsonschema.protocols.Validator | None:
+    def clear_catalog_cache(self) -> None:
+        self._catalog_cache.clear()
+
+    def validator(self, desc: SkillDescriptor, which: str) -> Any:
+        """A JSON Schema validator for the skill's ``input``/``output`` schema, or None."""
         schema = desc.input_schema if which == "input" else desc.output_schema
         if schema is None:
             return None
-        key = (desc.skill_id, which)
-        v = self._validators.get(key)
-        if v is None:
+        key = (id(schema), which)
+        hit = self._validators.get(key)
+        if hit is None or hit[0] is not schema:
             cls = jsonschema.validators.validator_for(schema)
-            v = self._validators[key] = cls(schema)
-        return v
+            hit = self._validators[key] = (schema, cls(schema))
+        return hit[1]
 
 
 def _json_argument(argv: Sequence[str]) -> tuple[bool, Any]:
@@ -167,7 +188,7 @@ def _json_argument(argv: Sequence[str]) -> tuple[bool, Any]:
                 except ValueError:
                     return True, argv[i + 1]
     for a in argv:
-        if a[:1] in "{[":
+        if a[:1] in ("{", "["):
             try:
                 return True, json.loads(a)
             except ValueError:
@@ -195,7 +216,10 @@ class AgentSkillRuntime:
         "_activation_args",
         "_active",
         "_bodies",
+        "_disabled",
         "_hidden",
+        "_own",
+        "_own_catalog",
         "_own_view",
         "_space",
         "agent_id",
@@ -216,19 +240,14 @@ class AgentSkillRuntime:
         self.agent_id = agent_id
         self.workspace_root = workspace_root
         self._own_view = own_view
+        self._own: tuple[SkillView, int, _Resolved] | None = None
+        self._own_catalog: tuple[tuple[Any, ...], RenderedCatalog] | None = None
         self._active: list[str] = []
         self._activation_args: dict[str, str] = {}
         self._bodies: dict[str, str] = {}
+        self._disabled = tuple(disabled)
+        self._hidden: tuple[_Resolved, frozenset[str]] | None = None
         self.warnings: list[str] = []
-        res = space.resolved(self.view)
-        hidden: set[str] = set()
-        for name in disabled:
-            sid = res.by_handle.get(name) or (name if name in res.descriptors else None)
-            if sid is None:
-                sid = next((d for d, v in res.descriptors.items() if v.name == name), None)
-            if sid is not None:
-                hidden.add(sid)
-        self._hidden = frozenset(hidden)
 
     # -- what the agent can see ------------------------------------------------------------
 
@@ -239,47 +258,101 @@ class AgentSkillRuntime:
     def set_own_view(self, view: SkillView | None) -> None:
         self._own_view = view
 
+    def _res(self) -> _Resolved:
+        view = self._own_view
+        if view is None:
+            return self._space.resolved(self._space.view)
+        # An agent's own view is resolved here, never in the shared space: its skills are
+        # visible to this agent only.
+        own = self._own
+        if own is None or own[0] is not view or own[1] != view.generation:
+            own = self._own = (view, view.generation, _Resolved(view.list_all()))
+        return own[2]
+
+    def _hidden_ids(self, res: _Resolved) -> frozenset[str]:
+        """Ids of the disabled skills, recomputed when the view changes (a disabled name
+        may appear after a hot reload). A name hides every skill of that name."""
+        hit = self._hidden
+        if hit is not None and hit[0] is res:
+            return hit[1]
+        hidden: set[str] = set()
+        for name in self._disabled:
+            if name in res.descriptors:
+                hidden.add(name)
+            hidden.update(sid for sid, d in res.descriptors.items() if d.name == name)
+            sid = res.by_handle.get(name)
+            if sid is not None:
+                hidden.add(sid)
+        out = frozenset(hidden)
+        self._hidden = (res, out)
+        return out
+
     @property
     def active(self) -> tuple[str, ...]:
         """Activated skill ids, in activation order."""
         return tuple(self._active)
 
     def visible(self) -> list[SkillDescriptor]:
-        res = self._space.resolved(self.view)
-        return [d for sid, d in res.descriptors.items() if sid not in self._hidden]
+        res = self._res()
+        hidden = self._hidden_ids(res)
+        return [d for sid, d in res.descriptors.items() if sid not in hidden]
 
     def handles(self) -> list[str]:
         """What the model may pass as a skill name (the enum of the skill tools)."""
-        res = self._space.resolved(self.view)
-        return [e.handle for e in res.index.entries if e.skill_id not in self._hidden]
+        res = self._res()
+        hidden = self._hidden_ids(res)
+        if not hidden:
+            return list(res.by_handle)
+        return [e.handle for e in res.index.entries if e.skill_id not in hidden]
 
     def handle_of(self, skill_id: str) -> str:
-        return self._space.resolved(self.view).by_id.get(skill_id, skill_id)
+        return self._res().by_id.get(skill_id, skill_id)
 
     def resolve(self, name: str) -> SkillDescriptor:
-        """A visible skill by handle, id or bare name; unknown names list close matches."""
-        res = self._space.resolved(self.view)
+        """A visible skill by handle, id or bare name (the highest-precedence skill of that
+        name); unknown names list close matches."""
+        res = self._res()
+        hidden = self._hidden_ids(res)
         sid = res.by_handle.get(name) or (name if name in res.descriptors else None)
-        if sid is None or sid in self._hidden:
-            if sid in self._hidden:
-                raise SkillActivationError(name, "it is disabled for this agent's group")
-            handles = [h for h, s in res.by_handle.items() if s not in self._hidden]
+        if sid is None:
+            # An ambiguous bare name: entries are in precedence order (agent, custom, ...).
+            sid = next(
+                (e.skill_id for e in res.index.entries if e.handle.endswith("@" + name)), None
+            )
+        if sid is not None and sid in hidden:
+            raise SkillActivationError(name, "it is disabled for this agent's group")
+        if sid is None:
+            handles = [h for h, s in res.by_handle.items() if s not in hidden]
             close = difflib.get_close_matches(name, handles, n=3, cutoff=0.6)
             raise SkillNotFoundError(name, close, "call search_skills(query) to find a skill")
         return res.descriptors[sid]
 
     def catalog(self, situation: str = "") -> RenderedCatalog:
-        return self._space.catalog(
-            self.view, situation=situation, active=tuple(self._active), hidden=self._hidden
+        """The ``<available_skills>`` block, ranked by ``situation`` when over budget."""
+        res = self._res()
+        hidden = self._hidden_ids(res)
+        active = tuple(self._active)
+        if self._own_view is None:
+            return self._space.catalog(res, situation=situation, active=active, hidden=hidden)
+        key = (res, situation, active, hidden)
+        hit = self._own_catalog
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        out = self._space.catalog(
+            res, situation=situation, active=active, hidden=hidden, cache=False
         )
+        self._own_catalog = (key, out)
+        return out
 
     def search(self, query: str, *, limit: int = 10) -> list[dict[str, Any]]:
-        res = self._space.resolved(self.view)
-        hits = res.index.search(query, limit=limit + len(self._hidden))
+        """BM25 matches over every visible skill (also those left out of the catalog)."""
+        res = self._res()
+        hidden = self._hidden_ids(res)
+        hits = res.index.search(query, limit=limit + len(hidden))
         out = [
             {"name": e.handle, "description": e.description, "active": e.skill_id in self._active}
             for e in hits
-            if e.skill_id not in self._hidden
+            if e.skill_id not in hidden
         ]
         return out[:limit]
 
@@ -339,6 +412,11 @@ class AgentSkillRuntime:
         return True
 
     async def _render_body(self, desc: SkillDescriptor, arguments: str) -> str:
+        """The body with ``$ARGUMENTS`` / ``$1``... substituted and ``!`cmd``` run.
+
+        Commands come from the skill author only: they are found in the body *before* the
+        arguments (model text) go in, and arguments are never substituted into them.
+        """
         body = self.view.read_skill_doc(desc.skill_id)
         parts = arguments.split()
 
@@ -349,45 +427,61 @@ class AgentSkillRuntime:
             i = int(key) - 1
             return parts[i] if 0 <= i < len(parts) else ""
 
-        body = _ARG.sub(sub, body)
         if "!`" not in body:
-            return body
-        if desc.namespace not in self._space.trusted_namespaces:
-            return _CMD.sub(
-                lambda m: f"[command not run: namespace {desc.namespace!r} is not trusted]", body
-            )
-        outputs = [await self._run_command(m.group(1)) for m in _CMD.finditer(body)]
-        it = iter(outputs)
-        return _CMD.sub(lambda _m: next(it), body)
+            return _ARG.sub(sub, body) if "$" in body else body
+        trusted = desc.namespace in self._space.trusted_namespaces
+        out: list[str] = []
+        pos = 0
+        for m in _CMD.finditer(body):
+            out.append(_ARG.sub(sub, body[pos : m.start()]))
+            if trusted:
+                out.append(await self._run_command(m.group(1)))
+            else:
+                out.append(f"[command not run: namespace {desc.namespace!r} is not trusted]")
+            pos = m.end()
+        out.append(_ARG.sub(sub, body[pos:]))
+        return "".join(out)
 
     async def _run_command(self, cmd: str) -> str:
         self.workspace_root.mkdir(parents=True, exist_ok=True)
+        # Own session, so that a timeout kills the command's children too, not just the shell.
         proc = await asyncio.create_subprocess_shell(
             cmd,
             cwd=self.workspace_root,
             env=dict(self._space.env),
+            stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
         )
         try:
             out, _ = await asyncio.wait_for(proc.communicate(), self._space.command_timeout)
         except TimeoutError:
-            proc.kill()
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:  # pragma: no cover - it ended in between
+                pass
             await proc.wait()
             return f"[command timed out after {self._space.command_timeout:g}s: {cmd}]"
         text = out.decode("utf-8", "replace").strip()
-        return text[:2000]
+        return text[:_COMMAND_OUTPUT_CAP]
 
-    def bodies(self) -> str:
-        """The ``<skill_content>`` blocks of the active skills, each exactly once."""
+    def bodies(self, skill_ids: Iterable[str] | None = None) -> str:
+        """The ``<skill_content>`` blocks of the active skills (or of ``skill_ids``, e.g.
+        those an activation just brought in), each exactly once."""
         parts = []
-        for sid in self._active:
+        for sid in self._active if skill_ids is None else dict.fromkeys(skill_ids):
             body = self._bodies.get(sid)
             if body is None:
                 continue
             name = self.handle_of(sid)
             parts.append(f'<skill_content name="{name}">\n{body.strip()}\n</skill_content>')
         return "\n".join(parts)
+
+    def drain_warnings(self) -> list[str]:
+        """Warnings (deprecations, skills gone after a reload) not yet reported."""
+        out, self.warnings = self.warnings, []
+        return out
 
     # -- scripts ---------------------------------------------------------------------------
 
@@ -422,6 +516,10 @@ class AgentSkillRuntime:
                 f"skill {desc.name!r} has no default script; pass `script` "
                 f"(see its SKILL.md for the scripts it documents)"
             )
+        if script is not None:
+            problem = path_problem(script)
+            if problem:
+                return _failed(f"script of skill {desc.name!r} refused: {problem}")
         space = self._space
         v_in = space.validator(desc, "input")
         if v_in is not None:
@@ -435,14 +533,14 @@ class AgentSkillRuntime:
                 )
         ctx = self._context(desc, tick=tick, time=time)
         path = desc.script_path(rel)
+        isolation = cast(Isolation, desc.isolation)
+        # Only an idempotent skill may be re-run: a failed call may have done half its work.
         attempts = 1 + (desc.retries if desc.idempotent else 0)
-        result = await space.runner.run(
-            path, argv, ctx, isolation=desc.isolation, timeout=desc.timeout
-        )
+        result = await space.runner.run(path, argv, ctx, isolation=isolation, timeout=desc.timeout)
         while not result.ok and not result.timed_out and attempts > 1:
             attempts -= 1
             result = await space.runner.run(
-                path, argv, ctx, isolation=desc.isolation, timeout=desc.timeout
+                path, argv, ctx, isolation=isolation, timeout=desc.timeout
             )
         v_out = space.validator(desc, "output")
         if result.ok and v_out is not None:
@@ -468,15 +566,22 @@ class AgentSkillRuntime:
     ) -> list[HookOutcome]:
         """Run ``hook_type`` for every active skill declaring it, ordered by skill id."""
         hooked: list[tuple[SkillDescriptor, str]] = []
-        descriptors = self._space.resolved(self.view).descriptors
+        descriptors = self._res().descriptors
+        gone = False
         for sid in sorted(self._active):
             desc = descriptors.get(sid)
             if desc is None:
-                continue  # removed by a hot reload; dropped from the active set below
+                gone = True  # removed by a hot reload; dropped from the active set below
+                continue
             rel = desc.hook_script(hook_type)
             if rel is not None:
                 hooked.append((desc, rel))
-        self._active[:] = [sid for sid in self._active if sid in descriptors]
+        if gone:
+            for sid in [s for s in self._active if s not in descriptors]:
+                self._active.remove(sid)
+                self._bodies.pop(sid, None)
+                self._activation_args.pop(sid, None)
+                self.warnings.append(f"skill {sid} was removed by a reload; deactivated")
         if not hooked:
             return []
         payload = json.dumps(
@@ -495,7 +600,11 @@ class AgentSkillRuntime:
         for desc, rel in hooked:
             ctx = self._context(desc, tick=tick, time=time)
             res = await runner.run(
-                desc.script_path(rel), argv, ctx, isolation=desc.isolation, timeout=desc.timeout
+                desc.script_path(rel),
+                argv,
+                ctx,
+                isolation=cast(Isolation, desc.isolation),
+                timeout=desc.timeout,
             )
             if res.ok:
                 text, decision = parse_hook_output(
@@ -534,7 +643,7 @@ class AgentSkillRuntime:
         self._bodies.clear()
         self._activation_args.clear()
         args: Mapping[str, str] = state.get("arguments", {})
-        descriptors = self._space.resolved(self.view).descriptors
+        descriptors = self._res().descriptors
         for sid in state.get("active", []):
             desc = descriptors.get(sid)
             if desc is None:

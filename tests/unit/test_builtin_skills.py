@@ -119,10 +119,11 @@ def test_declared_runtime_features() -> None:
     assert get["daily-guidance"].hook_script("post_step") == "scripts/daily_guidance.py"
     assert get["social-feed"].requires == ("opinion-update",)
     ou = get["opinion-update"]
-    assert (ou.isolation, ou.idempotent, ou.retries) == ("process", True, 1)
+    assert (ou.isolation, ou.idempotent, ou.retries) == ("thread", True, 1)
     assert ou.input_schema is not None and ou.output_schema is None
     wl = get["weather-lookup"]
     assert wl.status == "deprecated" and wl.output_schema is not None
+    assert wl.isolation == "process"
     assert (get["diary"].isolation, get["diary"].timeout) == ("thread", 2.0)
 
 

@@ -707,3 +707,12 @@ async def test_move_to_the_place_already_heading_to_is_skipped() -> None:
         NO_ACTIVATION, [system(), user(position="in transit to office-3", hooks=hooks)]
     )
     assert calls == [("ask_env", move("cafe-2")), ("finish", {"action": "moved to cafe-2"})]
+
+
+async def test_a_move_refused_because_already_there_reads_as_staying() -> None:
+    line = suggested("ask_env", move("home-1"))
+    u = user(hooks=line)
+    u["content"] = u["content"].replace("position: home-3", "You are at Home 1 (home).")
+    refusal = "error: city.move_to: you are already at 'home-1'; pick another place"
+    calls = await run_step(NO_ACTIVATION, [system(), u], {"ask_env": refusal})
+    assert calls == [("ask_env", move("home-1")), ("finish", {"action": "stayed at home-1"})]

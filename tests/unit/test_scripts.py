@@ -82,6 +82,25 @@ async def test_entrypoint_returns_output_and_metadata(tmp_path: Path) -> None:
     assert json.loads(json.dumps(result.to_dict()))["output"] == "a-1:7:x y"
 
 
+async def test_inline_path_leaves_stdout_environ_and_cwd_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = write_script(
+        tmp_path,
+        "talks.py",
+        "import os, sys\n\n"
+        "def entrypoint(argv, ctx):\n"
+        "    print('to the real stdout')\n"
+        "    return f'{sys.stdout is sys.__stdout__ or \"captured-by-pytest\"}|{os.getcwd()}'\n",
+    )
+    environ, cwd = dict(os.environ), os.getcwd()
+    result = await ScriptRunner().run(script, [], make_ctx(tmp_path))
+    assert result.output.endswith(f"|{cwd}")  # the script saw the caller's cwd, not a chdir
+    assert capsys.readouterr().out == "to the real stdout\n"  # not swallowed into output
+    assert dict(os.environ) == environ
+    assert os.getcwd() == cwd
+
+
 async def test_thousand_agents_write_only_their_own_workspace(tmp_path: Path) -> None:
     runner = ScriptRunner()
     script = FIXTURES / "write_own.py"

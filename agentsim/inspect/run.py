@@ -1,0 +1,253 @@
+"""Read a run folder for inspection: manifest, metrics, events, agents.
+
+Everything here only reads. The engine replaces ``manifest.json`` and ``metrics.json``
+atomically and appends whole lines to ``events.jsonl`` and the traces, so a reader that
+stops at the last newline present when it started sees a consistent prefix of a run that is
+still going; the torn last line a crash can leave is skipped, never an error.
+
+    >>> run = open_run("workspace/daily-mobility-20260302-060000")
+    >>> run.state().state, len(run.agents)
+    >>> table = run.events(types=("move",))          # a pyarrow Table
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from agentsim.errors import ConfigError, RunError
+from agentsim.inspect._files import close_matches, iter_jsonl, read_json
+from agentsim.inspect.agentview import AgentRecord
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from agentsim.sim.config import ExperimentConfig
+
+__all__ = ["EVENT_COLUMNS", "Run", "RunState", "events_table", "iter_jsonl", "open_run"]
+
+EVENT_COLUMNS = ("tick", "time", "type", "agent_id", "data")
+"""Columns of ``Run.events()``; ``data`` is the rest of the event as JSON text (as in
+``events.parquet``)."""
+
+_FINAL = ("completed", "failed", "interrupted", "stopped")
+
+
+def _pid_alive(pid: object) -> bool | None:
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    except OSError:
+        return None
+    return True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunState:
+    """Where a run is. ``status`` is the manifest's word; ``state`` adds what the manifest
+    cannot say itself: ``dead`` for a run marked running whose process is gone."""
+
+    status: str
+    state: str
+    pid: int | None
+    alive: bool | None
+    started: str | None
+    ended: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "state": self.state,
+            "pid": self.pid,
+            "alive": self.alive,
+            "started": self.started,
+            "ended": self.ended,
+        }
+
+
+class Run:
+    """One run folder, opened for reading. Cheap to create: files are read when asked."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"Run({str(self.path)!r})"
+
+    # -- small files -----------------------------------------------------------------------
+
+    def manifest(self) -> dict[str, Any]:
+        return read_json(self.path / "manifest.json", what="run manifest")
+
+    def metrics(self) -> dict[str, Any]:
+        """``metrics.json`` ({} before the first tick has ended)."""
+        p = self.path / "metrics.json"
+        return read_json(p, what="run metrics") if p.is_file() else {}
+
+    def config_dict(self) -> dict[str, Any]:
+        """The resolved experiment as written in ``config.yaml`` (plain data)."""
+        p = self.path / "config.yaml"
+        try:
+            data = yaml.safe_load(p.read_text("utf-8"))
+        except FileNotFoundError:
+            raise RunError(
+                f"{p} is missing; the run folder is incomplete (was it copied without it?)"
+            ) from None
+        except yaml.YAMLError as exc:
+            raise RunError(
+                f"{p} is not valid YAML ({exc}); restore it from the experiment"
+            ) from None
+        if not isinstance(data, dict):
+            raise RunError(f"{p} does not hold a mapping; restore it from the experiment")
+        return data
+
+    def config(self) -> ExperimentConfig:
+        """The experiment, validated, with paths resolved against its original folder."""
+        from agentsim.sim.config import parse_experiment
+
+        p = self.path / "config.yaml"
+        base = Path(str(self.manifest().get("source_dir") or "."))
+        try:
+            text = p.read_text("utf-8")
+        except FileNotFoundError:
+            raise RunError(f"{p} is missing; the run folder is incomplete") from None
+        try:
+            return parse_experiment(text, source=str(p), base_dir=base)
+        except ConfigError as exc:
+            raise RunError(f"{p} no longer validates ({exc}); check the agentsim version") from None
+
+    def state(self) -> RunState:
+        m = self.manifest()
+        status = str(m.get("status") or "unknown")
+        pid = m.get("pid") if isinstance(m.get("pid"), int) else None
+        alive = _pid_alive(pid) if status == "running" else None
+        state = "dead" if status == "running" and alive is False else status
+        return RunState(
+            status=status,
+            state=state,
+            pid=pid,
+            alive=alive,
+            started=m.get("started"),
+            ended=m.get("ended"),
+        )
+
+    def checkpoints(self) -> list[tuple[int, Path]]:
+        """``(tick, folder)`` of the complete checkpoints, oldest first."""
+        cdir = self.path / "checkpoints"
+        out: list[tuple[int, Path]] = []
+        for p in cdir.glob("tick-*") if cdir.is_dir() else ():
+            tick = p.name[5:]
+            if p.is_dir() and tick.isdigit() and (p / "engine.json").is_file():
+                out.append((int(tick), p))
+        return sorted(out)
+
+    # -- agents ----------------------------------------------------------------------------
+
+    @property
+    def agents(self) -> list[str]:
+        """Agent ids that have a folder, sorted."""
+        adir = self.path / "agents"
+        return sorted(p.name for p in adir.iterdir() if p.is_dir()) if adir.is_dir() else []
+
+    def agent(self, agent_id: str) -> AgentRecord:
+        root = self.path / "agents" / agent_id
+        if not agent_id or "/" in agent_id or agent_id.startswith(".") or not root.is_dir():
+            known = self.agents
+            hint = close_matches(agent_id, known)
+            raise RunError(
+                f"agent {agent_id!r} is not in run {self.path}{hint}; list the agents with "
+                f"`agentsim inspect {self.path} --json` or run.agents"
+            )
+        return AgentRecord(agent_id=agent_id, root=root)
+
+    # -- events ----------------------------------------------------------------------------
+
+    def iter_events(self, types: Iterable[str] | None = None) -> Iterator[dict[str, Any]]:
+        """Events in log order, streamed line by line (see ``iter_jsonl``)."""
+        wanted = frozenset(types) if types is not None else None
+        for ev in iter_jsonl(self.path / "events.jsonl"):
+            if wanted is None or ev.get("type") in wanted:
+                yield ev
+
+    def events(self, types: Iterable[str] | None = None) -> pa.Table:
+        """The events as a pyarrow Table with ``EVENT_COLUMNS``.
+
+        A finished run's ``events.parquet`` is used when it is at least as new as the JSON
+        lines; otherwise the table is built from ``events.jsonl``."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        wanted = tuple(types) if types is not None else None
+        pq_path, js_path = self.path / "events.parquet", self.path / "events.jsonl"
+        if (
+            pq_path.is_file()
+            and js_path.is_file()
+            and self.manifest().get("status") in _FINAL
+            and pq_path.stat().st_mtime_ns >= js_path.stat().st_mtime_ns
+        ):
+            table = pq.read_table(pq_path)
+            if tuple(table.column_names) == EVENT_COLUMNS:
+                if wanted is not None:
+                    table = table.filter(pc.is_in(table["type"], pa.array(wanted, pa.string())))
+                return table
+        return events_table(self.iter_events(wanted))
+
+    def events_df(self, types: Iterable[str] | None = None) -> Any:
+        """``events()`` as a pandas DataFrame (pandas is optional)."""
+        try:
+            import pandas  # noqa: F401
+        except ImportError:
+            raise ImportError(
+                "Run.events_df() needs pandas, which is not installed; `pip install pandas`, "
+                "or use Run.events(), which returns a pyarrow Table"
+            ) from None
+        return self.events(types).to_pandas()
+
+
+def events_table(events: Iterable[Mapping[str, Any]]) -> pa.Table:
+    """A pyarrow Table with ``EVENT_COLUMNS`` from event dicts."""
+    import pyarrow as pa
+
+    cols: dict[str, list[Any]] = {c: [] for c in EVENT_COLUMNS}
+    for ev in events:
+        rest = dict(ev)
+        for c in EVENT_COLUMNS[:4]:
+            cols[c].append(rest.pop(c, None))
+        cols["data"].append(json.dumps(rest, sort_keys=True, ensure_ascii=False))
+    return pa.table(
+        {
+            "tick": pa.array(cols["tick"], pa.int64()),
+            "time": pa.array(cols["time"], pa.string()),
+            "type": pa.array(cols["type"], pa.string()),
+            "agent_id": pa.array(cols["agent_id"], pa.string()),
+            "data": pa.array(cols["data"], pa.string()),
+        }
+    )
+
+
+def open_run(path: str | os.PathLike[str]) -> Run:
+    """Open a run folder (``workspace/<run-id>``) for reading."""
+    root = Path(path)
+    if not root.is_dir():
+        raise RunError(
+            f"run folder {root} does not exist; give the folder `agentsim run` printed "
+            "(e.g. workspace/<name>-<timestamp>)"
+        )
+    if not (root / "manifest.json").is_file():
+        raise RunError(
+            f"{root} is not a run folder (no manifest.json); give the folder `agentsim run` "
+            "printed, not the experiment or the workspace folder"
+        )
+    return Run(root)

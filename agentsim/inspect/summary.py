@@ -1,0 +1,247 @@
+"""The overview of a run: one streamed pass over ``events.jsonl`` plus the small files.
+
+No trace is opened, so the cost grows with the number of events, not of agents' files.
+Counts come from the events (what the log shows so far, also for a run that is still going
+or that died); the wall-clock rate comes from ``metrics.json``, since events hold simulation
+time only.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agentsim.inspect.run import Run
+
+__all__ = ["EventCounts", "RunOverview", "SkillUse", "error_kind", "summarize", "summarize_events"]
+
+_TICK_SUMS = (
+    "steps",
+    "model_calls",
+    "script_calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "errors",
+    "degraded",
+    "skipped",
+)
+
+
+def error_kind(event: Mapping[str, Any]) -> str | None:
+    """The kind of an error event (``None`` for an event that is no error).
+
+    ``agent_error`` is split by the text before its first colon (the exception type, or
+    "default skill"), or "step timeout"."""
+    kind = event.get("type")
+    if kind == "agent_error":
+        text = str(event.get("error") or "")
+        if text.startswith("step timed out"):
+            return "agent_error: step timeout"
+        head, sep, _ = text.partition(":")
+        return f"agent_error: {head.strip()}" if sep and head.strip() else "agent_error"
+    if kind == "script_called" and event.get("ok") is False:
+        return "script_failed"
+    if kind in ("agent_degraded", "hook_gate_failed"):
+        return str(kind)
+    return None
+
+
+@dataclass(slots=True, kw_only=True)
+class SkillUse:
+    activations: int = 0
+    script_calls: int = 0
+    script_failures: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "activations": self.activations,
+            "script_calls": self.script_calls,
+            "script_failures": self.script_failures,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunOverview:
+    """What ``agentsim inspect RUN`` shows."""
+
+    run_id: str
+    name: str
+    path: str
+    state: Mapping[str, Any]  # RunState.to_dict()
+    seed: int | None
+    ticks_done: int
+    ticks_total: int | None
+    last_time: str | None
+    agents: int
+    agent_steps: int
+    agent_steps_per_s: float | None
+    model_calls: int
+    script_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float | None  # None when the experiment configures no prices
+    skipped: int
+    errors: Mapping[str, int]
+    events: Mapping[str, int]
+    skills: Mapping[str, SkillUse]
+    hot_reloads: tuple[Mapping[str, Any], ...]
+    checkpoints: tuple[int, ...]
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "name": self.name,
+            "path": self.path,
+            **dict(self.state),
+            "seed": self.seed,
+            "ticks_done": self.ticks_done,
+            "ticks_total": self.ticks_total,
+            "last_time": self.last_time,
+            "agents": self.agents,
+            "agent_steps": self.agent_steps,
+            "agent_steps_per_s": self.agent_steps_per_s,
+            "model_calls": self.model_calls,
+            "script_calls": self.script_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "tokens": self.tokens,
+            "cost": self.cost,
+            "skipped": self.skipped,
+            "errors": dict(self.errors),
+            "events": dict(self.events),
+            "skills": {k: v.to_dict() for k, v in self.skills.items()},
+            "hot_reloads": [dict(r) for r in self.hot_reloads],
+            "checkpoints": list(self.checkpoints),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventCounts:
+    """What the event log alone says about a run."""
+
+    ticks_done: int
+    last_time: str | None
+    agents: int | None  # from run_start
+    sums: Mapping[str, int]  # tick_end fields summed: steps, model_calls, tokens, ...
+    errors: Mapping[str, int]
+    events: Mapping[str, int]
+    skills: Mapping[str, SkillUse]
+    hot_reloads: tuple[Mapping[str, Any], ...]
+
+
+def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
+    """Counts from events (the part of the overview that the log alone gives)."""
+    sums: Counter[str] = Counter()
+    errors: Counter[str] = Counter()
+    types: Counter[str] = Counter()
+    skills: dict[str, SkillUse] = {}
+    reloads: list[Mapping[str, Any]] = []
+    ticks = 0
+    agents: int | None = None
+    last_time: str | None = None
+    for ev in events:
+        kind = str(ev.get("type"))
+        types[kind] += 1
+        last_time = ev.get("time") or last_time
+        if kind == "tick_end":
+            ticks += 1
+            for k in _TICK_SUMS:
+                v = ev.get(k, 0)
+                sums[k] += v if isinstance(v, int) else 0
+        elif kind == "skill_activated":
+            skills.setdefault(str(ev.get("skill")), SkillUse()).activations += 1
+        elif kind == "script_called":
+            use = skills.setdefault(str(ev.get("skill")), SkillUse())
+            use.script_calls += 1
+            use.script_failures += ev.get("ok") is False
+        elif kind == "skills_reloaded":
+            reloads.append(
+                {k: ev.get(k) for k in ("tick", "generation", "added", "changed", "removed")}
+            )
+        elif kind == "run_start" and isinstance(ev.get("agents"), int):
+            agents = ev["agents"]
+        ek = error_kind(ev)
+        if ek is not None:
+            errors[ek] += 1
+    return EventCounts(
+        ticks_done=ticks,
+        last_time=last_time,
+        agents=agents,
+        sums={k: sums[k] for k in _TICK_SUMS},
+        errors=dict(sorted(errors.items())),
+        events=dict(sorted(types.items())),
+        skills=dict(sorted(skills.items())),
+        hot_reloads=tuple(reloads),
+    )
+
+
+def _total_ticks(config: Mapping[str, Any]) -> int | None:
+    workflow = config.get("workflow")
+    if isinstance(workflow, list):
+        total = 0
+        for step in workflow:
+            run = step.get("run") if isinstance(step, dict) else None
+            if isinstance(run, dict) and isinstance(run.get("ticks"), int):
+                total += run["ticks"]
+        return total
+    ticks = config.get("ticks")
+    return ticks if isinstance(ticks, int) else None
+
+
+def _cost(config: Mapping[str, Any], prompt: int, completion: int) -> float | None:
+    model = config.get("model")
+    prices = model.get("prices") if isinstance(model, dict) else None
+    if not isinstance(prices, dict):
+        return None
+    try:
+        per_p = float(prices["prompt_per_1k"])
+        per_c = float(prices["completion_per_1k"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return round(prompt / 1000 * per_p + completion / 1000 * per_c, 6)
+
+
+def summarize(run: Run) -> RunOverview:
+    """The overview of ``run``: manifest, config (ticks, prices), metrics and the events."""
+    state = run.state()  # first: the events read next are at least as new as this
+    manifest = run.manifest()
+    try:
+        config = run.config_dict()
+    except Exception:  # an overview must work on a damaged run; the config is optional
+        config = {}
+    metrics = run.metrics()
+    counts = summarize_events(run.iter_events())
+    sums = counts.sums
+    rate = metrics.get("agent_steps_per_s")
+    agents = counts.agents
+    seed = manifest.get("seed")
+    return RunOverview(
+        run_id=str(manifest.get("run_id") or run.path.name),
+        name=str(manifest.get("name") or ""),
+        path=str(run.path),
+        state=state.to_dict(),
+        seed=seed if isinstance(seed, int) else None,
+        ticks_done=counts.ticks_done,
+        ticks_total=_total_ticks(config),
+        last_time=counts.last_time,
+        agents=agents if agents is not None else len(run.agents),
+        agent_steps=sums["steps"],
+        agent_steps_per_s=float(rate) if isinstance(rate, int | float) else None,
+        model_calls=sums["model_calls"],
+        script_calls=sums["script_calls"],
+        prompt_tokens=sums["prompt_tokens"],
+        completion_tokens=sums["completion_tokens"],
+        cost=_cost(config, sums["prompt_tokens"], sums["completion_tokens"]),
+        skipped=sums["skipped"],
+        errors=counts.errors,
+        events=counts.events,
+        skills=counts.skills,
+        hot_reloads=counts.hot_reloads,
+        checkpoints=tuple(t for t, _ in run.checkpoints()),
+    )

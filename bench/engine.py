@@ -1,0 +1,213 @@
+"""Engine throughput and memory: agent-steps/s, memory per resident agent, skill-count
+independence, local vs Ray, checkpoint and resume times. Prints JSON.
+
+    python bench/engine.py                       # 10,000 agents x 20 ticks, local
+    python bench/engine.py --agents 2000 --ticks 5 --ray --skills 10,1000
+    python bench/engine.py --agents 100000 --ticks 2 --checkpoint
+
+Every case runs in a fresh child process so that peak RSS is that case's alone. The
+experiment: scripted model, one hooked skill active per agent (daily-guidance), the city
+module, traces in summary mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_YAML = """
+name: bench
+seed: 3
+clock: {{start: "2026-03-02T07:00:00", tick: 15m}}
+ticks: {ticks}
+agents:
+  - group: workers
+    count: {agents}
+    profile: {{template: worker}}
+    skills: {{default: [daily-guidance], disabled: [reflect, weather-lookup, diary, social-feed, opinion-update]}}
+skills: {{paths: [{custom}], catalog_budget_tokens: 2000, hot_reload: true}}
+model: {{backend: scripted}}
+environment:
+  - {{module: city}}
+executor: {{kind: {executor}, hosts: {hosts}}}
+output: {{dir: {out}, formats: [jsonl], checkpoint_every: {checkpoint}}}
+"""
+
+_SKILL = """---
+name: {name}
+description: Use for task family {i} - handles {topic} questions about {topic} and related chores.
+version: "1.0"
+---
+Instructions for {name}.
+"""
+_TOPICS = ("gardening", "tax forms", "bicycles", "recipes", "chess", "train times", "knitting")
+
+
+def _make_custom(root: Path, n: int) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        d = root / f"bench-skill-{i:05d}"
+        d.mkdir()
+        (d / "SKILL.md").write_text(
+            _SKILL.format(name=d.name, i=i, topic=_TOPICS[i % len(_TOPICS)]), encoding="utf-8"
+        )
+
+
+def _child(args: argparse.Namespace) -> None:
+    """Run one case in this process and print its JSON line."""
+    import asyncio
+    import threading
+
+    from agentsim.sim.config import parse_experiment
+    from agentsim.sim.engine import Engine
+    from agentsim.sim.executors import LocalExecutor
+
+    tmp = Path(args.tmp)
+    custom = tmp / "custom"
+    _make_custom(custom, args.skills)
+    cfg = parse_experiment(
+        _YAML.format(ticks=args.ticks, agents=args.agents, custom=custom,
+                     executor=args.executor, hosts=args.hosts, out=tmp / "ws",
+                     checkpoint=args.ticks if args.checkpoint else 0),
+        base_dir=tmp,
+    )
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if args.executor == "ray":
+        from agentsim.sim.ray_executor import RayExecutor
+
+        executor: object = RayExecutor()
+    else:
+        executor = LocalExecutor()
+    tick_times: list[float] = []
+    t_last = [time.perf_counter()]
+
+    def progress(p: object) -> None:
+        now = time.perf_counter()
+        tick_times.append(now - t_last[0])
+        t_last[0] = now
+
+    run_dir = tmp / "run"
+    engine = Engine(cfg, run_dir=run_dir, executor=executor,  # type: ignore[arg-type]
+                    progress=progress, stop=threading.Event(), trace="summary")
+    t0 = time.perf_counter()
+    summary = asyncio.run(engine.run())
+    wall = time.perf_counter() - t0
+    rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    steps = summary.metrics["agent_steps"]
+    busy = sum(tick_times[1:]) or sum(tick_times)
+    out = {
+        "case": f"{args.executor}{'-' + str(args.hosts) if args.executor == 'ray' else ''}",
+        "agents": args.agents,
+        "ticks": args.ticks,
+        "custom_skills": args.skills,
+        "status": summary.status,
+        "agent_steps": steps,
+        "wall_s": round(wall, 2),
+        "agent_steps_per_s_overall": round(steps / wall, 1),
+        "agent_steps_per_s_ticks": round(args.agents * max(1, len(tick_times) - 1) / busy, 1)
+        if len(tick_times) > 1 else None,
+        "tick_s_median": round(statistics.median(tick_times[1:] or tick_times), 3),
+        "tick_s_first": round(tick_times[0], 3),
+        "driver_peak_rss_mb": round(rss1 / 1024, 1),
+        "driver_rss_growth_kb_per_agent": round((rss1 - rss0) / args.agents, 2),
+        "model_calls": summary.metrics["model_calls"],
+        "errors": summary.metrics["errors"],
+    }
+    if args.checkpoint:
+        cps = sorted((run_dir / "checkpoints").glob("tick-*"))
+        size = sum(f.stat().st_size for f in cps[-1].iterdir()) if cps else 0
+        out["checkpoint_mb"] = round(size / 1e6, 1)
+        # time a resume (set-up + restore) of the last checkpoint, then a fresh checkpoint
+        from agentsim.sim.workspace import RunWorkspace
+
+        engine2 = Engine(cfg, run_dir=run_dir, executor=LocalExecutor(), stop=threading.Event(),
+                         trace="summary")
+        engine2.ws = RunWorkspace.open_existing(run_dir)
+
+        async def resume_only() -> float:
+            await engine2._start(resume=True)
+            t = time.perf_counter()
+            await engine2._restore()
+            return time.perf_counter() - t
+
+        out["resume_restore_s"] = round(asyncio.run(resume_only()), 2)
+        t1 = time.perf_counter()
+        asyncio.run(_checkpoint_again(engine2))
+        out["checkpoint_write_s"] = round(time.perf_counter() - t1, 2)
+    print(json.dumps(out))
+
+
+async def _checkpoint_again(engine: object) -> None:
+    await engine.checkpoint()  # type: ignore[attr-defined]
+
+
+def _case(**kw: object) -> dict[str, object]:
+    tmp = tempfile.mkdtemp(prefix="agentsim-bench-")
+    try:
+        argv = [sys.executable, __file__, "--child", "--tmp", tmp]
+        for k, v in kw.items():
+            if v is True:
+                argv.append(f"--{k}")
+            elif v is not False:
+                argv += [f"--{k}", str(v)]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
+        if out.returncode != 0:
+            return {"case": kw, "error": out.stderr[-2000:]}
+        result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
+        return result
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--child", action="store_true")
+    p.add_argument("--tmp")
+    p.add_argument("--agents", type=int, default=10_000)
+    p.add_argument("--ticks", type=int, default=20)
+    p.add_argument("--skills", default="10,1000", help="custom skill counts to compare")
+    p.add_argument("--executor", default="local")
+    p.add_argument("--hosts", type=int, default=1)
+    p.add_argument("--ray", action="store_true", help="also run ray with 2 hosts")
+    p.add_argument("--checkpoint", action="store_true")
+    args = p.parse_args()
+    if args.child:
+        args.skills = int(args.skills)
+        _child(args)
+        return
+    results = []
+    counts = [int(s) for s in str(args.skills).split(",")]
+    for n in counts:
+        results.append(_case(agents=args.agents, ticks=args.ticks, skills=n,
+                             checkpoint=args.checkpoint))
+    if args.ray:
+        results.append(_case(agents=args.agents, ticks=args.ticks, skills=counts[0],
+                             executor="ray", hosts=2))
+    report: dict[str, object] = {"cpus": os.cpu_count(), "results": results}
+    ok = [r for r in results if "error" not in r]
+    if len(ok) >= 2 and ok[0].get("tick_s_median") and ok[1].get("custom_skills") != ok[0].get(
+        "custom_skills"
+    ):
+        report["tick_time_ratio_more_skills"] = round(
+            float(ok[1]["tick_s_median"]) / float(ok[0]["tick_s_median"]), 2  # type: ignore[arg-type]
+        )
+    rays = [r for r in ok if str(r.get("case", "")).startswith("ray")]
+    if rays and ok[0].get("agent_steps_per_s_ticks"):
+        report["ray_vs_local"] = round(
+            float(rays[0]["agent_steps_per_s_ticks"])  # type: ignore[arg-type]
+            / float(ok[0]["agent_steps_per_s_ticks"]), 2  # type: ignore[arg-type]
+        )
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
