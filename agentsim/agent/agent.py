@@ -175,7 +175,7 @@ class Agent:
         *,
         feedback: str = "",
         memory_tokens: int,
-        hook_cap: int = 2000,
+        hook_cap: int | None = None,
         observation: str | None = None,
     ) -> str:
         obs = [f"tick: {inp.tick}", f"time: {inp.time.isoformat()} ({inp.time:%A %H:%M})"]
@@ -193,7 +193,8 @@ class Agent:
             parts.append(f"<memory>\n{mem}\n</memory>")
         if inp.question is not None:
             parts.append(f"<question>{inp.question}</question>")
-        block = render_skill_hooks(hooks, cap=hook_cap)
+        cap = self.skills.hook_output_cap if hook_cap is None else hook_cap
+        block = render_skill_hooks(hooks, cap=cap)
         if block:
             parts.append(block)
         return "\n".join(parts)

@@ -13,7 +13,7 @@ import random
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -237,6 +237,8 @@ class CityView(EnvView):
     walk_speed_kmh: float
     capacity: int | None
     nearby: int
+    # Observation text of "open nearby" per place: the same for everyone there this tick.
+    _near: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def _check_agent(self, agent_id: str) -> None:
         if agent_id not in self.assigned:
@@ -387,20 +389,29 @@ class CityView(EnvView):
             place = self.places[dest]
             return (
                 f"{clock} You are walking to {place.name} ({place.category}) and arrive at "
-                f"{self.time_at(arrival):%H:%M}."
+                f"{self.time_at(arrival):%H:%M}.\nposition: in transit to {dest}"
             )
         here = self.places[self.positions[agent_id]]
-        text = f"{clock} You are at {here.name} ({here.category})."
+        return f"{clock} You are at {here.name} ({here.category}).{self._nearby(here)}" + (
+            f"\nposition: {here.id}"
+        )
+
+    def _nearby(self, here: Place) -> str:
+        hit = self._near.get(here.id)
+        if hit is not None:
+            return hit
         near = sorted(
             (travel_minutes(here, p, speed_kmh=self.walk_speed_kmh), p.id)
             for p in self.places.values()
             if p.category != "home" and p.id != here.id and self._open(p, self.tick)
         )[: self.nearby]
+        text = ""
         if near:
             listed = ", ".join(
                 f"{self.places[pid].name} ({self.places[pid].category}, {m} min)" for m, pid in near
             )
-            text += f" Open nearby: {listed}."
+            text = f" Open nearby: {listed}."
+        self._near[here.id] = text
         return text
 
 

@@ -27,6 +27,24 @@ __all__ = [
 _HOOKS_BLOCK = re.compile(r"<skill_hooks>.*?</skill_hooks>", re.S)
 
 
+def _render_hooks(hooks: tuple[Mapping[str, Any], ...]) -> str:
+    """The block from the trace's hook records, for steps whose prompt is not in the trace
+    (a skipped step, or a run with --trace summary)."""
+    from agentsim.skills.hooks import HookOutcome, render_skill_hooks
+
+    outcomes = [
+        HookOutcome(
+            skill_id=str(h.get("skill", "")),
+            hook=str(h.get("hook", "")),
+            ok=bool(h.get("ok", True)),
+            text=str(h.get("text", "")),
+            error=h.get("error"),
+        )
+        for h in hooks
+    ]
+    return render_skill_hooks(outcomes)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepRecord:
     """One step of an agent's trace (``trace.jsonl``)."""
@@ -49,12 +67,12 @@ class StepRecord:
     def from_trace(cls, d: Mapping[str, Any]) -> StepRecord:
         user = str(d.get("user") or "")
         m = _HOOKS_BLOCK.search(user)
-        hooks = tuple(d.get("hooks") or ())
+        hooks = tuple(h for h in d.get("hooks") or () if isinstance(h, dict))
         return cls(
             tick=int(d.get("tick", -1)),
             time=str(d.get("time", "")),
             action=str(d.get("action", "")),
-            skill_hooks=m.group(0) if m else "",
+            skill_hooks=m.group(0) if m else _render_hooks(hooks),
             hooks=hooks,
             post_hooks=tuple(d.get("post_hooks") or ()),
             calls=tuple(d.get("calls") or ()),

@@ -30,6 +30,7 @@ _Choice = tuple[str, dict[str, Any]]
 
 _SUGGESTED = "SUGGESTED:"
 _WORD = re.compile(r"[a-z0-9]+")
+_OPINION_VALUE = re.compile(r"opinion\b[^\n\d+-]{0,60}([+-]?\d*\.?\d+)", re.IGNORECASE)
 _PLACE = re.compile(r"\b[a-z]+(?:[_-][a-z]+)*-\d+\b")
 _CATALOG_ENTRY = re.compile(r'<skill name="([^"]*)" id="([^"]*)"( active="true")?>([^<]*)</skill>')
 
@@ -589,14 +590,9 @@ def _answer(step: _Step, question: str, seed: int) -> str:
 
 
 def _opinion_answer(step: _Step, profile: Mapping[str, Any], question: str) -> str:
-    value: float | None = None
-    for line in step.observation.splitlines():  # the current value beats the profile's
-        key, _, rest = line.partition(":")
-        if "opinion" in key.lower():
-            try:
-                value = float(rest.split()[0])
-            except (ValueError, IndexError):
-                continue
+    # The observation's current value beats the profile's starting one.
+    m = _OPINION_VALUE.search(step.observation)
+    value = float(m[1]) if m else None
     if value is None and isinstance(profile.get("opinion"), int | float):
         value = float(profile["opinion"])
     i = question.lower().find(" about ")

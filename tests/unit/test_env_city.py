@@ -404,7 +404,8 @@ def test_long_walk_keeps_the_agent_in_transit(tmp_path: Path) -> None:
     assert where["destination"]["id"] == "office-1"
     assert where["arrives_at"] == "2026-03-02T08:15:00"
     assert view.observe("a0") == (
-        "It is Monday 08:00. You are walking to Office 1 (office) and arrive at 08:15."
+        "It is Monday 08:00. You are walking to Office 1 (office) and arrive at 08:15.\n"
+        "position: in transit to office-1"
     )
     # list_places measures from where the walk ends.
     assert ask(view, "list_places", category="office")["places"][0]["minutes"] == 0
@@ -419,14 +420,19 @@ def test_observation_names_time_place_and_open_places_nearby(tmp_path: Path) -> 
     city = make_city(tmp_path)
     assert city.view(clock_at(7, 0)).observe("a0") == (
         "It is Monday 07:00. You are at Home 1 (home). "
-        "Open nearby: Park 1 (park, 3 min), Cafe 1 (cafe, 6 min)."
+        "Open nearby: Park 1 (park, 3 min), Cafe 1 (cafe, 6 min).\nposition: home-1"
     )
     late = SimClock(datetime(2026, 3, 2, 23, 0), timedelta(minutes=15))
     assert city.view(late).observe("a0") == (
-        "It is Monday 23:00. You are at Home 1 (home). Open nearby: Bar 1 (bar, 3 min)."
+        "It is Monday 23:00. You are at Home 1 (home). Open nearby: Bar 1 (bar, 3 min).\n"
+        "position: home-1"
     )
     quiet = make_city(tmp_path, nearby=0)
-    assert quiet.view(clock_at(7, 0)).observe("a0").endswith("You are at Home 1 (home).")
+    assert (
+        quiet.view(clock_at(7, 0))
+        .observe("a0")
+        .endswith("You are at Home 1 (home).\nposition: home-1")
+    )
 
 
 @pytest.mark.parametrize(

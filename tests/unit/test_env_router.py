@@ -139,9 +139,10 @@ def test_router_passes_module_errors_through() -> None:
 
 def test_observe_joins_module_observations() -> None:
     lines = make_router().observe("p000").splitlines()
-    assert len(lines) == 2
+    assert len(lines) == 3
     assert lines[0].startswith("It is Monday 08:00. You are at Home ")
-    assert lines[1].startswith("You have 0 new posts in your feed and 0 new messages.")
+    assert lines[1].startswith("position: home-")
+    assert lines[2].startswith("You have 0 new posts in your feed and 0 new messages.")
     assert EnvRouter({}).observe("p000") == ""
 
 

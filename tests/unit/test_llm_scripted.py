@@ -613,6 +613,13 @@ async def test_malformed_json_result_is_scanned_as_text() -> None:
         ),
         ("Do you agree?", "\nopinion: 0.0", PROFILE, "", "I'm undecided (my opinion is +0.00)."),
         (
+            "What do you think about the new city park?",
+            "\nYour opinion on the new city park is +0.90 (-1 against, +1 for).",
+            PROFILE,
+            "",
+            "On the new city park, I'm strongly in favour (my opinion is +0.90).",
+        ),
+        (
             "What do you think about taxes?",
             "",
             {"age": 3},
@@ -639,6 +646,7 @@ async def test_malformed_json_result_is_scanned_as_text() -> None:
         "strong-against",
         "profile-fallback",
         "undecided",
+        "sentence",
         "no-opinion",
         "no-places",
         "one-place",

@@ -51,10 +51,12 @@ def runtime(
     disabled: tuple[str, ...] = (),
     own_view: SkillView | None = None,
 ) -> AgentSkillRuntime:
+    workspace = tmp_path / "agents" / agent_id
+    workspace.mkdir(parents=True, exist_ok=True)  # the host makes it before any step
     return AgentSkillRuntime(
         space,
         agent_id=agent_id,
-        workspace_root=tmp_path / "agents" / agent_id,
+        workspace_root=workspace,
         disabled=disabled,
         own_view=own_view,
     )
@@ -71,7 +73,7 @@ def test_disabled_skills_are_invisible_everywhere(space: SkillSpace, tmp_path: P
     assert "built-in@old-skill" not in rt.catalog().text
     assert all(d.name != "old-skill" for d in rt.visible())
     assert all(h["name"] != "old-skill" for h in rt.search("old way of doing things"))
-    with pytest.raises(SkillActivationError, match="'old-skill'.*disabled for this agent"):
+    with pytest.raises(SkillActivationError, match=r"'old-skill'.*disabled for this agent"):
         rt.resolve("old-skill")
 
 
@@ -175,7 +177,7 @@ async def test_missing_prerequisite_is_named(space: SkillSpace, tmp_path: Path) 
 
 async def test_disabled_prerequisite_blocks_activation(space: SkillSpace, tmp_path: Path) -> None:
     rt = runtime(space, tmp_path, disabled=("base-skill",))
-    with pytest.raises(SkillActivationError, match="requires 'base-skill'.*disabled"):
+    with pytest.raises(SkillActivationError, match=r"requires 'base-skill'.*disabled"):
         await rt.activate("top-skill")
 
 
@@ -193,7 +195,9 @@ async def test_requires_cycle_fails_activation(tmp_path: Path) -> None:
 async def test_deprecated_skill_works_and_warns(space: SkillSpace, tmp_path: Path) -> None:
     rt = runtime(space, tmp_path)
     res = await rt.activate("old-skill")
-    assert res.warnings == ("skill built-in@old-skill is deprecated; prefer another skill where one fits",)
+    assert res.warnings == (
+        "skill built-in@old-skill is deprecated; prefer another skill where one fits",
+    )
     out = await rt.call_script("old-skill", ["still", "works"], tick=1, time=WHEN)
     assert out.ok and out.output == "still works"
     assert rt.drain_warnings() == list(res.warnings)
@@ -271,15 +275,24 @@ async def test_script_path_must_stay_in_the_skill(
     [
         (["--json", '{"n": 2}'], True, '{"double": 4}'),
         (['{"n": 3}'], True, '{"double": 6}'),
-        (["--json", '{"n": "x"}'], False, "input does not match the input_schema of schema-skill: "
-         "'x' is not of type 'integer'"),
+        (
+            ["--json", '{"n": "x"}'],
+            False,
+            "input does not match the input_schema of schema-skill: 'x' is not of type 'integer'",
+        ),
         (["--json", "{}"], False, "'n' is a required property"),
         (["--json", "not-json"], False, "'not-json' is not of type 'object'"),
         (["plain"], False, "skill 'schema-skill' expects a JSON argument (its input_schema)"),
-        (["--json", '{"n": 2}', "--text"], False,
-         "output of schema-skill is not JSON but the skill declares an output_schema"),
-        (["--json", '{"n": 2}', "--wrong"], False,
-         "output does not match the output_schema of schema-skill: '4' is not of type 'integer'"),
+        (
+            ["--json", '{"n": 2}', "--text"],
+            False,
+            "output of schema-skill is not JSON but the skill declares an output_schema",
+        ),
+        (
+            ["--json", '{"n": 2}', "--wrong"],
+            False,
+            "output does not match the output_schema of schema-skill: '4' is not of type 'integer'",
+        ),
     ],
     ids=["ok", "bare-json", "bad-type", "missing", "not-json", "no-json", "text-out", "bad-out"],
 )

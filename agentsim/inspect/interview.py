@@ -1,0 +1,271 @@
+"""Interview one agent of a run, in read-only mode, without changing anything in the run.
+
+The agent is rebuilt in this process the way an ``AgentHost`` builds it (same skills, same
+profile, same model settings), then given the state it had: its memory replayed from
+``memory.jsonl``, its active skills from ``skills.json`` (with their activation arguments
+from the latest checkpoint), and an environment restored from the latest checkpoint. It
+then takes one read-only step (``StepInput(question=..., read_only=True)``): no tool that
+writes is offered, nothing is appended to its memory or trace, and the agent is never
+flushed.
+
+Nothing is written into the run folder. The host works on a scratch copy of the agent's
+folder in a temporary directory (so even a trusted skill's ``!`command` `` runs there), and a
+model cache is copied there too and opened in replay mode: ``record`` becomes replay with
+fall-through to the configured model (new questions are answered but not recorded),
+``replay`` stays replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentsim.errors import ConfigError, RunError
+from agentsim.inspect._files import iter_jsonl, read_json
+from agentsim.inspect.run import Run, open_run
+from agentsim.llm.base import ChatModel
+
+__all__ = ["InterviewResult", "interview"]
+
+# Large and never read by an interview: left out of the scratch copy.
+_NOT_COPIED = ("trace.jsonl", "prompts")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InterviewResult:
+    agent_id: str
+    question: str
+    answer: str
+    action: str
+    tick: int  # the simulated moment of the interview: the run's last tick boundary
+    time: str
+    environment: str  # "checkpoint tick-N", "fresh" or "none"
+    model: str  # the model settings used, e.g. "scripted" or "gpt-4o-mini (cache: replay ...)"
+    model_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    problems: tuple[str, ...]  # degraded model, step errors: why the answer may be empty
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent_id": self.agent_id,
+            "question": self.question,
+            "answer": self.answer,
+            "action": self.action,
+            "tick": self.tick,
+            "time": self.time,
+            "environment": self.environment,
+            "model": self.model,
+            "model_calls": self.model_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "problems": list(self.problems),
+        }
+
+
+def _model_config(cfg: Any, run_dir: Path, scratch: Path) -> tuple[Any, str]:
+    """The run's model settings with the cache moved to a read-only replay in ``scratch``."""
+    name = "scripted" if cfg.backend == "scripted" else str(cfg.model)
+    if cfg.cache == "off":
+        return cfg, name
+    src = Path(cfg.cache_path) if cfg.cache_path else run_dir / "model_cache.sqlite"
+    if not src.is_file():
+        if cfg.cache == "record":  # nothing recorded yet: call the model directly
+            return cfg.model_copy(update={"cache": "off"}), f"{name} (cache: none recorded yet)"
+        raise RunError(
+            f"the run replays model answers from {src}, which is missing; restore the file or "
+            "change model.cache in the run's config.yaml"
+        )
+    dst = scratch / "model_cache.sqlite"
+    for suffix in ("", "-wal"):  # a live recording may still hold answers in its WAL file
+        part = Path(f"{src}{suffix}")
+        if part.is_file():
+            shutil.copyfile(part, Path(f"{dst}{suffix}"))
+    fallthrough = True if cfg.cache == "record" else bool(cfg.cache_fallthrough)
+    new = cfg.model_copy(
+        update={"cache": "replay", "cache_path": str(dst), "cache_fallthrough": fallthrough}
+    )
+    how = "replay, new questions go to the model" if fallthrough else "replay only"
+    return new, f"{name} (cache: {how}; copy of {src})"
+
+
+def _memory_state(path: Path) -> dict[str, Any]:
+    from agentsim.agent.memory import Memory
+
+    mem = Memory()
+    for d in iter_jsonl(path):
+        try:
+            mem.add(
+                tick=int(d["tick"]), time=str(d["time"]), kind=str(d["kind"]), text=str(d["text"])
+            )
+        except (KeyError, TypeError, ValueError):
+            continue  # a damaged line is not worth failing an interview for
+    mem.drain()  # nothing of this is ever written
+    return mem.get_state()
+
+
+async def interview(
+    run: Run | str | Path,
+    agent_id: str,
+    question: str,
+    *,
+    model: ChatModel | None = None,
+) -> InterviewResult:
+    """Ask ``agent_id`` of ``run`` a question; the run folder is left untouched.
+
+    ``model`` replaces the model built from the run's settings (e.g. a fake in tests)."""
+    from agentsim.agent.agent import AgentSettings, StepInput, StepOutcome, step_seed
+    from agentsim.env import create_module
+    from agentsim.env.base import AgentInfo, EnvModule
+    from agentsim.env.clock import SimClock
+    from agentsim.env.router import EnvRouter
+    from agentsim.sim.engine import builtin_skills_dir
+    from agentsim.sim.host import AgentHost, HostSpec, SkillSources, build_registry
+    from agentsim.sim.models import build_model
+    from agentsim.sim.profiles import resolve_agents
+
+    if not question.strip():
+        raise ConfigError(
+            "question", "the question is empty", 'ask something, e.g. "How was your day?"'
+        )
+    r = run if isinstance(run, Run) else open_run(run)
+    record = r.agent(agent_id)
+    config = r.config()
+    manifest = r.manifest()
+    specs = resolve_agents(config)
+    spec = next((s for s in specs if s.agent_id == agent_id), None)
+    if spec is None:
+        raise RunError(
+            f"agent {agent_id!r} has a folder in {r.path} but is not in its config.yaml; the "
+            "experiment file has changed since the run; interview an agent the config defines"
+        )
+
+    clock = SimClock(config.clock.start, config.clock.tick)
+    ticks_done = manifest.get("ticks_done")
+    if isinstance(ticks_done, int) and ticks_done > 0:
+        clock.advance(ticks_done)
+    modules: dict[str, EnvModule] = {}
+    for i, m in enumerate(config.environment):
+        modules[m.module] = create_module(
+            m.module,
+            m.options,
+            seed=config.seed,
+            base_dir=config.source_dir,
+            config_path=f"environment.{i}",
+        )
+    infos = [AgentInfo(agent_id=a.agent_id, group=a.group, profile=a.profile) for a in specs]
+    for mod in modules.values():
+        mod.setup(infos)
+    checkpoints = [(t, p) for t, p in r.checkpoints() if t <= clock.tick]
+    skill_args: dict[str, str] = {}
+    environment = "none" if not modules else "fresh"
+    if checkpoints:
+        tick, cp = checkpoints[-1]
+        engine_state = read_json(cp / "engine.json", what="checkpoint")
+        for name, st in engine_state.get("modules", {}).items():
+            if name in modules:
+                modules[name].set_state(st)
+        if modules:
+            environment = f"checkpoint tick-{tick}"
+        agents_state = read_json(cp / "agents.json", what="checkpoint")
+        skill_args = dict((agents_state.get(agent_id) or {}).get("skills", {}).get("arguments", {}))
+
+    skills_json = record.skills()
+    profile = {
+        k: v for k, v in record.profile().items() if k not in ("agent_id", "group", "persona")
+    }
+    cfg_skills = config.skills
+    builtin = builtin_skills_dir() if cfg_skills.builtin else None
+    sources = SkillSources(
+        builtin=str(builtin) if builtin else None,
+        custom=tuple(str(config.resolve_path(p)) for p in cfg_skills.paths),
+        env=tuple((str(d), n) for n, mod in modules.items() if (d := mod.skills_dir()) is not None),
+        catalog_budget_tokens=cfg_skills.catalog_budget_tokens,
+        trusted_namespaces=cfg_skills.trusted_namespaces,
+    )
+    settings = AgentSettings(
+        max_react_turns=config.agent.max_react_turns,
+        max_hook_retries=config.agent.max_hook_retries,
+        memory_prompt_tokens=config.agent.memory_prompt_tokens,
+        prompt_cap_tokens=config.agent.prompt_cap_tokens,
+        trace="off",
+    )
+    with tempfile.TemporaryDirectory(prefix="agentsim-interview-") as tmp:
+        scratch = Path(tmp)
+        shutil.copytree(
+            record.root,
+            scratch / "agents" / agent_id,
+            symlinks=True,
+            ignore=lambda _d, names: [n for n in names if n in _NOT_COPIED],
+        )
+        model_cfg, model_note = _model_config(config.model, r.path, scratch)
+        host_spec = HostSpec(
+            host_id=0,
+            run_dir=str(scratch),
+            seed=config.seed,
+            skills=sources,
+            model=model_cfg,
+            settings=settings,
+            step_timeout=config.executor.step_timeout,
+            concurrent=False,
+        )
+        the_model = model if model is not None else build_model(model_cfg, run_dir=scratch)
+        host = AgentHost(host_spec, [spec], registry=build_registry(sources), model=the_model)
+        try:
+            await host.setup({agent_id: profile})
+            await host.set_state(
+                {
+                    agent_id: {
+                        "step_count": int(skills_json.get("step_count", 0)),
+                        "memory": _memory_state(record.root / "memory.jsonl"),
+                        "skills": {
+                            "active": list(skills_json.get("active", [])),
+                            "arguments": skill_args,
+                        },
+                    }
+                }
+            )
+            agent = host.agents[agent_id]
+            router = EnvRouter({name: mod.view(clock) for name, mod in modules.items()})
+            inp = StepInput(
+                tick=clock.tick, time=clock.now, env=router, question=question, read_only=True
+            )
+            seed = step_seed(config.seed, agent_id, clock.tick)
+            try:
+                async with asyncio.timeout(config.executor.step_timeout):
+                    out = await agent.step(inp, model=host.model, settings=settings, seed=seed)
+            except TimeoutError:
+                out = StepOutcome(agent_id=agent_id, action="no answer")
+                out.events.append(
+                    {
+                        "type": "agent_error",
+                        "error": f"the interview timed out after "
+                        f"{config.executor.step_timeout:g}s (executor.step_timeout)",
+                    }
+                )
+        finally:
+            if model is None:
+                await host.close()
+    problems = tuple(
+        str(e.get("error") or e.get("reason") or e["type"])
+        for e in out.events
+        if e.get("type") in ("agent_error", "agent_degraded")
+    )
+    return InterviewResult(
+        agent_id=agent_id,
+        question=question,
+        answer=out.answer or ("" if problems else out.action),
+        action=out.action,
+        tick=clock.tick,
+        time=clock.now.isoformat(),
+        environment=environment,
+        model="custom model" if model is not None else model_note,
+        model_calls=out.model_calls,
+        prompt_tokens=out.usage.prompt_tokens,
+        completion_tokens=out.usage.completion_tokens,
+        problems=problems,
+    )

@@ -1,0 +1,168 @@
+"""Checkpoints every k ticks and ``agentsim run --resume`` on the local executor: a resumed
+run ends exactly like an uninterrupted one (events, memories, traces, skill state)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from agentsim.cli import main
+from agentsim.errors import CheckpointError
+from agentsim.sim.config import load_experiment
+from agentsim.sim.engine import Engine, Progress
+
+SMALL = Path(__file__).resolve().parent.parent / "fixtures" / "experiments" / "small.yaml"
+
+
+def agent_files(run_dir: Path) -> dict[str, object]:
+    """What a resume must reproduce: memory bytes, trace ticks (traces hold wall-clock
+    timings, so only their content order is compared), skill state files."""
+    out: dict[str, object] = {}
+    for d in sorted((run_dir / "agents").iterdir()):
+        out[f"{d.name}/memory"] = (d / "memory.jsonl").read_bytes()
+        trace = [json.loads(x) for x in (d / "trace.jsonl").read_text().splitlines()]
+        out[f"{d.name}/trace"] = [(t["tick"], t.get("action")) for t in trace]
+        out[f"{d.name}/skills"] = (d / "skills.json").read_text()
+        state = d / "state"
+        out[f"{d.name}/state"] = sorted(
+            (str(p.relative_to(state)), p.read_bytes()) for p in state.rglob("*") if p.is_file()
+        )
+    return out
+
+
+def assert_same_run(ours: Path, reference: Path) -> None:
+    assert (ours / "events.jsonl").read_bytes() == (reference / "events.jsonl").read_bytes()
+    assert agent_files(ours) == agent_files(reference)
+    assert (ours / "surveys" / "check.jsonl").read_bytes() == (
+        reference / "surveys" / "check.jsonl"
+    ).read_bytes()
+    assert json.loads((ours / "manifest.json").read_text())["status"] == "completed"
+    ours_m = json.loads((ours / "metrics.json").read_text())
+    ref_m = json.loads((reference / "metrics.json").read_text())
+    for key in ("ticks", "agent_steps", "model_calls", "events", "prompt_tokens", "errors"):
+        assert ours_m[key] == ref_m[key], key
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run_dir = tmp_path_factory.mktemp("ref") / "run"
+    asyncio.run(Engine(load_experiment(SMALL, environ={}), run_dir=run_dir).run())
+    return run_dir
+
+
+def test_a_crashed_run_resumes_to_the_same_end(reference: Path, tmp_path: Path) -> None:
+    class Crash(Exception):
+        pass
+
+    def progress(p: Progress) -> None:
+        if p.tick == 5:
+            raise Crash("the machine went away")
+
+    run_dir = tmp_path / "run"
+    cfg = load_experiment(SMALL, environ={})
+    with pytest.raises(Crash, match="the machine went away"):
+        asyncio.run(Engine(cfg, run_dir=run_dir, progress=progress).run())
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "failed"
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
+        "tick-00000002",
+        "tick-00000004",
+    ]
+    # A torn line, as a process killed mid-write leaves it.
+    with open(run_dir / "events.jsonl", "a", encoding="utf-8") as f:
+        f.write('{"tick": 5, "type": "half')
+    assert main(["run", "--resume", str(run_dir), "--json"]) == 0
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["resumed"] is True
+    assert_same_run(run_dir, reference)
+
+
+def test_an_interrupted_run_resumes_after_its_workflow_steps(
+    reference: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Stopping after tick 3 lands after the intervene and survey steps and between two
+    # periodic checkpoints: the stop itself must checkpoint, with those steps done.
+    stop = threading.Event()
+
+    def progress(p: Progress) -> None:
+        if p.tick == 3:
+            stop.set()
+
+    run_dir = tmp_path / "run"
+    cfg = load_experiment(SMALL, environ={})
+    summary = asyncio.run(Engine(cfg, run_dir=run_dir, progress=progress, stop=stop).run())
+    assert summary.status == "interrupted" and summary.ticks == 3
+    assert (run_dir / "checkpoints" / "tick-00000003").is_dir()
+    assert main(["run", "--resume", str(run_dir)]) == 0
+    assert capsys.readouterr().out.startswith(f"completed: {run_dir}  ticks=6 agents=20")
+    assert_same_run(run_dir, reference)
+
+
+def test_resume_needs_a_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def progress(p: Progress) -> None:
+        raise RuntimeError("crash at the first tick")
+
+    cfg = load_experiment(SMALL, environ={})
+    with pytest.raises(RuntimeError, match="crash at the first tick"):
+        asyncio.run(Engine(cfg, run_dir=tmp_path / "r", progress=progress).run())
+    assert main(["run", "--resume", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "has no checkpoint to resume from; set output.checkpoint_every" in err
+
+
+def test_resume_refuses_another_configuration_and_a_corrupt_checkpoint(
+    reference: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "copy"
+    shutil.copytree(reference, run_dir)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["status"] = "failed"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    config = run_dir / "config.yaml"
+    original = config.read_text()
+    config.write_text(original.replace("seed: 5", "seed: 6"))
+    assert main(["run", "--resume", str(run_dir)]) == 2
+    assert "was written by a different configuration" in capsys.readouterr().err
+    config.write_text(original)
+    (run_dir / "checkpoints" / "tick-00000006" / "agents.json").write_text("{not json")
+    cfg = load_experiment(config, environ={})
+    with pytest.raises(CheckpointError, match=r"tick-00000006 cannot be read .*delete that"):
+        asyncio.run(Engine(cfg, run_dir=run_dir).run(resume=True))
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_equals_an_uninterrupted_run(reference: Path, tmp_path: Path) -> None:
+    # The same experiment, slowed down by more ticks so that the kill lands mid-run.
+    env = {**os.environ, "AGENTSIM_WORKFLOW": "[{run: {ticks: 16}}]"}
+    env.pop("PYTEST_CURRENT_TEST", None)
+    long_ref = tmp_path / "ref"
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "agentsim.cli", "run", str(SMALL), "--json", "--out"]
+    proc = subprocess.Popen([*cmd, str(run_dir)], env=env, stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (run_dir / "checkpoints" / "tick-00000004").is_dir():
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "running"
+    subprocess.run([*cmd, str(long_ref)], env=env, check=True, stdout=subprocess.DEVNULL)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "agentsim.cli", "run", "--resume", str(run_dir), "--json"],
+        env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert (run_dir / "events.jsonl").read_bytes() == (long_ref / "events.jsonl").read_bytes()
+    assert agent_files(run_dir) == agent_files(long_ref)
