@@ -28,6 +28,22 @@ _TICK_SUMS = (
     "skipped",
 )
 
+_ERRORS = frozenset({"agent_error", "script_called", "agent_degraded", "hook_gate_failed"})
+_PLAIN = frozenset(
+    {
+        "agent_action",
+        "move",
+        "arrive",
+        "post",
+        "message",
+        "opinion_change",
+        "city_occupancy",
+        "social_opinions",
+        "hook_decision",
+        "survey_answer",
+    }
+)
+
 
 def error_kind(event: Mapping[str, Any]) -> str | None:
     """The kind of an error event (``None`` for an event that is no error).
@@ -144,11 +160,13 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
     reloads: list[Mapping[str, Any]] = []
     ticks = 0
     agents: int | None = None
-    last_time: str | None = None
+    last: Mapping[str, Any] = {}
     for ev in events:
+        last = ev
         kind = str(ev.get("type"))
         types[kind] += 1
-        last_time = ev.get("time") or last_time
+        if kind in _PLAIN:  # most events are only counted: keep their cost low
+            continue
         if kind == "tick_end":
             ticks += 1
             for k in _TICK_SUMS:
@@ -166,12 +184,13 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
             )
         elif kind == "run_start" and isinstance(ev.get("agents"), int):
             agents = ev["agents"]
-        ek = error_kind(ev)
-        if ek is not None:
-            errors[ek] += 1
+        if kind in _ERRORS:
+            ek = error_kind(ev)
+            if ek is not None:
+                errors[ek] += 1
     return EventCounts(
         ticks_done=ticks,
-        last_time=last_time,
+        last_time=last.get("time"),
         agents=agents,
         sums={k: sums[k] for k in _TICK_SUMS},
         errors=dict(sorted(errors.items())),

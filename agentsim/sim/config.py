@@ -368,7 +368,7 @@ class AgentGroup(_Frozen):
 class SkillsConfig(_Frozen):
     paths: tuple[str, ...] = ()
     builtin: bool = True
-    catalog_budget_tokens: int = Field(default=2000, ge=1)
+    catalog_budget_tokens: int = Field(default=2000, ge=64)
     trusted_namespaces: tuple[str, ...] = ("built-in",)
     hot_reload: bool = True
 
@@ -435,7 +435,7 @@ class ModelConfig(_Frozen):
 
 
 class AgentLoopConfig(_Frozen):
-    max_react_turns: int = Field(default=4, ge=1)
+    max_react_turns: int = Field(default=6, ge=1)
     max_hook_retries: int = Field(default=2, ge=0)
     memory_prompt_tokens: int = Field(default=600, ge=0)
     prompt_cap_tokens: int = Field(default=6000, ge=1)
@@ -476,6 +476,9 @@ class OutputConfig(_Frozen):
     run_id: str | None = Field(default=None, pattern=_NAME_RE)
     formats: tuple[Literal["jsonl", "parquet"], ...] = ("jsonl", "parquet")
     checkpoint_every: int = Field(default=0, ge=0)
+    # Ticks between writes of agents' memory.jsonl / trace.jsonl (also written at checkpoints,
+    # on stop and at the end). 1 = every tick; larger values trade freshness for speed.
+    flush_every: int = Field(default=4, ge=1)
 
     @field_validator("formats")
     @classmethod

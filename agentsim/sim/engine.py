@@ -153,6 +153,7 @@ class Engine:
                 # hangs; with the offline model it costs nothing (measured: same speed).
                 step_timeout=cfg.executor.step_timeout,
                 concurrent=True,
+                flush_every=cfg.output.flush_every,
             )
             for i in range(n)
         ]

@@ -64,7 +64,8 @@ class HostSpec:
     settings: AgentSettings
     hosts: int = 1
     step_timeout: float = 120.0
-    concurrent: bool = True  # False: step agents one after another (offline model: faster)
+    concurrent: bool = True  # False: step agents one after another
+    flush_every: int = 1  # ticks between writes of agents' memory / trace files
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,9 +118,14 @@ class AgentHost:
         self.stats = ModelStats()
         run_dir = Path(spec.run_dir)
         self.model = model or build_model(
-            spec.model, run_dir=run_dir, hosts=spec.hosts, stats=self.stats
+            spec.model,
+            run_dir=run_dir,
+            hosts=spec.hosts,
+            stats=self.stats,
+            max_react_turns=spec.settings.max_react_turns,
         )
         self.agents: dict[str, Agent] = {}
+        self._unflushed = 0
         self._specs = {a.agent_id: a for a in agents}
         self._agents_dir = run_dir / "agents"
 
@@ -253,8 +259,9 @@ class AgentHost:
             outcomes = [t.result() for t in tasks]
         else:
             outcomes = [await self._step_one(a, inputs[a.agent_id]) for a in self.agents.values()]
-        for agent in self.agents.values():
-            agent.flush()
+        self._unflushed += 1
+        if self._unflushed >= self.spec.flush_every:
+            self.flush()
         outcomes.sort(key=lambda o: o.agent_id)
         res = TickResult(host_id=self.spec.host_id, events=[], intents=[], reload=reload)
         for o in outcomes:
@@ -292,7 +299,14 @@ class AgentHost:
             answers[aid] = out.answer or out.action
         return answers
 
+    def flush(self) -> None:
+        """Write every agent's buffered memory and trace lines to its workspace."""
+        for agent in self.agents.values():
+            agent.flush()
+        self._unflushed = 0
+
     def get_state(self) -> dict[str, Any]:
+        self.flush()  # a checkpoint records file sizes right after this
         return {aid: a.get_state() for aid, a in sorted(self.agents.items())}
 
     async def set_state(self, state: Mapping[str, Any]) -> None:
@@ -305,6 +319,7 @@ class AgentHost:
         return self.stats.snapshot()
 
     async def close(self) -> None:
+        self.flush()
         closer = getattr(self.model, "aclose", None)
         if closer is not None:
             await closer()

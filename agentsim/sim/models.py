@@ -16,13 +16,18 @@ __all__ = ["build_model"]
 
 
 def build_model(
-    cfg: ModelConfig, *, run_dir: Path, hosts: int = 1, stats: ModelStats | None = None
+    cfg: ModelConfig,
+    *,
+    run_dir: Path,
+    hosts: int = 1,
+    stats: ModelStats | None = None,
+    max_react_turns: int = 4,
 ) -> ChatModel:
     """The model of one host. Limits are split evenly between hosts so that the run as a
     whole respects the configured concurrency and rates."""
     inner: ChatModel | None
     if cfg.backend == "scripted":
-        inner = ScriptedModel()
+        inner = ScriptedModel(max_suggestions=max(1, max_react_turns - 1))
         name = "scripted"
     else:
         assert cfg.model is not None and cfg.base_url is not None  # checked by the config

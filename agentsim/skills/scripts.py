@@ -504,6 +504,7 @@ class ScriptRunner:
             {"script": path, "argv": list(argv), "ctx": ctx, "output_cap": self.output_cap}
         )
         env = dict(ctx.env)
+        env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (_package_root(), env.get("PYTHONPATH")) if p
         )
@@ -556,6 +557,8 @@ class ScriptRunner:
     ) -> ScriptResult:
         env = dict(ctx.env)
         env[CONTEXT_ENV_VAR] = json.dumps(ctx.to_dict(), sort_keys=True)
+        # Skill folders may be shared or read-only: never leave __pycache__ behind in them.
+        env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
         # Bytes, not characters: 4 bytes per character covers any UTF-8 text within the cap.
         byte_cap = 4 * self.output_cap + 4
         try:
