@@ -7,7 +7,7 @@ The public API is re-exported here and imported lazily, so ``import agentsim`` s
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 __version__ = "0.1.0"
 
@@ -55,22 +55,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return __all__
-
-
-if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from agentsim.agent.agent import Agent, AgentSettings
-    from agentsim.env.base import EnvModule, EnvView
-    from agentsim.env.clock import SimClock
-    from agentsim.inspect.run import open_run
-    from agentsim.llm.base import ChatModel, Completion, ToolCall, Usage
-    from agentsim.llm.cache import CachedModel
-    from agentsim.llm.limiter import RateLimiter
-    from agentsim.llm.openai import OpenAIChatModel
-    from agentsim.llm.scripted import ScriptedModel
-    from agentsim.sim.config import ExperimentConfig, load_experiment, parse_experiment
-    from agentsim.sim.engine import Engine
-    from agentsim.skills.context import SkillScriptContext, current_context
-    from agentsim.skills.manifest import parse_skill_md
-    from agentsim.skills.registry import SkillDescriptor, SkillRegistry
-    from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace
-    from agentsim.skills.scripts import ScriptResult, ScriptRunner

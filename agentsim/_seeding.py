@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import random
 
-__all__ = ["derive_seed", "agent_rng"]
+__all__ = ["agent_rng", "derive_seed"]
 
 
 def derive_seed(seed: int, *parts: str) -> int:

@@ -33,7 +33,9 @@ agents:
   - group: workers
     count: {agents}
     profile: {{template: worker}}
-    skills: {{default: [daily-guidance], disabled: [reflect, weather-lookup, diary, social-feed, opinion-update]}}
+    skills:
+      default: [daily-guidance]
+      disabled: [reflect, weather-lookup, diary, social-feed, opinion-update]
 skills: {{paths: [{custom}], catalog_budget_tokens: 2000, hot_reload: true}}
 model: {{backend: scripted}}
 environment:
@@ -75,9 +77,15 @@ def _child(args: argparse.Namespace) -> None:
     custom = tmp / "custom"
     _make_custom(custom, args.skills)
     cfg = parse_experiment(
-        _YAML.format(ticks=args.ticks, agents=args.agents, custom=custom,
-                     executor=args.executor, hosts=args.hosts, out=tmp / "ws",
-                     checkpoint=args.ticks if args.checkpoint else 0),
+        _YAML.format(
+            ticks=args.ticks,
+            agents=args.agents,
+            custom=custom,
+            executor=args.executor,
+            hosts=args.hosts,
+            out=tmp / "ws",
+            checkpoint=args.ticks if args.checkpoint else 0,
+        ),
         base_dir=tmp,
     )
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -96,8 +104,14 @@ def _child(args: argparse.Namespace) -> None:
         t_last[0] = now
 
     run_dir = tmp / "run"
-    engine = Engine(cfg, run_dir=run_dir, executor=executor,  # type: ignore[arg-type]
-                    progress=progress, stop=threading.Event(), trace="summary")
+    engine = Engine(
+        cfg,
+        run_dir=run_dir,
+        executor=executor,  # type: ignore[arg-type]
+        progress=progress,
+        stop=threading.Event(),
+        trace="summary",
+    )
     t0 = time.perf_counter()
     summary = asyncio.run(engine.run())
     wall = time.perf_counter() - t0
@@ -114,7 +128,8 @@ def _child(args: argparse.Namespace) -> None:
         "wall_s": round(wall, 2),
         "agent_steps_per_s_overall": round(steps / wall, 1),
         "agent_steps_per_s_ticks": round(args.agents * max(1, len(tick_times) - 1) / busy, 1)
-        if len(tick_times) > 1 else None,
+        if len(tick_times) > 1
+        else None,
         "tick_s_median": round(statistics.median(tick_times[1:] or tick_times), 3),
         "tick_s_first": round(tick_times[0], 3),
         "driver_peak_rss_mb": round(rss1 / 1024, 1),
@@ -129,8 +144,9 @@ def _child(args: argparse.Namespace) -> None:
         # time a resume (set-up + restore) of the last checkpoint, then a fresh checkpoint
         from agentsim.sim.workspace import RunWorkspace
 
-        engine2 = Engine(cfg, run_dir=run_dir, executor=LocalExecutor(), stop=threading.Event(),
-                         trace="summary")
+        engine2 = Engine(
+            cfg, run_dir=run_dir, executor=LocalExecutor(), stop=threading.Event(), trace="summary"
+        )
         engine2.ws = RunWorkspace.open_existing(run_dir)
 
         async def resume_only() -> float:
@@ -187,24 +203,30 @@ def main() -> None:
     results = []
     counts = [int(s) for s in str(args.skills).split(",")]
     for n in counts:
-        results.append(_case(agents=args.agents, ticks=args.ticks, skills=n,
-                             checkpoint=args.checkpoint))
+        results.append(
+            _case(agents=args.agents, ticks=args.ticks, skills=n, checkpoint=args.checkpoint)
+        )
     if args.ray:
-        results.append(_case(agents=args.agents, ticks=args.ticks, skills=counts[0],
-                             executor="ray", hosts=2))
+        results.append(
+            _case(agents=args.agents, ticks=args.ticks, skills=counts[0], executor="ray", hosts=2)
+        )
     report: dict[str, object] = {"cpus": os.cpu_count(), "results": results}
     ok = [r for r in results if "error" not in r]
-    if len(ok) >= 2 and ok[0].get("tick_s_median") and ok[1].get("custom_skills") != ok[0].get(
-        "custom_skills"
+    if (
+        len(ok) >= 2
+        and ok[0].get("tick_s_median")
+        and ok[1].get("custom_skills") != ok[0].get("custom_skills")
     ):
         report["tick_time_ratio_more_skills"] = round(
-            float(ok[1]["tick_s_median"]) / float(ok[0]["tick_s_median"]), 2  # type: ignore[arg-type]
+            float(ok[1]["tick_s_median"]) / float(ok[0]["tick_s_median"]),
+            2,  # type: ignore[arg-type]
         )
     rays = [r for r in ok if str(r.get("case", "")).startswith("ray")]
     if rays and ok[0].get("agent_steps_per_s_ticks"):
         report["ray_vs_local"] = round(
             float(rays[0]["agent_steps_per_s_ticks"])  # type: ignore[arg-type]
-            / float(ok[0]["agent_steps_per_s_ticks"]), 2  # type: ignore[arg-type]
+            / float(ok[0]["agent_steps_per_s_ticks"]),
+            2,  # type: ignore[arg-type]
         )
     print(json.dumps(report, indent=2))
 

@@ -110,7 +110,9 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
     out: TextIO = sys.stdout
     if args.tick is not None and args.agent is None:
-        raise ConfigError("--tick", "needs an agent", "add --agent ID (see the agents with --json)")
+        raise ConfigError(
+            "--tick", "needs an agent", "add --agent ID (an agent folder of RUN/agents)"
+        )
     if args.last < 0:
         raise ConfigError("--last", f"must be >= 0, got {args.last}", "give a step count like 5")
     run = open_run(args.run)

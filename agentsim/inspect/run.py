@@ -166,8 +166,8 @@ class Run:
             known = self.agents
             hint = close_matches(agent_id, known)
             raise RunError(
-                f"agent {agent_id!r} is not in run {self.path}{hint}; list the agents with "
-                f"`agentsim inspect {self.path} --json` or run.agents"
+                f"agent {agent_id!r} is not in run {self.path}{hint}; the agents are the "
+                f"folders of {self.path / 'agents'} (run.agents in Python)"
             )
         return AgentRecord(agent_id=agent_id, root=root)
 

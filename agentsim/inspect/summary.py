@@ -160,9 +160,9 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
     reloads: list[Mapping[str, Any]] = []
     ticks = 0
     agents: int | None = None
-    last: Mapping[str, Any] = {}
+    last_time: str | None = None
     for ev in events:
-        last = ev
+        last_time = ev.get("time") or last_time
         kind = str(ev.get("type"))
         types[kind] += 1
         if kind in _PLAIN:  # most events are only counted: keep their cost low
@@ -190,7 +190,7 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
                 errors[ek] += 1
     return EventCounts(
         ticks_done=ticks,
-        last_time=last.get("time"),
+        last_time=last_time,
         agents=agents,
         sums={k: sums[k] for k in _TICK_SUMS},
         errors=dict(sorted(errors.items())),

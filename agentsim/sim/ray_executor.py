@@ -42,7 +42,11 @@ class _HostActor:
         return await self.host.step_tick(tick)
 
     async def ask(
-        self, agent_ids: list[str], question: str, tick: int, when: datetime,
+        self,
+        agent_ids: list[str],
+        question: str,
+        tick: int,
+        when: datetime,
         views: Mapping[str, EnvView],
     ) -> dict[str, str]:
         return await self.host.ask(agent_ids, question, tick=tick, when=when, views=views)
@@ -93,8 +97,11 @@ class RayExecutor:
             if self.address or os.environ.get("RAY_ADDRESS"):
                 ray.init(address=self.address, log_to_driver=False)
             else:
-                ray.init(include_dashboard=False, log_to_driver=False,
-                         object_store_memory=256 * 1024 * 1024)
+                ray.init(
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    object_store_memory=256 * 1024 * 1024,
+                )
                 self._started_ray = True
         except (ConnectionError, RayError, RuntimeError) as exc:
             raise ExecutorError(
@@ -108,11 +115,13 @@ class RayExecutor:
         except TimeoutError:
             raise ExecutorError(
                 f"{what} did not answer within {self.call_timeout:g}s; the run stopped"
-                f"{self._hint()}") from None
+                f"{self._hint()}"
+            ) from None
         except RayActorError as exc:
             raise ExecutorError(
                 f"a host actor died during {what} ({type(exc).__name__}); the run stopped"
-                f"{self._hint()}") from None
+                f"{self._hint()}"
+            ) from None
         except (GetTimeoutError, RayError) as exc:
             raise ExecutorError(f"Ray failed during {what}: {exc}{self._hint()}") from None
 
@@ -120,7 +129,9 @@ class RayExecutor:
         return f"; continue it with `{self.resume_hint}`" if self.resume_hint else ""
 
     async def start(
-        self, specs: Sequence[HostSpec], blocks: Sequence[Sequence[AgentSpec]],
+        self,
+        specs: Sequence[HostSpec],
+        blocks: Sequence[Sequence[AgentSpec]],
         registry: SkillRegistry,
     ) -> None:
         # Hosts scan the skill folders themselves: the registry is built once per process.
@@ -141,17 +152,22 @@ class RayExecutor:
 
     async def step_tick(self, tick: TickInput) -> list[TickResult]:
         ref = ray.put(tick)  # shared per-tick data goes to the object store once
-        return await self._wait([a.step_tick.remote(ref) for a in self.actors],
-                                f"tick {tick.tick}")
+        return await self._wait([a.step_tick.remote(ref) for a in self.actors], f"tick {tick.tick}")
 
     async def ask(
-        self, agent_ids: Sequence[str], question: str, *, tick: int, when: datetime,
+        self,
+        agent_ids: Sequence[str],
+        question: str,
+        *,
+        tick: int,
+        when: datetime,
         views: Mapping[str, EnvView],
     ) -> dict[str, str]:
         vref = ray.put(dict(views))
         parts = await self._wait(
             [a.ask.remote(list(agent_ids), question, tick, when, vref) for a in self.actors],
-            "survey")
+            "survey",
+        )
         out: dict[str, str] = {}
         for p in parts:
             out.update(p)

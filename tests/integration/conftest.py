@@ -16,7 +16,11 @@ def ray_cluster() -> Iterator[None]:
         if os.environ.get("RAY_ADDRESS"):
             ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False)
         else:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                     object_store_memory=128 * 1024 * 1024)
+            ray.init(
+                num_cpus=2,
+                include_dashboard=False,
+                log_to_driver=False,
+                object_store_memory=128 * 1024 * 1024,
+            )
     yield
     ray.shutdown()

@@ -54,8 +54,9 @@ def _config(tmp: Path, *, ticks: int = 4) -> Any:
 
 
 def _run(cfg: Any, run_dir: Path, executor: Any, progress: Any = None) -> Any:
-    engine = Engine(cfg, run_dir=run_dir, executor=executor, progress=progress,
-                    stop=threading.Event())
+    engine = Engine(
+        cfg, run_dir=run_dir, executor=executor, progress=progress, stop=threading.Event()
+    )
     return asyncio.run(engine.run())
 
 
@@ -94,7 +95,6 @@ def test_skill_added_mid_run_is_used_on_every_host(tmp_path: Path) -> None:
     events = [line for line in (run_dir / "events.jsonl").read_text().splitlines()]
     reload = [e for e in events if '"skills_reloaded"' in e]
     assert len(reload) == 1 and "custom@stargazing" in reload[0] and '"tick": 2' in reload[0]
-    import json
 
     used = [json.loads(e) for e in events if '"custom@stargazing"' in e and "skill_activated" in e]
     assert used and min(e["tick"] for e in used) >= 2
@@ -126,7 +126,8 @@ def test_a_killed_host_stops_the_run_with_the_resume_command(tmp_path: Path) -> 
 def test_two_node_cluster_run(tmp_path: Path) -> None:
     """Runs in a child process: this process is already connected to the shared cluster."""
     script = tmp_path / "two_nodes.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import asyncio, json, threading
         from pathlib import Path
         import ray
@@ -159,10 +160,12 @@ def test_two_node_cluster_run(tmp_path: Path) -> None:
         finally:
             ray.shutdown()
             cluster.shutdown()
-    """))
+    """)
+    )
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=240, env=env)
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=240, env=env
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     last = out.stdout.strip().splitlines()[-1]
     assert last == '{"status": "completed", "nodes": 2}'

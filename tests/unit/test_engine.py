@@ -15,7 +15,7 @@ import pytest
 
 from agentsim.agent.agent import step_seed
 from agentsim.errors import ConfigError
-from agentsim.llm.base import Completion, Message, ToolSchema
+from agentsim.llm.base import ChatModel, Completion, Message, ToolSchema
 from agentsim.llm.scripted import ScriptedModel
 from agentsim.sim.config import ExperimentConfig, load_experiment, parse_experiment
 from agentsim.sim.engine import Engine, Progress, RunSummary
@@ -240,9 +240,13 @@ async def test_several_local_hosts_give_the_same_events(
     _, first = completed
     specs: list[HostSpec] = []
 
-    def factory(spec: HostSpec) -> ScriptedModel:
+    def factory(spec: HostSpec) -> ChatModel:
+        from agentsim.sim.models import build_model
+
         specs.append(spec)
-        return ScriptedModel()
+        return build_model(
+            spec.model, run_dir=Path(spec.run_dir), max_react_turns=spec.settings.max_react_turns
+        )
 
     ex = LocalExecutor(model_factory=factory)
     await Engine(small(EXECUTOR__HOSTS="3"), run_dir=tmp_path / "r", executor=ex).run()

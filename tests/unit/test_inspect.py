@@ -457,7 +457,7 @@ def test_cli_bad_input_exits_2(
     code, _, err = cli(capsys, "inspect", str(finished), "--tick", "3")
     assert (
         code == 2
-        and err == "error: --tick: needs an agent; add --agent ID (see the agents with --json)\n"
+        and err == "error: --tick: needs an agent; add --agent ID (an agent folder of RUN/agents)\n"
     )
     code, _, err = cli(
         capsys, "inspect", str(finished), "--agent", "commuters-00000", "--last", "-1"

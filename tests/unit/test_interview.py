@@ -128,6 +128,9 @@ async def test_the_agent_sees_its_memory_skills_and_the_question_read_only(recor
 async def test_cache_off_and_no_checkpoint(run_copy: Path) -> None:
     edit_config(run_copy, cache="off")
     shutil.rmtree(run_copy / "checkpoints")
+    memory = run_copy / "agents" / AGENT / "memory.jsonl"
+    bad = '{"tick": "soon", "time": "t", "kind": "action", "text": "x"}\n'  # skipped
+    memory.write_text(memory.read_text("utf-8") + bad, encoding="utf-8")
     before = hashes(run_copy)
     res = await interview(run_copy, AGENT, "How was your day?")
     assert res.model == "scripted" and res.environment == "fresh" and res.answer
