@@ -103,7 +103,9 @@ class Agent:
     """A resident agent. Small by design: shared things live in the host."""
 
     __slots__ = (
+        "_dir_made",
         "_last_skills",
+        "_skills_written",
         "_last_system_sha",
         "_pending_prompts",
         "_pending_trace",
@@ -141,6 +143,8 @@ class Agent:
         self._pending_prompts: dict[str, str] = {}
         self._last_system_sha = ""
         self._last_skills: tuple[str, ...] = ()
+        self._skills_written: tuple[str, ...] | None = None
+        self._dir_made = False
 
     # -- prompt ----------------------------------------------------------------------------
 
@@ -494,14 +498,21 @@ class Agent:
         """Add to memory from outside a step (messages delivered, interventions)."""
         self.memory.add(tick=tick, time=time, kind=kind, text=text)
 
-    def flush(self) -> None:
-        """Write buffered memory, trace and prompt files (called by the host per tick)."""
+    def flush(self, *, force: bool = False) -> None:
+        """Write buffered memory, trace and prompt files (called by the host).
+
+        ``skills.json`` is rewritten only when the active set changed, or when ``force`` is
+        set (checkpoints, the end of a run): opening files is the dominant cost of a step."""
         mem = self.memory.drain()
         trace, self._pending_trace = self._pending_trace, []
         prompts, self._pending_prompts = self._pending_prompts, {}
-        if not (mem or trace or prompts):
+        active = self.skills.active
+        skills_due = force or active != self._skills_written
+        if not (mem or trace or prompts or skills_due):
             return
-        self.workspace.mkdir(parents=True, exist_ok=True)
+        if not self._dir_made:
+            self.workspace.mkdir(parents=True, exist_ok=True)
+            self._dir_made = True
         if mem:
             with open(self.workspace / "memory.jsonl", "a", encoding="utf-8") as f:
                 f.write("\n".join(mem) + "\n")
@@ -513,8 +524,12 @@ class Agent:
             pdir.mkdir(exist_ok=True)
             for sha, text in prompts.items():
                 (pdir / f"{sha}.txt").write_text(text, encoding="utf-8")
-        skills = {"active": list(self.skills.active), "step_count": self.step_count}
-        (self.workspace / "skills.json").write_text(json.dumps(skills, indent=1), encoding="utf-8")
+        if skills_due:
+            skills = {"active": list(active), "step_count": self.step_count}
+            (self.workspace / "skills.json").write_text(
+                json.dumps(skills, indent=1), encoding="utf-8"
+            )
+            self._skills_written = active
 
     def get_state(self) -> dict[str, Any]:
         return {

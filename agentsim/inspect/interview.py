@@ -248,8 +248,10 @@ async def interview(
                     }
                 )
         finally:
-            if model is None:
-                await host.close()
+            # Not host.close(): that flushes the agents, and an interviewed agent never is.
+            closer = getattr(the_model, "aclose", None)
+            if model is None and closer is not None:
+                await closer()
     problems = tuple(
         str(e.get("error") or e.get("reason") or e["type"])
         for e in out.events

@@ -299,14 +299,14 @@ class AgentHost:
             answers[aid] = out.answer or out.action
         return answers
 
-    def flush(self) -> None:
+    def flush(self, *, force: bool = False) -> None:
         """Write every agent's buffered memory and trace lines to its workspace."""
         for agent in self.agents.values():
-            agent.flush()
+            agent.flush(force=force)
         self._unflushed = 0
 
     def get_state(self) -> dict[str, Any]:
-        self.flush()  # a checkpoint records file sizes right after this
+        self.flush(force=True)  # a checkpoint records file sizes right after this
         return {aid: a.get_state() for aid, a in sorted(self.agents.items())}
 
     async def set_state(self, state: Mapping[str, Any]) -> None:
@@ -319,7 +319,7 @@ class AgentHost:
         return self.stats.snapshot()
 
     async def close(self) -> None:
-        self.flush()
+        self.flush(force=True)
         closer = getattr(self.model, "aclose", None)
         if closer is not None:
             await closer()

@@ -138,7 +138,7 @@ def test_unfinished_ticks_are_left_out(city_run: Path, tmp_path: Path) -> None:
 
 
 def test_collect_report_data_from_synthetic_events() -> None:
-    events = [
+    events: list[dict[str, Any]] = [
         {"type": "run_start", "tick": 0},
         {"type": "agent_action", "tick": 0, "agent_id": "a"},
         {"type": "agent_action", "tick": 0, "agent_id": "b"},

@@ -2,12 +2,13 @@
 
 The skill runner loads this file by path (it is not a package), so everything lives here.
 State, per agent: ``<workspace>/state/daily_guidance/<date>/story.yaml`` (the plan and its
-revisions) and ``needs.json`` (energy, hunger, social). Output is returned, never printed; the
-script never touches ``os.environ``, the cwd or ``sys.stdout``.
+revisions). Needs (energy, hunger, social) are not stored: they are a pure function of the
+day's plan and the clock, integrated from the wake hour, so a resumed run and an
+uninterrupted one agree and a hook call writes nothing. Output is returned, never printed;
+the script never touches ``os.environ``, the cwd or ``sys.stdout``.
 
 The pre_step hook runs every step for every agent, so parsed files are cached per process,
-keyed by path and ``(mtime_ns, size)``: a cached call costs a few ``stat`` calls and one small
-write of needs.json.
+keyed by path and ``(mtime_ns, size)``: a cached call costs a few ``stat`` calls.
 """
 
 from __future__ import annotations
@@ -63,13 +64,6 @@ class _Ctx(Protocol):
 
 
 _files: dict[str, tuple[int, int, Any]] = {}
-# needs.json is rewritten in place at a fixed width: on ext4, truncating or renaming over an
-# existing file forces a flush (auto_da_alloc) that costs milliseconds per call; an in-place
-# write of the same size does not. A torn write (crash) only loses the needs, which restart
-# from defaults; the plan itself (story.yaml) is always replaced atomically.
-_NEEDS_WIDTH = 128
-
-
 def _cached_read(path: str, parse: Callable[[str], Any]) -> Any:
     """The parsed content of ``path``, re-parsed only when it changed; None when the file is
     missing or unreadable (an unreadable plan is then simply drafted and saved again)."""
@@ -103,20 +97,6 @@ def _write_atomic(path: str, text: str, value: Any) -> None:
         f.write(text)
     os.replace(tmp, path)
     _remember(path, value)
-
-
-def _write_needs(path: str, needs: dict[str, Any]) -> None:
-    data = json.dumps(needs).ljust(_NEEDS_WIDTH).encode()
-    hit = _files.get(path)
-    if len(data) != _NEEDS_WIDTH or hit is None or hit[1] != _NEEDS_WIDTH:
-        _write_atomic(path, data.decode(), needs)
-        return
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    _remember(path, needs)
 
 
 def _yaml_load(text: str) -> Any:
@@ -464,7 +444,7 @@ def _cmd_status(ctx: _Ctx) -> str:
     story = _load_story(ctx, day)
     if story is None:
         return f"No plan for {day.isoformat()}. Draft one with `draft` and submit it with `plan`."
-    needs = _cached_read(_path(ctx, day, "needs.json"), json.loads) or _default_needs()
+    needs = _needs_at(story, ctx.time, _profile(ctx))
     lines = [*_now_lines(story, ctx.time), _needs_line(needs)]
     lines.append(f"Plan for {day.isoformat()} ({story.get('revisions', 0)} revisions):")
     lines += [
@@ -476,11 +456,11 @@ def _cmd_status(ctx: _Ctx) -> str:
 # -- needs and hooks ------------------------------------------------------------------------
 
 
-def _default_needs() -> dict[str, Any]:
+def _default_needs() -> dict[str, float]:
     return {"energy": 0.9, "hunger": 0.3, "social": 0.6}
 
 
-def _needs_line(needs: dict[str, Any]) -> str:
+def _needs_line(needs: dict[str, float]) -> str:
     return ", ".join(f"{k} {float(needs[k]):.2f}" for k in ("energy", "hunger", "social"))
 
 
@@ -502,28 +482,38 @@ def _rates(activity: str, category: str) -> tuple[float, float, float]:
     return energy, hunger, social
 
 
-def _update_needs(
-    ctx: _Ctx, now: datetime, activity: str, place: str, profile: dict[str, Any]
-) -> dict[str, Any]:
-    path = _path(ctx, now.date(), "needs.json")
-    needs = _cached_read(path, json.loads)
-    fresh = needs is None
-    if needs is None:
-        # First call of a day: carry yesterday's needs over rather than resetting them.
-        prev = _path(ctx, now.date() - timedelta(days=1), "needs.json")
-        needs = _cached_read(prev, json.loads) or {**_default_needs(), "updated": now.isoformat()}
-    hours = (now - datetime.fromisoformat(str(needs["updated"]))).total_seconds() / 3600
-    hours = min(max(hours, 0.0), 24.0)
-    if hours == 0.0 and not fresh:
-        return dict(needs)
-    rates = _rates(activity, _category(place, profile))
-    new: dict[str, Any] = {
-        k: round(min(max(float(needs[k]) + r * hours, 0.0), 1.0), 3)
-        for k, r in zip(("energy", "hunger", "social"), rates, strict=True)
-    }
-    new["updated"] = now.isoformat()
-    _write_needs(path, new)
-    return new
+def _needs_at(
+    story: dict[str, Any] | None, now: datetime, profile: dict[str, Any]
+) -> dict[str, float]:
+    """Needs at ``now``: the morning values at the wake hour, then each planned segment's
+    rates (gaps count as free time at home), clamped to [0, 1] after every stretch."""
+    needs = _default_needs()
+    minute = now.hour * 60 + now.minute
+    t = min(_hours(profile.get("wake_hour"), 7.0), _DAY_END)
+    home = _home(profile)
+    keys = ("energy", "hunger", "social")
+
+    def spend(until: int, activity: str, place: str) -> None:
+        hours = (until - t) / 60
+        if hours <= 0:
+            return
+        rates = _rates(activity, _category(place, profile))
+        for k, r in zip(keys, rates, strict=True):
+            needs[k] = min(max(needs[k] + r * hours, 0.0), 1.0)
+
+    for seg in story["segments"] if story else ():
+        start, end = _minutes(seg["start"]), _minutes(seg["end"])
+        if start is None or end is None or end <= t:
+            continue
+        if start >= minute:
+            break
+        spend(start, "free time", home)
+        t = max(t, start)
+        stop = min(end, minute)
+        spend(stop, seg["activity"], seg["place"])
+        t = stop
+    spend(minute, "free time", home)
+    return {k: round(needs[k], 3) for k in keys}
 
 
 def _segment_at(segments: list[dict[str, str]], hm: str) -> dict[str, str] | None:
@@ -572,7 +562,6 @@ def _pre_step(ctx: _Ctx, now: datetime) -> str:
             earlier = old["segments"] if old else []
         place = earlier[-1]["place"] if earlier else _home(profile)
         if place == _home(profile):
-            _update_needs(ctx, now, "sleep", place, profile)
             return json.dumps({"decision": "skip", "message": "Asleep at home."})
     if story is None:
         return (
@@ -581,7 +570,7 @@ def _pre_step(ctx: _Ctx, now: datetime) -> str:
             + _suggest("execute_skill_script", {"name": "daily-guidance", "args": ["draft"]})
         )
     activity, place = (cur["activity"], cur["place"]) if cur else ("free time", _home(profile))
-    needs = _update_needs(ctx, now, activity, place, profile)
+    needs = _needs_at(story, now, profile)
     lines = _now_lines(story, now)
     lines.append(f"Needs: {_needs_line(needs)}")
     if cur is not None:
