@@ -212,7 +212,9 @@ class Engine:
             "skill_diagnostics": len(diag),
             "modules": sorted(self.modules),
         }
-        return [start, *events]
+        for e in events:
+            e.setdefault("time", start["time"])
+        return [start, *sorted(events, key=lambda e: str(e.get("agent_id") or ""))]
 
     def _profile_extras(self) -> dict[str, dict[str, Any]]:
         """What environment modules assigned to agents (e.g. home and work places)."""

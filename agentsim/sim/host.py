@@ -169,7 +169,17 @@ class AgentHost:
             )
             for name in spec.default_skills:
                 try:
-                    await runtime.activate(name)
+                    res = await runtime.activate(name)
+                    events.extend(
+                        {
+                            "tick": 0,
+                            "type": "skill_activated",
+                            "agent_id": aid,
+                            "skill": sid,
+                            "default": True,
+                        }
+                        for sid in res.newly_active
+                    )
                 except AgentsimError as exc:
                     events.append(
                         {
