@@ -105,11 +105,11 @@ class Agent:
     __slots__ = (
         "_dir_made",
         "_last_skills",
-        "_skills_written",
         "_last_system_sha",
         "_pending_prompts",
         "_pending_trace",
         "_post_hooks",
+        "_skills_written",
         "agent_id",
         "group",
         "memory",

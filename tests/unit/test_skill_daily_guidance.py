@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
-import os
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -490,9 +489,7 @@ def test_needs_depend_only_on_the_plan_and_the_clock(make_ctx: Ctx) -> None:
         hook(busy, "pre_step", datetime(2026, 3, 2, hour, 0))
     state = busy.workspace_root / "state"
     before = sorted((p, p.stat().st_mtime_ns) for p in state.rglob("*") if p.is_file())
-    assert _needs(busy, datetime(2026, 3, 2, 15, 0)) == _needs(
-        fresh, datetime(2026, 3, 2, 15, 0)
-    )
+    assert _needs(busy, datetime(2026, 3, 2, 15, 0)) == _needs(fresh, datetime(2026, 3, 2, 15, 0))
     after = sorted((p, p.stat().st_mtime_ns) for p in state.rglob("*") if p.is_file())
     assert before == after
     assert [p.name for p, _ in after] == ["story.yaml"]

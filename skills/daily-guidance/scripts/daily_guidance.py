@@ -64,6 +64,8 @@ class _Ctx(Protocol):
 
 
 _files: dict[str, tuple[int, int, Any]] = {}
+
+
 def _cached_read(path: str, parse: Callable[[str], Any]) -> Any:
     """The parsed content of ``path``, re-parsed only when it changed; None when the file is
     missing or unreadable (an unreadable plan is then simply drafted and saved again)."""
