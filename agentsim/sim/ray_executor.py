@@ -97,10 +97,12 @@ class RayExecutor:
             if self.address or os.environ.get("RAY_ADDRESS"):
                 ray.init(address=self.address, log_to_driver=False)
             else:
+                # A local cluster listens on loopback only.
                 ray.init(
                     include_dashboard=False,
                     log_to_driver=False,
                     object_store_memory=256 * 1024 * 1024,
+                    _node_ip_address="127.0.0.1",
                 )
                 self._started_ray = True
         except (ConnectionError, RayError, RuntimeError) as exc:

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+# Before Ray is imported: a cluster started here uses 127.0.0.1 as its node address.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 ray = pytest.importorskip("ray")
 
 
@@ -21,6 +23,7 @@ def ray_cluster() -> Iterator[None]:
                 include_dashboard=False,
                 log_to_driver=False,
                 object_store_memory=128 * 1024 * 1024,
+                _node_ip_address="127.0.0.1",  # loopback only
             )
     yield
     ray.shutdown()

@@ -30,13 +30,13 @@ clock: {{start: "2026-03-02T07:00:00", tick: 30m}}
 ticks: {ticks}
 agents:
   - group: workers
-    count: 12
-    profile: {{template: worker, fields: {{interests: [stargazing, cycling]}}}}
-    skills: {{default: [daily-guidance]}}
-  - group: people
     count: 8
+    profile: {{template: worker, fields: {{interests: [stargazing, cycling]}}}}
+    skills: {{default: [daily-guidance, sky-log]}}
+  - group: people
+    count: 12
     profile: {{template: generic, fields: {{interests: [stargazing, telescopes]}}}}
-    skills: {{default: [social-feed], disabled: [daily-guidance]}}
+    skills: {{default: [social-feed, sky-log], disabled: [daily-guidance]}}
 skills: {{paths: [{custom}], catalog_budget_tokens: 2000}}
 environment:
   - {{module: city}}
@@ -46,9 +46,24 @@ output: {{dir: {out}, formats: [jsonl]}}
 """
 
 
+_SKY_LOG = """---
+name: sky-log
+description: Use to keep a log of the night sky.
+hooks: {pre_step: scripts/sky.py}
+---
+Write down what you see in the sky.
+"""
+
+
+def _sky_script(version: str) -> str:
+    return f"def entrypoint(argv, ctx):\n    return {version!r}\n"
+
+
 def _config(tmp: Path, *, ticks: int = 4) -> Any:
     custom = tmp / "custom"
-    custom.mkdir(exist_ok=True)
+    (custom / "sky-log" / "scripts").mkdir(parents=True, exist_ok=True)
+    (custom / "sky-log" / "SKILL.md").write_text(_SKY_LOG)
+    (custom / "sky-log" / "scripts" / "sky.py").write_text(_sky_script("sky v1"))
     text = _YAML.format(ticks=ticks, custom=custom, out=tmp / "ws")
     return parse_experiment(text, base_dir=tmp)
 
@@ -80,29 +95,44 @@ Look up at the sky.
 """
 
 
-def test_skill_added_mid_run_is_used_on_every_host(tmp_path: Path) -> None:
-    cfg = _config(tmp_path, ticks=6)
+def test_skills_added_and_edited_mid_run_reach_every_host_next_tick(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, ticks=5)
     custom = tmp_path / "custom"
 
-    def add_skill(p: Progress) -> None:
-        if p.tick == 2:
+    def change_skills(p: Progress) -> None:
+        if p.tick == 2:  # between ticks 1 and 2
             d = custom / "stargazing"
             d.mkdir()
             (d / "SKILL.md").write_text(_STARGAZING)
+            # Scripts are re-imported by (path, mtime, size); the SKILL.md edit is what the
+            # registry reports as a changed skill.
+            (custom / "sky-log" / "scripts" / "sky.py").write_text(_sky_script("sky version 2"))
+            skill_md = custom / "sky-log" / "SKILL.md"
+            skill_md.write_text(_SKY_LOG.replace("night sky", "night sky and the moon"))
 
     run_dir = tmp_path / "ray"
-    _run(cfg, run_dir, RayExecutor(), progress=add_skill)
-    events = [line for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    reload = [e for e in events if '"skills_reloaded"' in e]
-    assert len(reload) == 1 and "custom@stargazing" in reload[0] and '"tick": 2' in reload[0]
-
-    used = [json.loads(e) for e in events if '"custom@stargazing"' in e and "skill_activated" in e]
-    assert used and min(e["tick"] for e in used) >= 2
-    # agents of both hosts (ids are split into two contiguous blocks) picked it up
-    ids = sorted(a.agent_id for a in resolve_agents(cfg))
-    first, second = set(ids[: len(ids) // 2]), set(ids[len(ids) // 2 :])
-    users = {e["agent_id"] for e in used}
-    assert users & first and users & second
+    summary = _run(cfg, run_dir, RayExecutor(), progress=change_skills)
+    assert summary.status == "completed"
+    events = [json.loads(e) for e in (run_dir / "events.jsonl").read_text().splitlines()]
+    (reload,) = [e for e in events if e["type"] == "skills_reloaded"]
+    assert reload["tick"] == 2
+    assert reload["added"] == ["custom@stargazing"] and reload["changed"] == ["custom@sky-log"]
+    agents = sorted(p.name for p in (run_dir / "agents").iterdir())
+    assert len(agents) == 20  # ten per host
+    for aid in agents:
+        folder = run_dir / "agents" / aid
+        steps = [json.loads(x) for x in (folder / "trace.jsonl").read_text().splitlines()]
+        steps = [s for s in steps if "hooks" in s]
+        for step in steps:
+            sky = [h["text"] for h in step["hooks"] if h["skill"] == "custom@sky-log"]
+            if not sky:  # a step skipped by another skill's hook still ran sky-log first
+                continue
+            expected = "sky v1" if step["tick"] < 2 else "sky version 2"
+            assert sky == [expected], (aid, step["tick"])
+            if "system_sha" not in step:
+                continue  # sat out the step (asleep): no prompt was built
+            prompt = (folder / "prompts" / f"{step['system_sha']}.txt").read_text()
+            assert ('name="stargazing"' in prompt) == (step["tick"] >= 2), (aid, step["tick"])
 
 
 def test_a_killed_host_stops_the_run_with_the_resume_command(tmp_path: Path) -> None:
@@ -125,6 +155,7 @@ def test_a_killed_host_stops_the_run_with_the_resume_command(tmp_path: Path) -> 
 @pytest.mark.slow
 def test_two_node_cluster_run(tmp_path: Path) -> None:
     """Runs in a child process: this process is already connected to the shared cluster."""
+    _config(tmp_path, ticks=2)  # writes the custom skills the experiment uses
     script = tmp_path / "two_nodes.py"
     script.write_text(
         textwrap.dedent(f"""
@@ -136,8 +167,9 @@ def test_two_node_cluster_run(tmp_path: Path) -> None:
         from agentsim.sim.engine import Engine
         from agentsim.sim.ray_executor import RayExecutor
 
-        cluster = Cluster(initialize_head=True, head_node_args={{"num_cpus": 1}})
-        cluster.add_node(num_cpus=1)
+        loopback = {{"node_ip_address": "127.0.0.1"}}
+        cluster = Cluster(initialize_head=True, head_node_args={{"num_cpus": 1, **loopback}})
+        cluster.add_node(num_cpus=1, **loopback)
         ray.init(address=cluster.address, log_to_driver=False)
         try:
             text = {_YAML!r}.format(ticks=2, custom={str(tmp_path / "custom")!r},
@@ -163,6 +195,8 @@ def test_two_node_cluster_run(tmp_path: Path) -> None:
     """)
     )
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    # Ray then takes 127.0.0.1 as the node address: both nodes talk over loopback only.
+    env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     out = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=240, env=env
     )

@@ -484,38 +484,56 @@ def _rates(activity: str, category: str) -> tuple[float, float, float]:
     return energy, hunger, social
 
 
+_Stretch = tuple[int, int, tuple[float, float, float]]
+_compiled: dict[int, tuple[Any, Any, list[_Stretch]]] = {}
+
+
+def _stretches(story: dict[str, Any] | None, profile: dict[str, Any]) -> list[_Stretch]:
+    """The plan as (start, end, rates) minutes, gaps filled with free time at home; compiled
+    once per parsed plan (the hook runs every step, the plan changes rarely)."""
+    key = id(story)
+    hit = _compiled.get(key)
+    if hit is not None and hit[0] is story and hit[1] is profile:
+        return hit[2]
+    home = _home(profile)
+    free = _rates("free time", "home")
+    out: list[_Stretch] = []
+    t = 0
+    for seg in story["segments"] if story else ():
+        start, end = _minutes(seg["start"]), _minutes(seg["end"])
+        if start is None or end is None or end <= t:
+            continue
+        if start > t:
+            out.append((t, start, free))
+        out.append((max(t, start), end, _rates(seg["activity"], _category(seg["place"], profile))))
+        t = end
+    if t < _DAY_END:
+        out.append((t, _DAY_END, _rates("free time", _category(home, profile))))
+    if len(_compiled) >= _CACHE_LIMIT:
+        _compiled.clear()
+    _compiled[key] = (story, profile, out)
+    return out
+
+
 def _needs_at(
     story: dict[str, Any] | None, now: datetime, profile: dict[str, Any]
 ) -> dict[str, float]:
     """Needs at ``now``: the morning values at the wake hour, then each planned segment's
     rates (gaps count as free time at home), clamped to [0, 1] after every stretch."""
-    needs = _default_needs()
+    e, h, so = (_default_needs()[k] for k in ("energy", "hunger", "social"))
     minute = now.hour * 60 + now.minute
-    t = min(_hours(profile.get("wake_hour"), 7.0), _DAY_END)
-    home = _home(profile)
-    keys = ("energy", "hunger", "social")
-
-    def spend(until: int, activity: str, place: str) -> None:
-        hours = (until - t) / 60
-        if hours <= 0:
-            return
-        rates = _rates(activity, _category(place, profile))
-        for k, r in zip(keys, rates, strict=True):
-            needs[k] = min(max(needs[k] + r * hours, 0.0), 1.0)
-
-    for seg in story["segments"] if story else ():
-        start, end = _minutes(seg["start"]), _minutes(seg["end"])
-        if start is None or end is None or end <= t:
+    wake = min(_hours(profile.get("wake_hour"), 7.0), _DAY_END)
+    for start, end, (re_, rh, rs) in _stretches(story, profile):
+        lo, hi = max(start, wake), min(end, minute)
+        if hi <= lo:
+            if start >= minute:
+                break
             continue
-        if start >= minute:
-            break
-        spend(start, "free time", home)
-        t = max(t, start)
-        stop = min(end, minute)
-        spend(stop, seg["activity"], seg["place"])
-        t = stop
-    spend(minute, "free time", home)
-    return {k: round(needs[k], 3) for k in keys}
+        hours = (hi - lo) / 60
+        e = min(max(e + re_ * hours, 0.0), 1.0)
+        h = min(max(h + rh * hours, 0.0), 1.0)
+        so = min(max(so + rs * hours, 0.0), 1.0)
+    return {"energy": round(e, 3), "hunger": round(h, 3), "social": round(so, 3)}
 
 
 def _segment_at(segments: list[dict[str, str]], hm: str) -> dict[str, str] | None:
