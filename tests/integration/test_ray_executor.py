@@ -18,7 +18,6 @@ from agentsim.errors import ExecutorError
 from agentsim.sim.config import parse_experiment
 from agentsim.sim.engine import Engine, Progress
 from agentsim.sim.executors import LocalExecutor
-from agentsim.sim.profiles import resolve_agents
 from agentsim.sim.ray_executor import RayExecutor
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_cluster")]
