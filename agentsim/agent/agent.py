@@ -325,7 +325,11 @@ class Agent:
             )
         sha = hashlib.sha256(system.encode()).hexdigest()[:16]
         if sha != self._last_system_sha and not read_only:
-            self._pending_prompts[sha] = system
+            # Written now, not buffered: a system prompt is ~10 KB and changes rarely, so
+            # holding it until the next flush would cost more memory than the write costs time.
+            pdir = self.workspace / "prompts"
+            pdir.mkdir(parents=True, exist_ok=True)
+            (pdir / f"{sha}.txt").write_text(system, encoding="utf-8")
             self._last_system_sha = sha
         trace.setdefault("system_sha", sha)
         trace.setdefault("user", user)
