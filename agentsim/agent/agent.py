@@ -148,9 +148,12 @@ class Agent:
 
     # -- prompt ----------------------------------------------------------------------------
 
-    def _situation(self, observation: str) -> str:
-        """What the catalog is ranked against when it is over budget: who the agent is and
-        what it observes now (tick and time lines carry no meaning for relevance)."""
+    def _situation(self) -> str:
+        """What an over-budget catalog is ranked against: who the agent is (persona,
+        occupation, interests). Kept stable across ticks on purpose: the ranked selection is
+        then computed once per change of the agent's active skills, so a tick's cost does not
+        grow with the number of installed skills; what the agent needs beyond it is one
+        search_skills call away."""
         words = [self.persona]
         for key in ("occupation", "role", "interests"):
             value = self.profile.get(key)
@@ -158,14 +161,13 @@ class Agent:
                 words.extend(str(v) for v in value)
             elif isinstance(value, str):
                 words.append(value)
-        words.append(observation)
         return " ".join(words)
 
-    def system_prompt(self, *, read_only: bool = False, observation: str = "") -> str:
+    def system_prompt(self, *, read_only: bool = False) -> str:
         parts = [f"<persona>{self.persona}</persona>"]
         profile = json.dumps(self.profile, sort_keys=True, ensure_ascii=False)
         parts.append(f"<profile>{profile}</profile>")
-        parts.append(self.skills.catalog(self._situation(observation)).text)
+        parts.append(self.skills.catalog(self._situation()).text)
         bodies = self.skills.bodies()
         if bodies:
             parts.append(bodies)
@@ -313,7 +315,7 @@ class Agent:
         inp = st.inp
         read_only = inp.read_only
         observation = inp.env.observe(self.agent_id) if inp.env is not None else ""
-        system = self.system_prompt(read_only=read_only, observation=observation)
+        system = self.system_prompt(read_only=read_only)
         mem_tokens = settings.memory_prompt_tokens
         user = self.user_prompt(
             inp, hooks, feedback=feedback, memory_tokens=mem_tokens, observation=observation
@@ -334,8 +336,7 @@ class Agent:
         trace.setdefault("system_sha", sha)
         trace.setdefault("user", user)
         trace.setdefault("prompt_tokens_est", estimate_tokens(system) + estimate_tokens(user))
-        env_actions = inp.env.describe() if inp.env is not None else {}
-        tools = build_tools(self.skills.handles(), env_actions, read_only=read_only)
+        tools = self._tools(inp.env, read_only=read_only)
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": system},
             {"role": "user", "content": user},
@@ -370,6 +371,20 @@ class Agent:
                 return
         st.out.action = st.out.action or "ran out of turns"
         trace["limitation"] = f"step ended after max_react_turns={settings.max_react_turns}"
+
+    def _tools(self, env: EnvAccess | None, *, read_only: bool) -> list[dict[str, Any]]:
+        """Tool schemas, shared by every agent that sees the same skills and environment."""
+        res, hidden = self.skills.visibility()
+        key = (id(res), hidden, read_only, id(env))
+        hit = _TOOLS_CACHE.get(key)
+        if hit is not None and hit[0] is res and hit[1] is env:
+            return hit[2]
+        env_actions = env.describe() if env is not None else {}
+        tools = build_tools(self.skills.handles(), env_actions, read_only=read_only)
+        if len(_TOOLS_CACHE) >= 64:
+            _TOOLS_CACHE.clear()
+        _TOOLS_CACHE[key] = (res, env, tools)
+        return tools
 
     def _degrade(self, st: _Step, trace: dict[str, Any], reason: str) -> None:
         st.out.degraded = True
@@ -563,6 +578,10 @@ def step_seed(seed: int, agent_id: str, tick: int) -> int:
     """The model seed of one agent's step: stable across executors and resumes."""
     return derive_seed(seed, agent_id, str(tick)) & 0x7FFFFFFF
 
+
+# (resolution, env router, schemas) by identity: one router per host and tick, one
+# resolution per registry generation, so this holds a handful of entries.
+_TOOLS_CACHE: dict[tuple[Any, ...], tuple[object, object, list[dict[str, Any]]]] = {}
 
 _HANDLERS = {
     "activate_skill": Agent._t_activate,

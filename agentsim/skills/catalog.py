@@ -24,6 +24,7 @@ __all__ = [
     "RenderedCatalog",
     "estimate_tokens",
     "render_catalog",
+    "render_selection",
     "tokenize",
 ]
 
@@ -198,6 +199,22 @@ def _omitted_note(omitted: int) -> str:
         f"<!-- {omitted} more skill{'s' if omitted != 1 else ''} not listed to fit the catalog "
         "budget; call search_skills(query) to find them -->"
     )
+
+
+def render_selection(
+    index: CatalogIndex, shown: Sequence[str], *, active: Sequence[str], omitted: int
+) -> str:
+    """The text of a catalog whose selection (``shown`` ids, ``omitted`` count) is known:
+    agents keep only their selection and re-render it, which costs a join, not a ranking."""
+    active_set = set(active)
+    lines = [_OPEN]
+    for sid in shown:
+        line = index.entries[index.by_id[sid]].line
+        lines.append(line.replace(">", ' active="true">', 1) if sid in active_set else line)
+    lines.append(_CLOSE)
+    if omitted:
+        lines.append(_omitted_note(omitted))
+    return "\n".join(lines)
 
 
 def render_catalog(

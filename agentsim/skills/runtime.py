@@ -25,7 +25,12 @@ import jsonschema
 
 from agentsim.errors import SkillActivationError, SkillNotFoundError
 from agentsim.skills._validate import path_problem
-from agentsim.skills.catalog import CatalogIndex, RenderedCatalog, render_catalog
+from agentsim.skills.catalog import (
+    CatalogIndex,
+    RenderedCatalog,
+    render_catalog,
+    render_selection,
+)
 from agentsim.skills.context import SkillScriptContext, safe_env
 from agentsim.skills.hooks import HookOutcome, parse_hook_output
 from agentsim.skills.scripts import Isolation, ScriptResult, ScriptRunner
@@ -149,7 +154,7 @@ class SkillSpace:
     ) -> RenderedCatalog:
         """The catalog of ``res`` for one agent; cached for the shared view only, so that
         one agent's own skills can never reach another agent's prompt."""
-        if res.index.total_tokens + 4 * len(active) + _FRAME_SLACK <= self.catalog_budget_tokens:
+        if self.fits(res, active):
             situation = ""  # everything fits: relevance cannot change the result
         key = (res, situation, active, hidden)
         if cache:
@@ -169,6 +174,10 @@ class SkillSpace:
             if len(self._catalog_cache) > _CATALOG_CACHE_SIZE:
                 self._catalog_cache.popitem(last=False)
         return out
+
+    def fits(self, res: _Resolved, active: Sequence[str]) -> bool:
+        """Whether every skill of ``res`` fits the budget (relevance then plays no part)."""
+        return res.index.total_tokens + 4 * len(active) + _FRAME_SLACK <= self.catalog_budget_tokens
 
     def clear_catalog_cache(self) -> None:
         self._catalog_cache.clear()
@@ -226,6 +235,7 @@ class AgentSkillRuntime:
         "_activation_args",
         "_active",
         "_bodies",
+        "_catalog_sel",
         "_disabled",
         "_hidden",
         "_own",
@@ -253,6 +263,9 @@ class AgentSkillRuntime:
         self._own_view = own_view
         self._own: tuple[SkillView, int, _Resolved] | None = None
         self._own_catalog: tuple[tuple[Any, ...], RenderedCatalog] | None = None
+        # (key, resolution, shown ids, omitted, tokens) of the last over-budget catalog: the
+        # ranking is redone only when the key changes; the text is re-joined from entries.
+        self._catalog_sel: tuple[Any, _Resolved, tuple[str, ...], int, int] | None = None
         self._active: list[str] = []
         self._activation_args: dict[str, str] = {}
         self._bodies: dict[str, str] = {}
@@ -316,6 +329,12 @@ class AgentSkillRuntime:
         hidden = self._hidden_ids(res)
         return [d for sid, d in res.descriptors.items() if sid not in hidden]
 
+    def visibility(self) -> tuple[object, frozenset[str]]:
+        """What the visible set depends on (resolution, hidden ids): a cache key for things
+        derived from ``handles()``, such as tool schemas."""
+        res = self._res()
+        return res, self._hidden_ids(res)
+
     def handles(self) -> list[str]:
         """What the model may pass as a skill name (the enum of the skill tools)."""
         res = self._res()
@@ -352,7 +371,17 @@ class AgentSkillRuntime:
         hidden = self._hidden_ids(res)
         active = tuple(self._active)
         if self._own_view is None:
-            return self._space.catalog(res, situation=situation, active=active, hidden=hidden)
+            space = self._space
+            if space.fits(res, active):
+                return space.catalog(res, situation=situation, active=active, hidden=hidden)
+            sel_key = (situation, active, hidden)
+            sel = self._catalog_sel
+            if sel is not None and sel[1] is res and sel[0] == sel_key:
+                text = render_selection(res.index, sel[2], active=active, omitted=sel[3])
+                return RenderedCatalog(text=text, shown=sel[2], omitted=sel[3], tokens=sel[4])
+            out = space.catalog(res, situation=situation, active=active, hidden=hidden, cache=False)
+            self._catalog_sel = (sel_key, res, out.shown, out.omitted, out.tokens)
+            return out
         key = (res, situation, active, hidden)
         hit = self._own_catalog
         if hit is not None and hit[0] == key:
