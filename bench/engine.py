@@ -46,12 +46,14 @@ output: {{dir: {out}, formats: [jsonl], checkpoint_every: {checkpoint}}}
 
 _SKILL = """---
 name: {name}
-description: Use for task family {i} - handles {topic} questions about {topic} and related chores.
+description: Use for procedure zq{i} - handles {topic} requests of kind zq{i} in batch mode.
 version: "1.0"
 ---
 Instructions for {name}.
 """
-_TOPICS = ("gardening", "tax forms", "bicycles", "recipes", "chess", "train times", "knitting")
+# Words no agent profile uses: the installed skills must not change what agents do, so the
+# comparison measures the runtime's cost of having them, not different behaviour.
+_TOPICS = ("qarvex", "zolbit", "frennic", "vopstra", "krindle", "moxtral", "plivet")
 
 
 def _make_custom(root: Path, n: int) -> None:
