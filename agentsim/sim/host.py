@@ -111,7 +111,7 @@ class AgentHost:
         self.registry = registry if registry is not None else build_registry(spec.skills)
         self.space = SkillSpace(
             self.registry.snapshot(),
-            runner=ScriptRunner(),
+            runner=ScriptRunner(check_every_call=False),
             catalog_budget_tokens=spec.skills.catalog_budget_tokens,
             trusted_namespaces=spec.skills.trusted_namespaces,
         )
@@ -245,6 +245,7 @@ class AgentHost:
     async def step_tick(self, tick: TickInput) -> TickResult:
         t0 = time.perf_counter()
         reload = self.refresh_skills() if tick.refresh_skills else None
+        self.space.runner.new_tick()  # edited scripts are re-imported from this tick on
         router = EnvRouter(tick.views)
         outcomes: list[StepOutcome] = []
         inputs = {

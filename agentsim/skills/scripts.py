@@ -97,7 +97,11 @@ class ScriptRunner:
         output_cap: int = 16_000,
         default_timeout: float = 30.0,
         python: str = sys.executable,
+        check_every_call: bool = True,
     ) -> None:
+        """``check_every_call=False`` is the host mode: a script file is stat'ed at most once
+        between two ``new_tick()`` calls, so an edit is seen from the next tick on (the same
+        rule as skill hot reload) and a tick of many agents pays one stat per script."""
         if output_cap < 1:
             raise SkillError(f"ScriptRunner output_cap={output_cap} must be >= 1; pass a cap")
         if not default_timeout > 0:
@@ -109,6 +113,8 @@ class ScriptRunner:
         self.default_timeout = default_timeout
         self.python = python
         self._paths: dict[str, str] = {}
+        self._check_every_call = check_every_call
+        self._checked: dict[str, Entry] = {}  # host mode: entries validated this tick
         self._escalated: dict[str, Isolation] = {}
         self._imports = 0
         self._calls: dict[str, int] = {"entrypoint": 0, "wrapper": 0, "subprocess": 0}
@@ -130,6 +136,10 @@ class ScriptRunner:
             "errors": self._errors,
             "module_count": len(CACHE),
         }
+
+    def new_tick(self) -> None:
+        """Host mode: scripts are stat'ed again on their next call (see ``__init__``)."""
+        self._checked.clear()
 
     def escalated(self, script: str | os.PathLike[str]) -> Isolation | None:
         """The isolation a script was moved to after an inline overrun, if any."""
@@ -154,13 +164,17 @@ class ScriptRunner:
         path = self._paths.get(raw)
         if path is None:
             path = self._resolve(raw)
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            return self._missing(path, exc, start, isolation)
-        entry = CACHE.get(path)
-        if entry is None or entry.mtime_ns != st.st_mtime_ns or entry.size != st.st_size:
-            entry = self._reload(path, st.st_mtime_ns, st.st_size)
+        entry = None if self._check_every_call else self._checked.get(path)
+        if entry is None:
+            try:
+                st = os.stat(path)
+            except OSError as exc:
+                return self._missing(path, exc, start, isolation)
+            entry = CACHE.get(path)
+            if entry is None or entry.mtime_ns != st.st_mtime_ns or entry.size != st.st_size:
+                entry = self._reload(path, st.st_mtime_ns, st.st_size)
+            if not self._check_every_call:
+                self._checked[path] = entry
         limit = self.default_timeout if timeout is None else timeout
         if isolation != "inline" and isolation not in _STRENGTH:
             raise SkillError(

@@ -220,6 +220,23 @@ async def test_edited_script_is_reimported(tmp_path: Path) -> None:
     assert runner.stats()["imports"] == 2
 
 
+async def test_host_mode_sees_an_edit_from_the_next_tick_on(tmp_path: Path) -> None:
+    runner = ScriptRunner(check_every_call=False)
+    script = write_script(tmp_path, "tick_me.py", "def entrypoint(argv, ctx):\n    return 'v1'\n")
+    ctx = make_ctx(tmp_path)
+    assert (await runner.run(script, [], ctx)).output == "v1"
+    script.write_text("def entrypoint(argv, ctx):\n    return 'version two'\n")
+    assert (await runner.run(script, [], ctx)).output == "v1"  # same tick: not stat'ed again
+    runner.new_tick()
+    assert (await runner.run(script, [], ctx)).output == "version two"
+    script.unlink()
+    assert (await runner.run(script, [], ctx)).output == "version two"
+    runner.new_tick()
+    missing = await runner.run(script, [], ctx)
+    assert (missing.ok, missing.exit_code) == (False, 127)
+    assert missing.error is not None and "tick_me.py cannot be read" in missing.error
+
+
 async def test_missing_script_is_a_result_not_an_exception(tmp_path: Path) -> None:
     result = await ScriptRunner().run(tmp_path / "nope.py", [], make_ctx(tmp_path))
     assert (result.ok, result.exit_code) == (False, 127)
