@@ -67,17 +67,23 @@ def _write_skills(root: Path, n: int, *, hooked: int) -> None:
         (folder / "SKILL.md").write_text(front + "---\nBody.\n")
 
 
-async def _hooks(tmp: Path, repeats: int, calls: int) -> dict[str, float]:
+async def _hooks(
+    tmp: Path, repeats: int, calls: int, *, host_mode: bool = False
+) -> dict[str, float]:
+    """``host_mode``: the runner as AgentHost builds it (one stat per script per tick; a
+    tick is one repeat here, so the stat cost is amortised as in a run)."""
     from agentsim.skills.registry import SkillRegistry
     from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace
+    from agentsim.skills.scripts import ScriptRunner
 
+    tmp = tmp / ("host" if host_mode else "call")
     root = tmp / "hooked"
     _write_skills(root, 5, hooked=5)
     reg = SkillRegistry()
     reg.scan_builtin(root)
     ws = tmp / "agent"
     ws.mkdir()
-    space = SkillSpace(reg.snapshot())
+    space = SkillSpace(reg.snapshot(), runner=ScriptRunner(check_every_call=not host_mode))
     rt = AgentSkillRuntime(space, agent_id="a-1", workspace_root=ws)
     for i in range(5):
         await rt.activate(f"skill-{i:05d}")
@@ -108,6 +114,7 @@ async def _hooks(tmp: Path, repeats: int, calls: int) -> dict[str, float]:
     direct_us: list[float] = []
     runner_us: list[float] = []
     for _ in range(repeats):
+        runner.new_tick()
         t0 = time.perf_counter()
         for _ in range(calls):
             for path in paths:
@@ -177,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(d)
         result: dict[str, object] = {"python": sys.version.split()[0]}
         result.update(asyncio.run(_hooks(tmp, args.repeats, args.calls)))
+        host = asyncio.run(_hooks(tmp, args.repeats, args.calls, host_mode=True))
+        result.update({f"{k}_host_mode": v for k, v in host.items()})
         result.update(_render(tmp, args.repeats, args.renders))
     result["targets"] = {"overhead_us": 30, "render_ms": 5}
     print(json.dumps(result, indent=1))
