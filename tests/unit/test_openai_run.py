@@ -81,11 +81,15 @@ async def test_record_then_replay_gives_identical_traces_and_never_writes_the_ke
     replayed = await Engine(cfg, run_dir=tmp_path / "rep", stop=threading.Event()).run()
     assert replayed.status == "completed"
     assert replayed.metrics["model_calls"] == recorded.metrics["model_calls"] == served
-    assert _traces(tmp_path / "rep") == _traces(tmp_path / "rec")
-    rec_events = (tmp_path / "rec" / "events.jsonl").read_bytes()
-    assert rec_events == (tmp_path / "rep" / "events.jsonl").read_bytes()
+    _check_files(tmp_path)
+
+
+def _check_files(tmp: Path) -> None:
+    assert _traces(tmp / "rep") == _traces(tmp / "rec")
+    rec_events = (tmp / "rec" / "events.jsonl").read_bytes()
+    assert rec_events == (tmp / "rep" / "events.jsonl").read_bytes()
     assert b"echo: " in rec_events  # the agents acted on what the server answered
-    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    written = [p for p in tmp.rglob("*") if p.is_file()]
     assert len(written) > 20
     for path in written:
         assert SECRET.encode() not in path.read_bytes(), path
