@@ -32,6 +32,7 @@ import hashlib
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,8 @@ from typing import Any, Literal
 
 from agentsim.errors import CacheMissError, ConfigError, ModelResponseError
 from agentsim.llm.base import ChatModel, Completion, Message, ToolCall, ToolSchema, Usage
+
+_SETUP_ATTEMPTS = 40  # with the linear back-off in _connection: about 40 s in all
 
 __all__ = [
     "CacheMode",
@@ -221,11 +224,21 @@ class CachedModel:
                 self.path, timeout=30.0, check_same_thread=False, isolation_level=None
             )
             try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                if self.mode == "record":
-                    conn.execute(_SCHEMA)
-                    conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+                # Switching to WAL needs a moment alone with the file; when several hosts
+                # open it at once SQLite answers "locked" at once instead of waiting.
+                for attempt in range(_SETUP_ATTEMPTS):
+                    try:
+                        conn.execute("PRAGMA journal_mode=WAL")
+                        conn.execute("PRAGMA synchronous=NORMAL")
+                        if self.mode == "record":
+                            conn.execute(_SCHEMA)
+                            conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+                        break
+                    except sqlite3.OperationalError as exc:
+                        locked = "locked" in str(exc) or "busy" in str(exc)
+                        if not locked or attempt == _SETUP_ATTEMPTS - 1:
+                            raise
+                        time.sleep(0.05 * (attempt + 1))
             except sqlite3.DatabaseError as exc:
                 conn.close()
                 raise ConfigError(

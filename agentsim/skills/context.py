@@ -163,6 +163,41 @@ class SkillScriptContext:
         return (_rebuild, (self.to_dict(), dict(self.env)))
 
 
+_CTX_SETTERS = tuple(
+    getattr(SkillScriptContext, name).__set__
+    for name in (
+        "workspace_root",
+        "skill_id",
+        "skill_name",
+        "skill_dir",
+        "agent_id",
+        "tick",
+        "time",
+        "env",
+    )
+)
+
+
+def make_context(
+    workspace_root: Path,
+    skill_id: str,
+    skill_name: str,
+    skill_dir: Path,
+    agent_id: str,
+    tick: int,
+    time: datetime,
+    env: Mapping[str, str],
+) -> SkillScriptContext:
+    """A context built without the dataclass ``__init__`` (~1 µs instead of ~3 µs): for the
+    runtime's hot path, which makes one per hook call. ``env`` must come from ``safe_env``
+    (already filtered and read-only): nothing is checked here."""
+    ctx = object.__new__(SkillScriptContext)
+    values = (workspace_root, skill_id, skill_name, skill_dir, agent_id, tick, time, env)
+    for setter, value in zip(_CTX_SETTERS, values, strict=True):
+        setter(ctx, value)
+    return ctx
+
+
 def _rebuild(data: dict[str, Any], env: dict[str, str]) -> SkillScriptContext:
     return SkillScriptContext.from_dict(data, env=env)
 

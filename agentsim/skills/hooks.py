@@ -19,6 +19,7 @@ __all__ = [
     "HOOK_TYPES",
     "HookDecision",
     "HookOutcome",
+    "make_outcome",
     "parse_hook_output",
     "render_skill_hooks",
 ]
@@ -74,14 +75,39 @@ class HookOutcome:
         return out
 
 
+_OUTCOME_SETTERS = tuple(
+    getattr(HookOutcome, name).__set__
+    for name in ("skill_id", "hook", "ok", "text", "decision", "elapsed", "error")
+)
+
+
+def make_outcome(
+    skill_id: str,
+    hook: str,
+    ok: bool,
+    text: str,
+    decision: HookDecision | None,
+    elapsed: float,
+    error: str | None,
+) -> HookOutcome:
+    """``HookOutcome`` without the frozen dataclass ``__init__``: one per hook per step."""
+    out = object.__new__(HookOutcome)
+    values = (skill_id, hook, ok, text, decision, elapsed, error)
+    for setter, value in zip(_OUTCOME_SETTERS, values, strict=True):
+        setter(out, value)
+    return out
+
+
 def parse_hook_output(output: str, *, skill_id: str, hook: str) -> tuple[str, HookDecision | None]:
     """Split a hook's output into the text the model sees and an optional decision.
 
     A malformed decision (unknown kind, wrong hook) is not obeyed; the text says why, so
     the skill author sees the problem in the trace.
     """
+    if '"decision"' not in output:  # the common case: plain text, one scan
+        return output, None
     stripped = output.strip()
-    if not stripped.startswith("{") or '"decision"' not in stripped:
+    if not stripped.startswith("{"):
         return output, None
     try:
         obj = json.loads(stripped)

@@ -31,8 +31,8 @@ from agentsim.skills.catalog import (
     render_catalog,
     render_selection,
 )
-from agentsim.skills.context import SkillScriptContext, safe_env
-from agentsim.skills.hooks import HookOutcome, parse_hook_output
+from agentsim.skills.context import SkillScriptContext, make_context, safe_env
+from agentsim.skills.hooks import HookOutcome, make_outcome, parse_hook_output
 from agentsim.skills.scripts import Isolation, ScriptResult, ScriptRunner
 
 if TYPE_CHECKING:
@@ -534,15 +534,16 @@ class AgentSkillRuntime:
     # -- scripts ---------------------------------------------------------------------------
 
     def _context(self, desc: SkillDescriptor, *, tick: int, time: datetime) -> SkillScriptContext:
-        return SkillScriptContext(
-            workspace_root=self.workspace_root,
-            skill_id=desc.skill_id,
-            skill_name=desc.name,
-            skill_dir=self._space.skill_dir(desc),
-            agent_id=self.agent_id,
-            tick=tick,
-            time=time,
-            env=self._space.env,
+        # The space's env comes from safe_env: the fast constructor may skip the checks.
+        return make_context(
+            self.workspace_root,
+            desc.skill_id,
+            desc.name,
+            self._space.skill_dir(desc),
+            self.agent_id,
+            tick,
+            time,
+            self._space.env,
         )
 
     async def call_script(
@@ -652,33 +653,27 @@ class AgentSkillRuntime:
         runner = self._space.runner
         outcomes: list[HookOutcome] = []
         for desc, path in plan:
-            res = await runner.run(
-                path,
-                argv,
-                self._context(desc, tick=tick, time=time),
-                isolation=cast(Isolation, desc.isolation),
-                timeout=desc.timeout,
+            ctx = self._context(desc, tick=tick, time=time)
+            # Inline sync hooks (the common case) run without a coroutine per call.
+            res = (
+                runner.run_now(path, argv, ctx, timeout=desc.timeout)
+                if desc.isolation == "inline"
+                else None
             )
+            if res is None:
+                res = await runner.run(
+                    path, argv, ctx, isolation=cast(Isolation, desc.isolation), timeout=desc.timeout
+                )
             if res.ok:
                 text, decision = parse_hook_output(
                     res.output, skill_id=desc.skill_id, hook=hook_type
                 )
-                outcome = HookOutcome(
-                    skill_id=desc.skill_id,
-                    hook=hook_type,
-                    ok=True,
-                    text=text,
-                    decision=decision,
-                    elapsed=res.elapsed,
+                outcome = make_outcome(
+                    desc.skill_id, hook_type, True, text, decision, res.elapsed, None
                 )
             else:
-                outcome = HookOutcome(
-                    skill_id=desc.skill_id,
-                    hook=hook_type,
-                    ok=False,
-                    text=res.output,
-                    elapsed=res.elapsed,
-                    error=res.error,
+                outcome = make_outcome(
+                    desc.skill_id, hook_type, False, res.output, None, res.elapsed, res.error
                 )
             outcomes.append(outcome)
         return outcomes

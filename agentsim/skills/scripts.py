@@ -160,6 +160,50 @@ class ScriptRunner:
         ``BaseException`` subclasses that are not ``SystemExit``) propagate.
         """
         start = time.perf_counter()
+        prepared = self._prepare(script, isolation, start)
+        if isinstance(prepared, ScriptResult):
+            return prepared
+        path, entry, isolation = prepared
+        limit = self.default_timeout if timeout is None else timeout
+        if entry.tier == "subprocess":
+            return await self._run_subprocess(path, entry, argv, ctx, limit, start, isolation)
+        if isolation == "inline":
+            if entry.fn is None:
+                return await self._inline_wrapper(path, entry, argv, ctx, limit, start)
+            if entry.is_async:
+                return await self._inline_async(path, entry, argv, ctx, limit, start)
+            return self._inline_sync(path, entry, argv, ctx, limit, start)
+        if isolation == "thread":
+            return await self._in_thread(path, entry, argv, ctx, limit, start)
+        return await self._in_process(path, entry, argv, ctx, limit, start)
+
+    def run_now(
+        self,
+        script: str | os.PathLike[str],
+        argv: Sequence[str],
+        ctx: SkillScriptContext,
+        *,
+        timeout: float | None = None,
+    ) -> ScriptResult | None:
+        """The inline fast path as a plain call, without a coroutine: the result of an inline
+        call of a sync entrypoint, or None when the call needs the event loop (a plain or
+        async script, a subprocess, an escalated isolation) — then ``await run(...)``."""
+        start = time.perf_counter()
+        prepared = self._prepare(script, "inline", start)
+        if isinstance(prepared, ScriptResult):
+            return prepared
+        path, entry, isolation = prepared
+        if isolation != "inline" or entry.tier == "subprocess" or entry.fn is None:
+            return None
+        if entry.is_async:
+            return None
+        limit = self.default_timeout if timeout is None else timeout
+        return self._inline_sync(path, entry, argv, ctx, limit, start)
+
+    def _prepare(
+        self, script: str | os.PathLike[str], isolation: Isolation, start: float
+    ) -> tuple[str, Entry, Isolation] | ScriptResult:
+        """Resolve the path, load or validate the module, settle the isolation."""
         raw = os.fspath(script)
         path = self._paths.get(raw)
         if path is None:
@@ -175,7 +219,6 @@ class ScriptRunner:
                 entry = self._reload(path, st.st_mtime_ns, st.st_size)
             if not self._check_every_call:
                 self._checked[path] = entry
-        limit = self.default_timeout if timeout is None else timeout
         if isolation != "inline" and isolation not in _STRENGTH:
             raise SkillError(
                 f"isolation {isolation!r} for script {path} is not one of inline, thread, "
@@ -185,17 +228,7 @@ class ScriptRunner:
             stronger = self._escalated.get(path)
             if stronger is not None and _STRENGTH[stronger] > _STRENGTH[isolation]:
                 isolation = stronger
-        if entry.tier == "subprocess":
-            return await self._run_subprocess(path, entry, argv, ctx, limit, start, isolation)
-        if isolation == "inline":
-            if entry.fn is None:
-                return await self._inline_wrapper(path, entry, argv, ctx, limit, start)
-            if entry.is_async:
-                return await self._inline_async(path, entry, argv, ctx, limit, start)
-            return self._inline_sync(path, entry, argv, ctx, limit, start)
-        if isolation == "thread":
-            return await self._in_thread(path, entry, argv, ctx, limit, start)
-        return await self._in_process(path, entry, argv, ctx, limit, start)
+        return path, entry, isolation
 
     # -- cache ----------------------------------------------------------------------------
 
