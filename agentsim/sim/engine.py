@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,8 @@ from agentsim.agent.agent import AgentSettings
 from agentsim.env import create_module
 from agentsim.env.base import AgentInfo, EnvModule, EnvView
 from agentsim.env.clock import SimClock
-from agentsim.errors import CheckpointError, ConfigError, RunError, SkillNotFoundError
+from agentsim.errors import ConfigError, RunError, SkillNotFoundError
+from agentsim.sim.checkpoints import latest_checkpoint, rewind, write_checkpoint
 from agentsim.sim.config import (
     ExperimentConfig,
     InterveneStep,
@@ -501,75 +501,31 @@ class Engine:
     # -- checkpoints -----------------------------------------------------------------------
 
     async def checkpoint(self) -> Path:
-        """Write ``checkpoints/tick-<N>/`` atomically (temp folder, then rename).
-
-        It holds the engine's position in the workflow, the clock, the environment state,
-        the agents' state, each agent's ``state/`` folder (files its skills keep), and the
-        sizes of the append-only files, so that a resume cuts them back to this point."""
+        """Write ``checkpoints/tick-<N>/`` atomically (see ``agentsim.sim.checkpoints``)."""
         assert self.ws is not None
-        tick = self.clock.tick
-        cdir = self.ws.root / "checkpoints"
-        cdir.mkdir(exist_ok=True)
-        final = cdir / f"tick-{tick:08d}"
-        tmp = cdir / f".tmp-{tick:08d}-{os.getpid()}"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir()
-        agents = await self.executor.get_state()
-        state = {
-            "tick": tick,
+        agents = await self.executor.get_state()  # hosts flush their agents' files first
+        engine = {
             "pos": list(self._pos),
             "clock": self.clock.get_state(),
             "modules": {n: m.get_state() for n, m in self.modules.items()},
             "pending_messages": self._pending_messages,
             "metrics": self._metrics,
             "config_hash": self.config.config_hash(),
-            "agent_files": _file_sizes(self.ws.agents_dir),
-            "events_bytes": self.ws.events_size(),
         }
-        (tmp / "engine.json").write_text(json.dumps(state), encoding="utf-8")
-        (tmp / "agents.json").write_text(json.dumps(agents), encoding="utf-8")
-        for sdir in sorted(self.ws.agents_dir.glob("*/state")):
-            if sdir.is_dir():
-                shutil.copytree(sdir, tmp / "agent_state" / sdir.parent.name)
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        return final
+        return write_checkpoint(self.ws, tick=self.clock.tick, engine=engine, agents=agents)
 
     async def _restore(self) -> None:
         assert self.ws is not None
-        cdir = self.ws.root / "checkpoints"
-        cps = sorted(p for p in cdir.glob("tick-*") if p.is_dir()) if cdir.is_dir() else []
-        if not cps:
-            raise CheckpointError(
-                f"{self.ws.root} has no checkpoint to resume from; set output.checkpoint_every "
-                "in the experiment to make runs resumable"
-            )
-        cp = cps[-1]
-        try:
-            state = json.loads((cp / "engine.json").read_text("utf-8"))
-            agents = json.loads((cp / "agents.json").read_text("utf-8"))
-        except (OSError, ValueError) as exc:
-            raise CheckpointError(
-                f"checkpoint {cp} cannot be read ({exc}); delete that folder to resume from "
-                "the one before"
-            ) from None
-        if state["config_hash"] != self.config.config_hash():
-            raise CheckpointError(
-                f"checkpoint {cp.name} was written by a different configuration; resume with "
-                "the run's own config.yaml"
-            )
+        cp = latest_checkpoint(self.ws, config_hash=self.config.config_hash())
+        state = cp.engine
         self.clock.set_state(state["clock"])
         for n, s in state["modules"].items():
             self.modules[n].set_state(s)
         self._pending_messages = {k: list(v) for k, v in state["pending_messages"].items()}
         self._metrics = state["metrics"]
         self._pos = (int(state["pos"][0]), int(state["pos"][1]))
-        _truncate_files(self.ws.agents_dir, state["agent_files"])
-        _restore_agent_state(self.ws.agents_dir, cp / "agent_state")
-        self.ws.truncate_events(int(state["events_bytes"]))
-        await self.executor.set_state(agents)
+        rewind(self.ws, cp)
+        await self.executor.set_state(cp.agents)
 
     # -- the end ---------------------------------------------------------------------------
 
@@ -615,37 +571,6 @@ class Engine:
                 ticks_done=self.clock.tick,
             )
             await self.executor.close()
-
-
-def _file_sizes(agents_dir: Path) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    for name in ("memory.jsonl", "trace.jsonl"):
-        for p in agents_dir.glob(f"*/{name}"):
-            out.setdefault(p.parent.name, {})[name] = p.stat().st_size
-    return out
-
-
-def _truncate_files(agents_dir: Path, sizes: Mapping[str, Mapping[str, int]]) -> None:
-    """Cut per-agent append-only files back to their size at the checkpoint."""
-    for d in agents_dir.iterdir() if agents_dir.is_dir() else ():
-        for name in ("memory.jsonl", "trace.jsonl"):
-            p = d / name
-            if not p.exists():
-                continue
-            keep = sizes.get(d.name, {}).get(name, 0)
-            if p.stat().st_size > keep:
-                with open(p, "r+b") as f:
-                    f.truncate(keep)
-
-
-def _restore_agent_state(agents_dir: Path, saved: Path) -> None:
-    """Put every agent's ``state/`` folder back as it was at the checkpoint."""
-    for d in agents_dir.iterdir() if agents_dir.is_dir() else ():
-        live = d / "state"
-        if live.exists():
-            shutil.rmtree(live)
-        if (saved / d.name).is_dir():
-            shutil.copytree(saved / d.name, live)
 
 
 def check_run_dir(path: Path) -> None:
