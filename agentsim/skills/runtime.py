@@ -14,26 +14,24 @@ import json
 import os
 import re
 import signal
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import jsonschema
 
 from agentsim.errors import SkillActivationError, SkillNotFoundError
 from agentsim.skills._validate import path_problem
 from agentsim.skills.catalog import (
-    CatalogIndex,
     RenderedCatalog,
-    render_catalog,
     render_selection,
 )
-from agentsim.skills.context import SkillScriptContext, make_context, safe_env
+from agentsim.skills.context import SkillScriptContext, make_context
 from agentsim.skills.hooks import HookOutcome, make_outcome, parse_hook_output
-from agentsim.skills.scripts import Isolation, ScriptResult, ScriptRunner
+from agentsim.skills.scripts import Isolation, ScriptResult
+from agentsim.skills.space import SkillSpace, SkillView, _Resolved
 
 if TYPE_CHECKING:
     from agentsim.skills.registry import SkillDescriptor
@@ -42,20 +40,7 @@ __all__ = ["ActivationResult", "AgentSkillRuntime", "SkillSpace", "SkillView"]
 
 _CMD = re.compile(r"!`([^`\n]+)`")
 _ARG = re.compile(r"\$(ARGUMENTS|\d+)")
-_CATALOG_CACHE_SIZE = 1024
-_FRAME_SLACK = 64  # tokens for the catalog frame and the "omitted" note
 _COMMAND_OUTPUT_CAP = 2000
-
-
-class SkillView(Protocol):
-    """The read API shared by a registry snapshot and an agent-scoped overlay."""
-
-    @property
-    def generation(self) -> int: ...
-    def list_all(self) -> Sequence[SkillDescriptor]: ...
-    def get(self, skill_id: str) -> SkillDescriptor: ...
-    def read_skill_doc(self, skill_id: str) -> str: ...
-    def read_skill_file(self, skill_id: str, relative_path: str) -> str: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,135 +49,6 @@ class ActivationResult:
     handle: str
     newly_active: tuple[str, ...]  # this skill and the prerequisites it brought in
     warnings: tuple[str, ...] = ()
-
-
-class _Resolved:
-    """Name/id resolution tables for one view; built once per view generation."""
-
-    __slots__ = ("by_handle", "by_id", "descriptors", "index")
-
-    def __init__(self, descriptors: Sequence[SkillDescriptor]) -> None:
-        self.descriptors = {d.skill_id: d for d in descriptors}
-        self.index = CatalogIndex.build(descriptors)
-        self.by_handle = {e.handle: e.skill_id for e in self.index.entries}
-        self.by_id = {e.skill_id: e.handle for e in self.index.entries}
-
-
-class SkillSpace:
-    """Everything about skills that the agents of one process share."""
-
-    def __init__(
-        self,
-        view: SkillView,
-        *,
-        runner: ScriptRunner | None = None,
-        catalog_budget_tokens: int = 2000,
-        trusted_namespaces: Iterable[str] = ("built-in",),
-        command_timeout: float = 5.0,
-        hook_output_cap: int = 2000,
-        environ: Mapping[str, str] | None = None,
-    ) -> None:
-        self.runner = runner or ScriptRunner()
-        self.catalog_budget_tokens = catalog_budget_tokens
-        self.trusted_namespaces = frozenset(trusted_namespaces)
-        self.command_timeout = command_timeout
-        self.hook_output_cap = hook_output_cap
-        self.env = safe_env(environ)
-        self._view = view
-        self._shared: tuple[SkillView, int, _Resolved] | None = None
-        self._catalog_cache: OrderedDict[tuple[Any, ...], RenderedCatalog] = OrderedDict()
-        # Keyed by the schema object's id, holding the schema so that the id stays unique:
-        # agents' own skills share ids (agent@x) but not schemas.
-        self._validators: dict[tuple[int, str], tuple[object, Any]] = {}
-        self._dirs: dict[str, Path] = {}
-        self._files: dict[tuple[str, str], str] = {}
-
-    @property
-    def view(self) -> SkillView:
-        return self._view
-
-    def swap_view(self, view: SkillView) -> None:
-        """Install a refreshed registry snapshot; agents see it from their next call on."""
-        self._view = view
-        self._shared = None
-        self._catalog_cache.clear()
-        self._validators.clear()
-
-    def resolved(self, view: SkillView) -> _Resolved:
-        """Resolution tables of the shared view (rebuilt when its generation moves)."""
-        hit = self._shared
-        if hit is not None and hit[0] is view and hit[1] == view.generation:
-            return hit[2]
-        res = _Resolved(view.list_all())
-        if view is self._view:
-            self._shared = (view, view.generation, res)
-        return res
-
-    def script_file(self, desc: SkillDescriptor, rel: str) -> str:
-        """``desc.path/rel`` as a string, cached: hooks run every step for every agent, and
-        building a ``Path`` per call costs more than a trivial hook itself."""
-        key = (desc.path, rel)
-        f = self._files.get(key)
-        if f is None:
-            f = self._files[key] = os.path.join(desc.path, rel)
-        return f
-
-    def skill_dir(self, desc: SkillDescriptor) -> Path:
-        d = self._dirs.get(desc.path)
-        if d is None:
-            d = self._dirs[desc.path] = Path(desc.path)
-        return d
-
-    def catalog(
-        self,
-        res: _Resolved,
-        *,
-        situation: str,
-        active: tuple[str, ...],
-        hidden: frozenset[str],
-        cache: bool = True,
-    ) -> RenderedCatalog:
-        """The catalog of ``res`` for one agent; cached for the shared view only, so that
-        one agent's own skills can never reach another agent's prompt."""
-        if self.fits(res, active):
-            situation = ""  # everything fits: relevance cannot change the result
-        key = (res, situation, active, hidden)
-        if cache:
-            hit = self._catalog_cache.get(key)
-            if hit is not None:
-                self._catalog_cache.move_to_end(key)
-                return hit
-        out = render_catalog(
-            res.index,
-            budget_tokens=self.catalog_budget_tokens,
-            query=situation,
-            active=active,
-            hidden=hidden,
-        )
-        if cache:
-            self._catalog_cache[key] = out
-            if len(self._catalog_cache) > _CATALOG_CACHE_SIZE:
-                self._catalog_cache.popitem(last=False)
-        return out
-
-    def fits(self, res: _Resolved, active: Sequence[str]) -> bool:
-        """Whether every skill of ``res`` fits the budget (relevance then plays no part)."""
-        return res.index.total_tokens + 4 * len(active) + _FRAME_SLACK <= self.catalog_budget_tokens
-
-    def clear_catalog_cache(self) -> None:
-        self._catalog_cache.clear()
-
-    def validator(self, desc: SkillDescriptor, which: str) -> Any:
-        """A JSON Schema validator for the skill's ``input``/``output`` schema, or None."""
-        schema = desc.input_schema if which == "input" else desc.output_schema
-        if schema is None:
-            return None
-        key = (id(schema), which)
-        hit = self._validators.get(key)
-        if hit is None or hit[0] is not schema:
-            cls = jsonschema.validators.validator_for(schema)
-            hit = self._validators[key] = (schema, cls(schema))
-        return hit[1]
 
 
 def _json_argument(argv: Sequence[str]) -> tuple[bool, Any]:
