@@ -13,16 +13,14 @@ the expected place) against the YAML file's folder.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import os
 import re
-import types
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Union, get_args
+from typing import Any, ClassVar, Literal
 
 import yaml
 from pydantic import (
@@ -39,7 +37,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from agentsim.env.clock import parse_duration as _clock_duration
 from agentsim.errors import ConfigError
+from agentsim.sim._config_errors import apply_overrides, to_config_error
 from agentsim.sim.profiles import TEMPLATE_NAMES
 
 __all__ = [
@@ -90,7 +90,6 @@ _GROUP_RE = r"^[a-z0-9][a-z0-9_-]*$"
 _MODULE_RE = r"^[a-z][a-z0-9_]*$"
 _URL_RE = r"^https?://\S+$"
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_DURATION_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 
 def _fail(problem: str, fix: str, *, field: str = "") -> PydanticCustomError:
@@ -103,23 +102,13 @@ def _fail(problem: str, fix: str, *, field: str = "") -> PydanticCustomError:
 def parse_duration(value: object) -> timedelta:
     """``"15m"``, ``"1h30m"``, ``"90s"``, ``"2d"`` or int seconds -> a positive timedelta.
 
-    Raises ``ValueError`` (a pydantic custom error, so that it reads well inside a model).
+    The rules are the clock's (``agentsim.env.clock.parse_duration``); its ``ConfigError``
+    becomes a pydantic custom error here, so that it reads well inside a model.
     """
-    if isinstance(value, timedelta):
-        delta = value
-    elif isinstance(value, int) and not isinstance(value, bool):
-        delta = timedelta(seconds=value)
-    elif isinstance(value, str) and (m := _DURATION_RE.match(value.strip())) and any(m.groups()):
-        d, h, mi, s = (int(g or 0) for g in m.groups())
-        delta = timedelta(days=d, hours=h, minutes=mi, seconds=s)
-    else:
-        raise _fail(
-            f"{value!r} is not a duration",
-            'write it like "15m", "1h", "90s", "1h30m" or as whole seconds (900)',
-        )
-    if delta <= timedelta(0):
-        raise _fail(f"duration {value!r} must be > 0", "use a positive duration such as 15m")
-    return delta
+    try:
+        return _clock_duration(value)  # type: ignore[arg-type]
+    except ConfigError as exc:
+        raise _fail(exc.problem, exc.fix) from None
 
 
 def format_duration(delta: timedelta) -> str:
@@ -658,114 +647,23 @@ def parse_experiment(
             f"{source} must hold a mapping of fields, got {type(data).__name__}",
             "start the file with `name: ...`, `agents: ...` and `ticks: ...` lines",
         )
-    overridden = _apply_overrides(data, environ or {})
+    overridden = apply_overrides(
+        ExperimentConfig,
+        data,
+        environ or {},
+        prefix=ENV_PREFIX,
+        ignored=IGNORED_ENV,
+        free_form=EnvModuleConfig,
+    )
     try:
         config = ExperimentConfig.model_validate(data)
     except ValidationError as exc:
-        raise _to_config_error(exc, source=source, overridden=overridden) from None
+        raise to_config_error(
+            ExperimentConfig, exc, source=source, overridden=overridden, hints=_PATTERN_HINTS
+        ) from None
     config._source = source
     config._source_dir = Path(base_dir)
     return config
-
-
-def _shape(ann: Any) -> tuple[type[BaseModel] | None, bool]:
-    """The pydantic model inside a field annotation, and whether it is a sequence of them."""
-    if isinstance(ann, type) and issubclass(ann, BaseModel):
-        return ann, False
-    origin = getattr(ann, "__origin__", None)
-    args = [a for a in get_args(ann) if a is not type(None) and a is not Ellipsis]
-    if origin in (tuple, list) and args:
-        return _shape(args[0])[0], True
-    if origin is Union or isinstance(ann, types.UnionType):
-        for arg in args:
-            found = _shape(arg)
-            if found[0] is not None:
-                return found
-    return None, False
-
-
-def _model_at(loc: Sequence[int | str]) -> type[BaseModel] | None:
-    cls: type[BaseModel] | None = ExperimentConfig
-    for seg in loc:
-        if isinstance(seg, int):
-            continue
-        field = cls.model_fields.get(seg) if cls else None
-        if field is None:
-            return None
-        cls = _shape(field.annotation)[0]
-    return cls
-
-
-def _override_value(raw: str) -> Any:
-    try:
-        return yaml.safe_load(raw)
-    except yaml.YAMLError:
-        return raw
-
-
-def _apply_overrides(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
-    """Write ``AGENTSIM_A__B=v`` into ``data["a"]["b"]``; return dotted path -> variable."""
-    applied: dict[str, str] = {}
-    for var in sorted(environ):
-        segments = var[len(ENV_PREFIX) :].lower().split("__")
-        if (
-            var.startswith(ENV_PREFIX)
-            and var not in IGNORED_ENV
-            and segments[0] in ExperimentConfig.model_fields
-        ):
-            _set_override(data, segments, _override_value(environ[var]), var)
-            applied[".".join(segments)] = var
-    return applied
-
-
-def _set_override(data: dict[str, Any], segments: list[str], value: Any, var: str) -> None:
-    node: Any = data
-    cls: type[BaseModel] | None = ExperimentConfig  # the section `node` holds; None: a list
-    item_cls: type[BaseModel] | None = None
-    for depth, seg in enumerate(segments):
-        here = ".".join(segments[:depth]) or "top level"
-        last = depth == len(segments) - 1
-        if cls is None:
-            if not (isinstance(node, list) and seg.isdigit() and int(seg) < len(node)):
-                size = len(node) if isinstance(node, list) else 0
-                raise ConfigError(
-                    var,
-                    f"'{here}' has {size} item(s), so {seg!r} is not an index of it",
-                    f"use the index of an existing item (0 to {max(size - 1, 0)})",
-                )
-            if last:
-                node[int(seg)] = value
-                return
-            node, cls = node[int(seg)], item_cls
-            continue
-        if not isinstance(node, dict):
-            raise ConfigError(var, f"'{here}' is not a mapping", f"fix the file or unset {var}")
-        field = cls.model_fields.get(seg)
-        # Environment module options are free-form: the module validates them.
-        if field is None and not (cls is EnvModuleConfig and last):
-            raise ConfigError(
-                var,
-                f"environment variable {var} overrides unknown field {seg!r} "
-                f"(allowed at {here}: {', '.join(cls.model_fields)})",
-                f"rename or unset {var}; double underscores separate nested fields",
-            )
-        if last:
-            node[seg] = value
-            return
-        sub, is_seq = _shape(field.annotation) if field else (None, False)
-        if sub is None:
-            whole = segments[: depth + 1]
-            raise ConfigError(
-                var,
-                f"field '{'.'.join(whole)}' has no sub-fields",
-                f"override it as a whole with {ENV_PREFIX}{'__'.join(whole).upper()}",
-            )
-        if is_seq:
-            node, cls, item_cls = node.get(seg), None, sub
-        else:
-            if node.get(seg) is None:
-                node[seg] = {}
-            node, cls = node[seg], sub
 
 
 _PATTERN_HINTS = {
@@ -774,65 +672,3 @@ _PATTERN_HINTS = {
     _MODULE_RE: "use lower-case letters, digits and '_', starting with a letter",
     _URL_RE: "use an http:// or https:// URL such as http://127.0.0.1:8000/v1",
 }
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _describe(err: Any) -> tuple[str, str, str]:
-    """(dotted field path, problem, fix) of one pydantic error."""
-    loc = tuple(err["loc"])
-    ctx = err.get("ctx") or {}
-    kind = err["type"]
-    path = ".".join(str(x) for x in loc)
-    if kind == "agentsim":
-        extra = str(ctx.get("field", ""))
-        path = f"{path}.{extra}" if path and extra else path or extra
-        return path, str(ctx["problem"]), str(ctx["fix"])
-    if kind == "extra_forbidden":
-        cls = _model_at(loc[:-1])
-        allowed = list(cls.model_fields) if cls else []
-        name = str(loc[-1])
-        close = difflib.get_close_matches(name, allowed, n=1)
-        return (
-            path,
-            f"unknown field {name!r} (allowed: {', '.join(allowed)})",
-            f"did you mean {close[0]!r}?" if close else "remove it",
-        )
-    if kind == "missing":
-        return path, "required field is missing", f"add {loc[-1]}: ..."
-    if kind == "literal_error":
-        choices = str(ctx.get("expected", "")).replace("'", "").replace(" or ", ", ")
-        return (
-            path,
-            f"{_short(err['input'])} is not allowed; must be one of {choices}",
-            ("use one of the allowed values"),
-        )
-    if kind == "string_pattern_mismatch":
-        hint = _PATTERN_HINTS.get(str(ctx.get("pattern")), f"match {ctx.get('pattern')}")
-        return path, f"{_short(err['input'])} is not a valid value here", hint
-    msg = str(err["msg"])
-    shown = "" if loc[-1:] == ("api_key_env",) else f" (got {_short(err['input'])})"
-    return path, f"{msg[:1].lower()}{msg[1:]}{shown}", "correct the value"
-
-
-def _to_config_error(
-    exc: ValidationError, *, source: str, overridden: Mapping[str, str]
-) -> ConfigError:
-    items = []
-    for err in exc.errors():
-        path, problem, fix = _describe(err)
-        var = next(
-            (v for p, v in overridden.items() if path == p or path.startswith(p + ".")), None
-        )
-        if var is not None:
-            items.append((path, f"{problem} (value from {var})", f"{fix}, or change {var}"))
-        else:
-            items.append((path, problem, f"{fix} (in {source})"))
-    field, problem, fix = items[0]
-    if len(items) > 1:
-        more = "\n".join(f"  - {p or '(file)'}: {pr}; {fx}" for p, pr, fx in items[1:])
-        fix = f"{fix}\n{len(items) - 1} more problem(s):\n{more}"
-    return ConfigError(field, problem, fix)

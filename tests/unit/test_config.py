@@ -149,8 +149,9 @@ def test_durations(text: object, seconds: int, canonical: str) -> None:
 
 @pytest.mark.parametrize(
     ("value", "match"),
-    [("15x", "'15x' is not a duration"), ("", "is not a duration"), (True, "not a duration"),
-     (0, r"must be > 0"), ("0m", r"must be > 0")],
+    [("15x", "cannot read '15x' as a duration"), ("", "cannot read '' as a duration"),
+     (True, "duration True is a bool, not text"), (0, r"duration 0 seconds is not positive"),
+     ("0m", r"duration '0m' is not positive")],
     ids=str,
 )  # fmt: skip
 def test_bad_durations(value: object, match: str) -> None:
@@ -210,8 +211,9 @@ ERRORS = [
     ("selector-zero-sample", BASE + "workflow: [{survey: {question: q, agents: {sample: 0}}}]\n",
      "workflow.0.survey.agents", r"is not an agent selection"),
     ("bad-duration", BASE + "ticks: 3\nclock: {tick: 15x}\n", "clock.tick",
-     r"'15x' is not a duration; write it like \"15m\""),
-    ("zero-duration", BASE + "ticks: 3\nclock: {tick: 0}\n", "clock.tick", r"must be > 0"),
+     r"cannot read '15x' as a duration; write a duration such as \"15m\""),
+    ("zero-duration", BASE + "ticks: 3\nclock: {tick: 0}\n", "clock.tick",
+     r"duration 0 seconds is not positive"),
     ("bad-group-name", "name: x\nticks: 2\nagents: [{group: Big Group, count: 2}]\n",
      "agents.0.group", r"'Big Group' is not a valid value here; use lower-case letters"),
     ("bad-name", "name: -x\nticks: 2\nagents: [{group: a, count: 2}]\n", "name",
