@@ -26,6 +26,7 @@ from agentsim.skills.context import CONTEXT_ENV_VAR, SkillScriptContext
 from agentsim.skills.manifest import load_skill_md
 from agentsim.skills.registry import SkillRegistry
 from agentsim.skills.scripts import ScriptRunner
+from agentsim.testing.skills import suggestions
 
 SKILLS = Path(__file__).resolve().parents[2] / "skills"
 NOW = datetime(2026, 3, 2, 9, 0)
@@ -75,15 +76,6 @@ def make_ctx(tmp_path: Path) -> Ctx:
         )
 
     return make
-
-
-def suggestions(text: str) -> list[tuple[str, dict[str, Any]]]:
-    out = []
-    for line in text.splitlines():
-        if line.startswith("SUGGESTED: "):
-            tool, args = line[len("SUGGESTED: ") :].split(" ", 1)
-            out.append((tool, json.loads(args)))
-    return out
 
 
 # -- the folder as a whole -------------------------------------------------------------------

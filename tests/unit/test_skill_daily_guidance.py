@@ -20,6 +20,7 @@ import yaml
 
 from agentsim.skills.context import SkillScriptContext
 from agentsim.skills.hooks import parse_hook_output
+from agentsim.testing.skills import suggestions
 
 SKILL_DIR = Path(__file__).resolve().parents[2] / "skills" / "daily-guidance"
 MONDAY = datetime(2026, 3, 2, 9, 0)
@@ -77,15 +78,6 @@ def make_ctx(tmp_path: Path) -> Callable[..., SkillScriptContext]:
         )
 
     return make
-
-
-def suggestions(text: str) -> list[tuple[str, dict[str, Any]]]:
-    out = []
-    for line in text.splitlines():
-        if line.startswith("SUGGESTED: "):
-            tool, args = line[len("SUGGESTED: ") :].split(" ", 1)
-            out.append((tool, json.loads(args)))
-    return out
 
 
 def draft(ctx: SkillScriptContext) -> dict[str, Any]:
