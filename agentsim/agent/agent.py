@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time as _time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from typing import Any, Protocol
 from agentsim._seeding import derive_seed
 from agentsim.agent.memory import Memory
 from agentsim.agent.tools import WRITE_TOOLS, build_tools
+from agentsim.env.clock import WEEKDAYS
 from agentsim.errors import EnvError, ModelError, SkillError
 from agentsim.llm.base import ChatModel, Completion, ToolCall, Usage
 from agentsim.skills.catalog import estimate_tokens
@@ -66,12 +68,23 @@ class AgentSettings:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepInput:
+    """What one step is given. Agents without messages share one per tick, so the derived
+    texts (``iso``, ``stamp``) are computed once per tick, not once per agent."""
+
     tick: int
     time: datetime
     env: EnvAccess | None = None
     messages: tuple[str, ...] = ()
     question: str | None = None
     read_only: bool = False
+    iso: str = field(init=False, repr=False, compare=False)
+    stamp: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        iso = self.time.isoformat()
+        day = WEEKDAYS[self.time.weekday()]
+        object.__setattr__(self, "iso", iso)
+        object.__setattr__(self, "stamp", f"time: {iso} ({day} {self.time:%H:%M})")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -184,7 +197,7 @@ class Agent:
         hook_cap: int | None = None,
         observation: str | None = None,
     ) -> str:
-        obs = [f"tick: {inp.tick}", f"time: {inp.time.isoformat()} ({inp.time:%A %H:%M})"]
+        obs = [f"tick: {inp.tick}", inp.stamp]
         if observation is None and inp.env is not None:
             observation = inp.env.observe(self.agent_id)
         if observation:
@@ -213,7 +226,7 @@ class Agent:
         """One step. Raises only on bugs; model and script failures are recorded."""
         t0 = _time.perf_counter()
         st = _Step(inp=inp, out=StepOutcome(agent_id=self.agent_id))
-        trace: dict[str, Any] = {"tick": inp.tick, "time": inp.time.isoformat()}
+        trace: dict[str, Any] = {"tick": inp.tick, "time": inp.iso}
         if inp.read_only:
             await self._react(st, model, settings, seed, hooks=(), feedback="", trace=trace)
             return st.out
@@ -222,7 +235,9 @@ class Agent:
             "pre_step", tick=inp.tick, time=inp.time, step_count=self.step_count
         )
         hooks = (*self._post_hooks, *pre)
-        trace["hooks"] = [h.to_dict() for h in hooks]
+        full = settings.trace == "full"
+        if full:
+            trace["hooks"] = [h.to_dict() for h in hooks]
         skip = next((h.decision for h in pre if h.decision and h.decision.kind == "skip"), None)
         if skip is not None:
             self._decided(st, skip)
@@ -274,17 +289,13 @@ class Agent:
         }
         trace["elapsed_ms"] = round((_time.perf_counter() - t0) * 1000, 3)
         if settings.trace != "off":
-            if settings.trace == "summary":
-                trace.pop("user", None)
-                trace.pop("calls", None)
-                trace.pop("hooks", None)
             self._pending_trace.append(json.dumps(trace, ensure_ascii=False, default=str))
         return st.out
 
     def _event(self, inp: StepInput, kind: str, **data: Any) -> dict[str, Any]:
         return {
             "tick": inp.tick,
-            "time": inp.time.isoformat(),
+            "time": inp.iso,
             "type": kind,
             "agent_id": self.agent_id,
             **data,
@@ -329,19 +340,20 @@ class Agent:
         if sha != self._last_system_sha and not read_only:
             # Written now, not buffered: a system prompt is ~10 KB and changes rarely, so
             # holding it until the next flush would cost more memory than the write costs time.
-            pdir = self.workspace / "prompts"
-            pdir.mkdir(parents=True, exist_ok=True)
-            (pdir / f"{sha}.txt").write_text(system, encoding="utf-8")
+            _write_file(self.workspace / "prompts" / f"{sha}.txt", system)
             self._last_system_sha = sha
+        full = settings.trace == "full"
         trace.setdefault("system_sha", sha)
-        trace.setdefault("user", user)
+        if full:
+            trace.setdefault("user", user)
         trace.setdefault("prompt_tokens_est", estimate_tokens(system) + estimate_tokens(user))
         tools = self._tools(inp.env, read_only=read_only)
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": system},
             {"role": "user", "content": user},
         ]
-        calls = trace.setdefault("calls", [])
+        # Tool calls go into the trace in full mode only: in summary mode they are not built.
+        calls: list[dict[str, Any]] | None = trace.setdefault("calls", []) if full else None
         st.finished = False
         for _turn in range(settings.max_react_turns):
             try:
@@ -359,13 +371,14 @@ class Agent:
             messages.append(completion.message)
             for call in completion.tool_calls:
                 content = await self._dispatch(st, call, read_only=read_only)
-                calls.append(
-                    {
-                        "tool": call.name,
-                        "args": call.arguments[:_TRACE_RESULT_CAP],
-                        "result": content[:_TRACE_RESULT_CAP],
-                    }
-                )
+                if calls is not None:
+                    calls.append(
+                        {
+                            "tool": call.name,
+                            "args": call.arguments[:_TRACE_RESULT_CAP],
+                            "result": content[:_TRACE_RESULT_CAP],
+                        }
+                    )
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
             if st.finished:
                 return
@@ -500,7 +513,7 @@ class Agent:
         inp = st.inp
         if st.out.skipped:
             return
-        self.memory.add(tick=inp.tick, time=inp.time.isoformat(), kind="action", text=st.out.action)
+        self.memory.add(tick=inp.tick, time=inp.iso, kind="action", text=st.out.action)
         st.out.events.append(
             self._event(inp, "agent_action", action=st.out.action, degraded=st.out.degraded)
         )
@@ -532,22 +545,16 @@ class Agent:
         if not self._dir_made:
             self.workspace.mkdir(parents=True, exist_ok=True)
             self._dir_made = True
+        ws = os.fspath(self.workspace)
         if mem:
-            with open(self.workspace / "memory.jsonl", "a", encoding="utf-8") as f:
-                f.write("\n".join(mem) + "\n")
+            _append(os.path.join(ws, "memory.jsonl"), mem)
         if trace:
-            with open(self.workspace / "trace.jsonl", "a", encoding="utf-8") as f:
-                f.write("\n".join(trace) + "\n")
-        if prompts:
-            pdir = self.workspace / "prompts"
-            pdir.mkdir(exist_ok=True)
-            for sha, text in prompts.items():
-                (pdir / f"{sha}.txt").write_text(text, encoding="utf-8")
+            _append(os.path.join(ws, "trace.jsonl"), trace)
+        for sha, text in prompts.items():
+            _write_file(self.workspace / "prompts" / f"{sha}.txt", text)
         if skills_due:
             skills = {"active": list(active), "step_count": self.step_count}
-            (self.workspace / "skills.json").write_text(
-                json.dumps(skills, indent=1), encoding="utf-8"
-            )
+            _write_file(self.workspace / "skills.json", json.dumps(skills, indent=1))
             self._skills_written = active
 
     def get_state(self) -> dict[str, Any]:
@@ -572,6 +579,38 @@ class Agent:
         self._last_skills = self.skills.active
         self._pending_trace = []
         self._pending_prompts = {}
+
+
+def _append(path: str, lines: list[str]) -> None:
+    """Append ``lines`` to a JSONL file with one unbuffered write: a flush opens two files
+    per agent, so the file objects of ``open()`` would cost more than the write itself."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        _write_all(fd, ("\n".join(lines) + "\n").encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def _write_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``, making the parent folder only when it is missing: one
+    open per write in the common case instead of a mkdir, a stat and an open."""
+    data = text.encode("utf-8")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, flags, 0o644)
+    try:
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def step_seed(seed: int, agent_id: str, tick: int) -> int:

@@ -9,9 +9,11 @@ deterministic, so prompt size stays under its cap however long the run.
 from __future__ import annotations
 
 import json
+import sys
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from json.encoder import encode_basestring as _string
 from typing import Any
 
 from agentsim.skills.catalog import estimate_tokens
@@ -29,10 +31,11 @@ class MemoryEntry:
     text: str
 
     def to_json(self) -> str:
-        return json.dumps(
-            {"tick": self.tick, "time": self.time, "kind": self.kind, "text": self.text},
-            ensure_ascii=False,
-            sort_keys=True,
+        # The line json.dumps(..., sort_keys=True, ensure_ascii=False) would give, built
+        # directly: one entry per agent step, so the encoder's set-up is worth skipping.
+        return (
+            f'{{"kind": {_string(self.kind)}, "text": {_string(self.text)}, '
+            f'"tick": {int(self.tick)}, "time": {_string(self.time)}}}'
         )
 
     @classmethod
@@ -54,7 +57,10 @@ class Memory:
         self.total = 0
 
     def add(self, *, tick: int, time: str, kind: str, text: str) -> MemoryEntry:
-        entry = MemoryEntry(tick=tick, time=time, kind=kind, text=text)
+        # Short texts ("moved to cafe-2") recur across agents: one copy serves them all.
+        entry = MemoryEntry(
+            tick=tick, time=time, kind=kind, text=sys.intern(text) if len(text) <= 80 else text
+        )
         self._recent.append(entry)
         self._counts[kind] = self._counts.get(kind, 0) + 1
         self._pending.append(entry.to_json())

@@ -256,12 +256,9 @@ class _Step:
                 text = self.last_user = content
                 for c in calls:
                     c[4] = 0
-                obs = _section(text, "observation")
+                obs, blocks = _user_parts(text)
                 self.observation = self.observation if obs is None else obs
-                for tag in ("skill_hooks", "feedback"):
-                    block = _section(text, tag)
-                    if block:
-                        self.sources.append((html.unescape(block), False))
+                self.sources.extend(blocks)
             elif role == "system" and not self.system:
                 self.system = content
         self.calls = [_Call(n, a, r, _is_error(r), bool(t)) for n, a, _, r, t in calls]
@@ -271,6 +268,26 @@ class _Step:
         self.position = "" if i < 0 else obs[i + 10 : j if j > 0 else None].strip()
 
 
+_UserParts = tuple[str | None, tuple[tuple[str, bool], ...]]
+_last_user: list[tuple[str | None, _UserParts]] = [(None, (None, ()))]
+
+
+def _user_parts(text: str) -> _UserParts:
+    """(observation, suggestion sources) of a user message. The turns of one step send the
+    same message object again, so the last one is remembered by identity."""
+    last = _last_user[0]
+    if last[0] is text:
+        return last[1]
+    blocks = []
+    for tag in ("skill_hooks", "feedback"):
+        block = _section(text, tag)
+        if block:
+            blocks.append((html.unescape(block), False))
+    parts: _UserParts = (_section(text, "observation"), tuple(blocks))
+    _last_user[0] = (text, parts)
+    return parts
+
+
 def _tool_call_parts(tc: Any) -> tuple[str, str, str]:
     if isinstance(tc, ToolCall):
         return tc.id, tc.name, tc.arguments
@@ -278,7 +295,23 @@ def _tool_call_parts(tc: Any) -> tuple[str, str, str]:
     return str(tc.get("id", "")), str(fn.get("name", "")), str(fn.get("arguments") or "")
 
 
+# (tools, length, names) of the last call: agents share their schema lists, so most calls
+# find the same list object as the call before. One tuple, read and replaced whole, so
+# that threads sharing the model never see a half-updated pair.
+_last_offered: list[tuple[Any, int, frozenset[str]]] = [(None, 0, frozenset())]
+
+
 def _offered(tools: Sequence[ToolSchema]) -> frozenset[str]:
+    last = _last_offered[0]
+    # Identity and length: a list mutated in place between calls is parsed again.
+    if last[0] is tools and last[1] == len(tools):
+        return last[2]
+    names = _offered_names(tools)
+    _last_offered[0] = (tools, len(tools), names)
+    return names
+
+
+def _offered_names(tools: Sequence[ToolSchema]) -> frozenset[str]:
     names = []
     for t in tools:
         name = t["function"].get("name") if "function" in t else t.get("name")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -216,58 +216,90 @@ class AgentHost:
             "removed": list(res.removed),
         }
 
+    def _step_coro(self, agent: Agent, inp: StepInput) -> Coroutine[Any, Any, StepOutcome]:
+        return agent.step(
+            inp,
+            model=self.model,
+            settings=self.spec.settings,
+            seed=step_seed(self.spec.seed, agent.agent_id, inp.tick),
+        )
+
     async def _step_one(self, agent: Agent, inp: StepInput) -> StepOutcome:
         try:
             async with asyncio.timeout(self.spec.step_timeout):
-                return await agent.step(
-                    inp,
-                    model=self.model,
-                    settings=self.spec.settings,
-                    seed=step_seed(self.spec.seed, agent.agent_id, inp.tick),
-                )
+                return await self._step_coro(agent, inp)
         except TimeoutError:
             error = f"step timed out after {self.spec.step_timeout:g}s"
         except Exception as exc:  # a bug in one agent's step must not stop the run
             error = f"{type(exc).__name__}: {exc}"
-        out = StepOutcome(agent_id=agent.agent_id)
-        out.events.append(
-            {
-                "tick": inp.tick,
-                "time": inp.time.isoformat(),
-                "type": "agent_error",
-                "agent_id": agent.agent_id,
-                "error": error[:500],
-            }
-        )
-        out.action = "error"
-        return out
+        return _error_outcome(agent.agent_id, inp, error)
+
+    async def _finish_step(
+        self, agent: Agent, inp: StepInput, coro: Coroutine[Any, Any, StepOutcome], first: Any
+    ) -> StepOutcome:
+        """The rest of a step that suspended (a model call in flight), under the timeout."""
+        try:
+            async with asyncio.timeout(self.spec.step_timeout):
+                return await _Resume(coro, first)
+        except TimeoutError:
+            error = f"step timed out after {self.spec.step_timeout:g}s"
+        except Exception as exc:  # a bug in one agent's step must not stop the run
+            error = f"{type(exc).__name__}: {exc}"
+        return _error_outcome(agent.agent_id, inp, error)
+
+    async def _step_all(self, inputs: Mapping[str, StepInput]) -> list[StepOutcome]:
+        """Step every agent concurrently, starting each step eagerly.
+
+        Each step runs in place until it first suspends; only a step that suspends (a real
+        model call, a script in a thread) becomes a task with the step timeout. With the
+        scripted model or a replayed cache a step never suspends, so a tick costs no task,
+        no timer and no event-loop round trip per agent. Steps start in agent order either
+        way, as they would as tasks. A step that never suspends cannot be interrupted by a
+        timeout in any case: asyncio timeouts only act at an ``await``."""
+        outcomes: list[StepOutcome | None] = []
+        pending: list[tuple[int, Agent, StepInput, Coroutine[Any, Any, StepOutcome], Any]] = []
+        for agent in self.agents.values():
+            inp = inputs[agent.agent_id]
+            coro = self._step_coro(agent, inp)
+            try:
+                first = coro.send(None)
+            except StopIteration as done:
+                outcomes.append(done.value)
+                continue
+            except Exception as exc:  # a bug in one agent's step must not stop the run
+                outcomes.append(_error_outcome(agent.agent_id, inp, f"{type(exc).__name__}: {exc}"))
+                continue
+            pending.append((len(outcomes), agent, inp, coro, first))
+            outcomes.append(None)
+        if pending:
+            async with asyncio.TaskGroup() as tg:
+                tasks = [
+                    (i, tg.create_task(self._finish_step(agent, inp, coro, first)))
+                    for i, agent, inp, coro, first in pending
+                ]
+            for i, task in tasks:
+                outcomes[i] = task.result()
+        return [o for o in outcomes if o is not None]
 
     async def step_tick(self, tick: TickInput) -> TickResult:
         t0 = time.perf_counter()
         reload = self.refresh_skills() if tick.refresh_skills else None
         self.space.runner.new_tick()  # edited scripts are re-imported from this tick on
         router = EnvRouter(tick.views)
-        outcomes: list[StepOutcome] = []
-        inputs = {
-            aid: StepInput(
-                tick=tick.tick, time=tick.time, env=router, messages=tick.messages.get(aid, ())
-            )
-            for aid in self.agents
-        }
+        outcomes: list[StepOutcome]
+        # One input shared by every agent without messages: built once per tick.
+        shared = StepInput(tick=tick.tick, time=tick.time, env=router)
+        inputs = dict.fromkeys(self.agents, shared)
+        for aid, msgs in tick.messages.items():
+            if aid in inputs:
+                inputs[aid] = StepInput(tick=tick.tick, time=tick.time, env=router, messages=msgs)
         for aid, msgs in tick.messages.items():
             agent = self.agents.get(aid)
             if agent is not None:
                 for m in msgs:
-                    agent.remember(
-                        tick=tick.tick, time=tick.time.isoformat(), kind="message", text=m
-                    )
+                    agent.remember(tick=tick.tick, time=shared.iso, kind="message", text=m)
         if self.spec.concurrent:
-            async with asyncio.TaskGroup() as tg:
-                tasks = [
-                    tg.create_task(self._step_one(a, inputs[a.agent_id]))
-                    for a in self.agents.values()
-                ]
-            outcomes = [t.result() for t in tasks]
+            outcomes = await self._step_all(inputs)
         else:
             outcomes = [await self._step_one(a, inputs[a.agent_id]) for a in self.agents.values()]
         self._unflushed += 1
@@ -334,3 +366,51 @@ class AgentHost:
         closer = getattr(self.model, "aclose", None)
         if closer is not None:
             await closer()
+
+
+def _error_outcome(agent_id: str, inp: StepInput, error: str) -> StepOutcome:
+    out = StepOutcome(agent_id=agent_id)
+    out.events.append(
+        {
+            "tick": inp.tick,
+            "time": inp.time.isoformat(),
+            "type": "agent_error",
+            "agent_id": agent_id,
+            "error": error[:500],
+        }
+    )
+    out.action = "error"
+    return out
+
+
+class _Resume:
+    """Awaitable that drives a coroutine which already ran up to its first suspension.
+
+    ``first`` is what the coroutine yielded then (the future it waits for); from here on
+    this object passes values and exceptions (a cancellation, say) between the task and
+    the coroutine exactly as ``await`` would have."""
+
+    __slots__ = ("_coro", "_first")
+
+    def __init__(self, coro: Coroutine[Any, Any, StepOutcome], first: Any) -> None:
+        self._coro = coro
+        self._first = first
+
+    def __await__(self) -> Generator[Any, Any, StepOutcome]:
+        coro, value = self._coro, self._first
+        while True:
+            try:
+                sent = yield value
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:
+                try:
+                    value = coro.throw(exc)
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]
+            else:
+                try:
+                    value = coro.send(sent)
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]

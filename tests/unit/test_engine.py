@@ -168,6 +168,47 @@ async def test_a_hanging_model_cannot_stall_the_tick(tmp_path: Path) -> None:
     assert summary.metrics["agent_steps"] == 20
 
 
+class SuspendingModel:
+    """The scripted model behind a real suspension (as a network model would be), failing
+    for one agent (if given) only after it has suspended."""
+
+    def __init__(self, config: ExperimentConfig, agent_id: str | None) -> None:
+        self.inner = ScriptedModel()
+        ticks = range(config.total_ticks())
+        self.bad = {step_seed(config.seed, agent_id, t) for t in ticks} if agent_id else set()
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolSchema] = (), *, seed: int = 0
+    ) -> Completion:
+        await asyncio.sleep(0)
+        if seed in self.bad:
+            raise RuntimeError("failed after suspending")
+        return await self.inner.complete(messages, tools, seed=seed)
+
+
+async def test_steps_that_suspend_give_the_same_events_as_steps_that_do_not(
+    tmp_path: Path,
+) -> None:
+    """Steps start eagerly and become tasks only when they suspend: both paths must give
+    the same log, and a failure after a suspension is still one agent's error event."""
+    cfg = small(WORKFLOW="[{run: {ticks: 2}}]")
+    await Engine(cfg, run_dir=tmp_path / "sync").run()
+    ex = LocalExecutor(model_factory=lambda spec: SuspendingModel(cfg, None))
+    await Engine(cfg, run_dir=tmp_path / "async", executor=ex).run()
+    sync_log = (tmp_path / "sync" / "events.jsonl").read_bytes()
+    assert (tmp_path / "async" / "events.jsonl").read_bytes() == sync_log
+    assert sync_log.count(b'"agent_action"') > 20
+
+    victim = "posters-00003"
+    ex = LocalExecutor(model_factory=lambda spec: SuspendingModel(cfg, victim))
+    summary = await Engine(cfg, run_dir=tmp_path / "fail", executor=ex).run()
+    assert summary.status == "completed" and summary.metrics["errors"] == 2
+    errors = [e for e in events(tmp_path / "fail") if e["type"] == "agent_error"]
+    assert [(e["agent_id"], e["error"]) for e in errors] == [
+        (victim, "RuntimeError: failed after suspending")
+    ] * 2
+
+
 async def test_all_hanging_agents_share_one_timeout(tmp_path: Path) -> None:
     cfg = small(WORKFLOW="[{run: {ticks: 1}}]", EXECUTOR__STEP_TIMEOUT="0.2")
     stuck = ScriptedModel()

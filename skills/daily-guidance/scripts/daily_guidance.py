@@ -19,6 +19,7 @@ import json
 import os
 import random
 import re
+import sys
 import threading
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
@@ -48,6 +49,7 @@ _INTEREST_PLACES = {
 }
 _TIME_RE = re.compile(r"^([01]\d|2[0-4]):([0-5]\d)$")
 _SEGMENT_KEYS = ("start", "end", "activity", "place")
+_SEGMENT_SET = frozenset(_SEGMENT_KEYS)
 # Bounded so that 10,000 resident agents over many simulated days cannot grow memory forever.
 _CACHE_LIMIT = 50_000
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -81,15 +83,38 @@ def _cached_read(path: str, parse: Callable[[str], Any]) -> Any:
             value = parse(f.read())
     except (ValueError, yaml.YAMLError):
         value = None
-    _remember(path, value)
+    return _remember(path, value)
+
+
+def _remember(path: str, value: Any) -> Any:
+    if len(_files) >= _CACHE_LIMIT:
+        _files.clear()
+        _shared_segments.clear()
+    st = os.stat(path)
+    value = _shared(value)
+    _files[path] = (st.st_mtime_ns, st.st_size, value)
     return value
 
 
-def _remember(path: str, value: Any) -> None:
-    if len(_files) >= _CACHE_LIMIT:
-        _files.clear()
-    st = os.stat(path)
-    _files[path] = (st.st_mtime_ns, st.st_size, value)
+# Equal plan segments are one object for every agent: thousands of agents follow similar
+# days, and a cached plan is never mutated (revisions copy it first).
+_shared_segments: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
+
+
+def _shared(value: Any) -> Any:
+    """``value`` (parsed JSON / YAML) with interned strings and shared segment dicts, so
+    that the cache holds a few hundred bytes per agent instead of kilobytes."""
+    if isinstance(value, str):
+        return sys.intern(value) if len(value) <= 64 else value
+    if isinstance(value, list):
+        return [_shared(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {sys.intern(k) if isinstance(k, str) else k: _shared(v) for k, v in value.items()}
+    if out.keys() == _SEGMENT_SET and all(isinstance(v, str) for v in out.values()):
+        key = tuple(out.items())
+        return _shared_segments.setdefault(key, out)
+    return out
 
 
 def _write_atomic(path: str, text: str, value: Any) -> None:
@@ -345,7 +370,8 @@ def _load_story(ctx: _Ctx, day: date) -> dict[str, Any] | None:
 
 def _save_story(ctx: _Ctx, story: dict[str, Any]) -> None:
     text = yaml.dump(story, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
-    _write_atomic(_path(ctx, date.fromisoformat(story["date"]), "story.yaml"), text, story)
+    path = _path(ctx, date.fromisoformat(story["date"]), "story.yaml")
+    _write_atomic(path, text, story)
 
 
 def _describe(seg: dict[str, str]) -> str:
