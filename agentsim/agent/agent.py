@@ -117,12 +117,14 @@ class Agent:
 
     __slots__ = (
         "_dir_made",
+        "_head",
         "_last_skills",
         "_last_system_sha",
         "_pending_prompts",
         "_pending_trace",
         "_post_hooks",
         "_skills_written",
+        "_system_memo",
         "agent_id",
         "group",
         "memory",
@@ -158,6 +160,8 @@ class Agent:
         self._last_skills: tuple[str, ...] = ()
         self._skills_written: tuple[str, ...] | None = None
         self._dir_made = False
+        self._head: str | None = None  # persona + profile: fixed for the agent's life
+        self._system_memo: tuple[int, int, str] = (0, -1, "")  # (hash, length, sha)
 
     # -- prompt ----------------------------------------------------------------------------
 
@@ -177,10 +181,13 @@ class Agent:
         return " ".join(words)
 
     def system_prompt(self, *, read_only: bool = False) -> str:
-        parts = [f"<persona>{self.persona}</persona>"]
-        profile = json.dumps(self.profile, sort_keys=True, ensure_ascii=False)
-        parts.append(f"<profile>{profile}</profile>")
-        parts.append(self.skills.catalog(self._situation()).text)
+        head = self._head
+        if head is None:
+            # Encoded once: the profile does not change during a run, and encoding it
+            # every step cost more than the rest of the system prompt together.
+            profile = json.dumps(self.profile, sort_keys=True, ensure_ascii=False)
+            head = self._head = f"<persona>{self.persona}</persona>\n<profile>{profile}</profile>"
+        parts = [head, self.skills.catalog(self._situation()).text]
         bodies = self.skills.bodies()
         if bodies:
             parts.append(bodies)
@@ -336,7 +343,7 @@ class Agent:
             user = self.user_prompt(
                 inp, hooks, feedback=feedback, memory_tokens=0, observation=observation
             )
-        sha = hashlib.sha256(system.encode()).hexdigest()[:16]
+        sha = self._system_sha(system)
         if sha != self._last_system_sha and not read_only:
             # Written now, not buffered: a system prompt is ~10 KB and changes rarely, so
             # holding it until the next flush would cost more memory than the write costs time.
@@ -384,6 +391,17 @@ class Agent:
                 return
         st.out.action = st.out.action or "ran out of turns"
         trace["limitation"] = f"step ended after max_react_turns={settings.max_react_turns}"
+
+    def _system_sha(self, system: str) -> str:
+        """The prompt file name of ``system``; the sha256 is recomputed only when the text
+        changed (its built-in hash and length differ from last time's)."""
+        memo = self._system_memo
+        key = hash(system)
+        if memo[0] == key and memo[1] == len(system):
+            return memo[2]
+        sha = hashlib.sha256(system.encode()).hexdigest()[:16]
+        self._system_memo = (key, len(system), sha)
+        return sha
 
     def _tools(self, env: EnvAccess | None, *, read_only: bool) -> list[dict[str, Any]]:
         """Tool schemas, shared by every agent that sees the same skills and environment."""

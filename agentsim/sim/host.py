@@ -9,6 +9,7 @@ sorted by agent id so that the merged log does not depend on completion order.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import time
 from collections.abc import Coroutine, Generator, Mapping, Sequence
@@ -139,7 +140,9 @@ class AgentHost:
         Returns events (e.g. a default skill that could not be activated)."""
         events: list[dict[str, Any]] = []
         for aid, spec in self._specs.items():
-            profile = {**spec.profile, **extra_profiles.get(aid, {})}
+            extra = extra_profiles.get(aid)
+            # The spec's own dict when nothing is added: one copy per agent, not two.
+            profile = {**spec.profile, **extra} if extra else spec.profile
             ws = self._agents_dir / aid
             ws.mkdir(parents=True, exist_ok=True)
             own = self._own_view(ws)
@@ -190,6 +193,10 @@ class AgentHost:
                         }
                     )
             self.agents[aid] = agent
+        # The resident agents live for the whole run: moved out of the collector's sight,
+        # they no longer make every full collection scan them (about 3% of a 5,000-agent
+        # tick). Undone in close().
+        gc.freeze()
         return events
 
     def _own_view(self, ws: Path) -> Any:
@@ -362,6 +369,7 @@ class AgentHost:
         return self.stats.snapshot()
 
     async def close(self) -> None:
+        gc.unfreeze()
         self.flush(force=True)
         closer = getattr(self.model, "aclose", None)
         if closer is not None:
