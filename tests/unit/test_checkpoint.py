@@ -18,8 +18,10 @@ import pytest
 
 from agentsim.cli import main
 from agentsim.errors import CheckpointError
+from agentsim.sim.checkpoints import latest_checkpoint, rewind, write_checkpoint
 from agentsim.sim.config import load_experiment
 from agentsim.sim.engine import Engine, Progress
+from agentsim.sim.workspace import RunWorkspace
 
 SMALL = Path(__file__).resolve().parent.parent / "fixtures" / "experiments" / "small.yaml"
 
@@ -166,3 +168,45 @@ def test_kill_9_then_resume_equals_an_uninterrupted_run(reference: Path, tmp_pat
     assert resumed.returncode == 0, resumed.stderr
     assert (run_dir / "events.jsonl").read_bytes() == (long_ref / "events.jsonl").read_bytes()
     assert agent_files(run_dir) == agent_files(long_ref)
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    return {
+        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(root.rglob("*"))
+    }
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_rewind_puts_agent_state_back_and_leaves_unchanged_files_alone(
+    tmp_path: Path, legacy: bool
+) -> None:
+    ws = RunWorkspace.create(tmp_path / "run")
+    (ws.root / "events.jsonl").write_text("")
+    a, b, c = (ws.agents_dir / n / "state" for n in ("a-1", "a-2", "a-3"))
+    (a / "plans" / "2026-03-02").mkdir(parents=True)
+    (a / "plans" / "2026-03-02" / "story.yaml").write_text("segments: [1]\n")
+    (a / "notes.txt").write_bytes(b"\x00binary\xff")
+    (b / "empty").mkdir(parents=True)
+    (ws.agents_dir / "a-3").mkdir()  # no state at the checkpoint
+    before = {n: _tree(s) for n, s in (("a", a), ("b", b))}
+    path = write_checkpoint(ws, tick=4, engine={"config_hash": "h"}, agents={})
+    if legacy:  # a checkpoint from before the archive format: one folder per agent
+        tar = path / "agent_state.tar"
+        for name in ("a-1", "a-2"):
+            shutil.copytree(ws.agents_dir / name / "state", path / "agent_state" / name)
+        tar.unlink()
+    untouched = (a / "notes.txt").stat().st_ino
+
+    # After the checkpoint: an edit, a new day, a deleted folder, state for a new agent.
+    (a / "plans" / "2026-03-02" / "story.yaml").write_text("segments: [1, 2]\n")
+    (a / "plans" / "2026-03-03").mkdir()
+    (a / "plans" / "2026-03-03" / "story.yaml").write_text("segments: []\n")
+    (b / "empty").rmdir()
+    (c / "x").mkdir(parents=True)
+
+    rewind(ws, latest_checkpoint(ws, config_hash="h"))
+    assert {n: _tree(s) for n, s in (("a", a), ("b", b))} == before
+    assert not c.exists()
+    if not legacy:
+        assert (a / "notes.txt").stat().st_ino == untouched  # equal bytes: not rewritten
