@@ -183,17 +183,18 @@ def test_rewind_puts_agent_state_back_and_leaves_unchanged_files_alone(
 ) -> None:
     ws = RunWorkspace.create(tmp_path / "run")
     (ws.root / "events.jsonl").write_text("")
-    a, b, c = (ws.agents_dir / n / "state" for n in ("a-1", "a-2", "a-3"))
+    a, b, c, d = (ws.agents_dir / n / "state" for n in ("a-1", "a-2", "a-3", "a-4"))
     (a / "plans" / "2026-03-02").mkdir(parents=True)
     (a / "plans" / "2026-03-02" / "story.yaml").write_text("segments: [1]\n")
     (a / "notes.txt").write_bytes(b"\x00binary\xff")
     (b / "empty").mkdir(parents=True)
     (ws.agents_dir / "a-3").mkdir()  # no state at the checkpoint
+    d.mkdir(parents=True)  # an empty state folder
     before = {n: _tree(s) for n, s in (("a", a), ("b", b))}
     path = write_checkpoint(ws, tick=4, engine={"config_hash": "h"}, agents={})
     if legacy:  # a checkpoint from before the archive format: one folder per agent
         tar = path / "agent_state.tar"
-        for name in ("a-1", "a-2"):
+        for name in ("a-1", "a-2", "a-4"):
             shutil.copytree(ws.agents_dir / name / "state", path / "agent_state" / name)
         tar.unlink()
     untouched = (a / "notes.txt").stat().st_ino
@@ -204,9 +205,10 @@ def test_rewind_puts_agent_state_back_and_leaves_unchanged_files_alone(
     (a / "plans" / "2026-03-03" / "story.yaml").write_text("segments: []\n")
     (b / "empty").rmdir()
     (c / "x").mkdir(parents=True)
+    (d / "later.txt").write_text("made after the checkpoint")
 
     rewind(ws, latest_checkpoint(ws, config_hash="h"))
     assert {n: _tree(s) for n, s in (("a", a), ("b", b))} == before
-    assert not c.exists()
+    assert not c.exists() and d.is_dir() and not any(d.iterdir())
     if not legacy:
         assert (a / "notes.txt").stat().st_ino == untouched  # equal bytes: not rewritten
