@@ -33,6 +33,9 @@ __all__ = ["Agent", "AgentSettings", "EnvAccess", "StepInput", "StepOutcome"]
 
 _RESULT_CAP = 4000
 _TRACE_RESULT_CAP = 600
+# Encoders built once: json.dumps with options builds a new encoder on every call.
+_TRACE_JSON = json.JSONEncoder(ensure_ascii=False, default=str)
+_RESULT_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
 
 _INSTRUCTIONS = (
     "<instructions>\nYou act in a simulation, one step at a time. Use the tools: activate a "
@@ -296,7 +299,7 @@ class Agent:
         }
         trace["elapsed_ms"] = round((_time.perf_counter() - t0) * 1000, 3)
         if settings.trace != "off":
-            self._pending_trace.append(json.dumps(trace, ensure_ascii=False, default=str))
+            self._pending_trace.append(_TRACE_JSON.encode(trace))
         return st.out
 
     def _event(self, inp: StepInput, kind: str, **data: Any) -> dict[str, Any]:
@@ -516,7 +519,7 @@ class Agent:
             if st.inp.read_only:
                 return f"error: {args['action']} changes the world; not allowed in read-only mode"
             st.out.intents.append(answer.intent)
-        return json.dumps(answer.result, ensure_ascii=False, sort_keys=True, default=str)
+        return _RESULT_JSON.encode(answer.result)
 
     async def _t_finish(self, st: _Step, args: dict[str, Any]) -> str:
         st.out.action = str(args.get("action", ""))[:300] or "finished"

@@ -23,6 +23,9 @@ from agentsim.errors import RunError
 
 __all__ = ["RunWorkspace", "atomic_write_text", "package_versions"]
 
+# One encoder for every event line: json.dumps with options builds a new one per call.
+_EVENT_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)
+
 
 def atomic_write_text(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -120,7 +123,8 @@ class RunWorkspace:
     def append_events(self, events: Iterable[Mapping[str, Any]]) -> int:
         if self._events is None:
             self._events = open(self.root / "events.jsonl", "a", encoding="utf-8")  # noqa: SIM115
-        lines = [json.dumps(e, sort_keys=True, ensure_ascii=False, default=str) for e in events]
+        encode = _EVENT_JSON.encode
+        lines = [encode(e) for e in events]
         if lines:
             self._events.write("\n".join(lines) + "\n")
             self._events.flush()
