@@ -237,7 +237,8 @@ class CityView(EnvView):
     walk_speed_kmh: float
     capacity: int | None
     nearby: int
-    # Observation text of "open nearby" per place: the same for everyone there this tick.
+    # Per place, the same for everyone there this tick: the "open nearby" text (key: the
+    # place id) and the whole observation of an agent at the place (key: "@" + place id).
     _near: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def _check_agent(self, agent_id: str) -> None:
@@ -383,6 +384,10 @@ class CityView(EnvView):
 
     def observe(self, agent_id: str) -> str:
         self._check_agent(agent_id)
+        pid = self.positions.get(agent_id)
+        text = None if agent_id in self.transit else self._near.get(f"@{pid}")
+        if text is not None:
+            return text
         clock = f"It is {WEEKDAYS[self.now.weekday()]} {self.now:%H:%M}."
         if agent_id in self.transit:
             dest, arrival = self.transit[agent_id]
@@ -392,9 +397,11 @@ class CityView(EnvView):
                 f"{self.time_at(arrival):%H:%M}.\nposition: in transit to {dest}"
             )
         here = self.places[self.positions[agent_id]]
-        return f"{clock} You are at {here.name} ({here.category}).{self._nearby(here)}" + (
+        text = f"{clock} You are at {here.name} ({here.category}).{self._nearby(here)}" + (
             f"\nposition: {here.id}"
         )
+        self._near[f"@{here.id}"] = text
+        return text
 
     def _nearby(self, here: Place) -> str:
         hit = self._near.get(here.id)
