@@ -35,5 +35,5 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # pragma: no cover - run as a child process, see _in_process
     sys.exit(main())

@@ -1,27 +1,47 @@
-"""The process-wide module cache of skill scripts.
+"""The process-wide module cache of skill scripts, and running a cached plain script.
 
 Private to ``agentsim.skills.scripts``. One entry per resolved script path, valid while the
 file's ``(mtime_ns, size)`` match; every runner of the process shares it, so 1,000 agents
-using one skill share one import.
+using one skill share one import. A plain script (the wrapper tier) is kept compiled and
+run from here as ``__main__`` by ``run_main``.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import hashlib
 import importlib.util
 import inspect
 import sys
 import threading
+import time
 import types
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from types import CodeType
-from typing import Any
+from typing import Any, cast
 
-from agentsim.skills._outcome import Tier, format_exc
+from agentsim.skills._outcome import (
+    CappedWriter,
+    Outcome,
+    Tier,
+    cap_text,
+    format_exc,
+    outcome_from_exception,
+)
+from agentsim.skills.context import _CURRENT, SkillScriptContext
 
-__all__ = ["CACHE", "LOAD_LOCK", "Entry", "load"]
+__all__ = [
+    "CACHE",
+    "LOAD_LOCK",
+    "WRAPPER_LOCK",
+    "Entry",
+    "NeedsSubprocess",
+    "load",
+    "run_main",
+    "run_main_locked",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,6 +60,13 @@ class Entry:
 # Process-wide: every runner (and so every agent) of this process shares one import.
 CACHE: dict[str, Entry] = {}
 LOAD_LOCK = threading.Lock()
+# Guards sys.argv / sys.stdout while a wrapper-tier script runs; a threading lock (not an
+# asyncio one) so that it is valid from any event loop and any thread.
+WRAPPER_LOCK = threading.Lock()
+
+
+class NeedsSubprocess(Exception):
+    """A plain script failed on an import that only resolves when run as a real script."""
 
 
 def _module_name(path: str) -> str:
@@ -99,3 +126,46 @@ def load(path: str, mtime_ns: int, size: int) -> Entry:
         fn=fn,
         is_async=inspect.iscoroutinefunction(fn),
     )
+
+
+def run_main(
+    path: str, entry: Entry, argv: Sequence[str], ctx: SkillScriptContext, cap: int
+) -> Outcome:
+    """Run a plain script's cached code as ``__main__``; the caller holds ``WRAPPER_LOCK``.
+
+    Raises ``NeedsSubprocess`` when it fails on an import (a sibling module, say)."""
+    out = CappedWriter(cap)
+    namespace: dict[str, Any] = {
+        "__name__": "__main__",
+        "__file__": path,
+        "__builtins__": builtins,
+        "__package__": None,
+        "__cached__": None,
+    }
+    saved_argv, saved_stdout = sys.argv, sys.stdout
+    sys.argv = [path, *argv]
+    sys.stdout = out
+    token = _CURRENT.set(ctx)
+    failed: Outcome | None = None
+    began = time.perf_counter()
+    try:
+        exec(cast(CodeType, entry.code), namespace)
+    except ImportError as exc:
+        raise NeedsSubprocess(format_exc(exc)) from None
+    except (Exception, SystemExit) as exc:
+        failed = outcome_from_exception(exc, cap)
+    finally:
+        _CURRENT.reset(token)
+        sys.argv, sys.stdout = saved_argv, saved_stdout
+    ran = time.perf_counter() - began
+    output, truncated = cap_text(out.getvalue(), cap, out.dropped)
+    if failed is None:
+        failed = Outcome(ok=True, output=output, exit_code=0, error=None)
+    return replace(failed, output=output, truncated=truncated, ran=ran)
+
+
+def run_main_locked(
+    path: str, entry: Entry, argv: Sequence[str], ctx: SkillScriptContext, cap: int
+) -> Outcome:
+    with WRAPPER_LOCK:
+        return run_main(path, entry, argv, ctx, cap)

@@ -1,23 +1,74 @@
-"""Child processes for skill scripts: spawn, feed stdin, read capped output, kill on timeout.
+"""Running a script away from the caller: a worker thread, an isolation process, a subprocess.
 
-Private to ``agentsim.skills.scripts``. Every child gets its own session so that a timeout
-kills the whole process group (a script's own children included), not only the Python
-process we started.
+Private to ``agentsim.skills.scripts``: ``run_in_thread`` (``thread`` isolation),
+``run_process`` and the two ways the runner uses it, ``call_in_child`` (``process``
+isolation) and ``run_as_script`` (the subprocess tier). Every child gets its own session so
+that a timeout kills the whole process group (a script's own children included), not only
+the Python process we started.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
+import json
+import math
 import os
+import pickle
 import signal
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
-__all__ = ["ProcOutcome", "run_process"]
+from agentsim.skills._outcome import Outcome, Tier, cap_text
+from agentsim.skills.context import CONTEXT_ENV_VAR, SkillScriptContext
+
+__all__ = ["ProcOutcome", "call_in_child", "run_as_script", "run_in_thread", "run_process"]
 
 _CHUNK = 65_536
+
+
+async def run_in_thread(call: Callable[[], Outcome], *, limit: float, name: str) -> Outcome | None:
+    """``call()`` on a fresh daemon thread, in a copy of the caller's context; None when it
+    has not returned after ``limit`` seconds. Its exceptions are re-raised here.
+
+    Python cannot kill a thread: a call that times out keeps running in the background
+    until it returns on its own, and its result is discarded. A fresh daemon thread per
+    call (not a pool) keeps such stragglers from starving later calls or blocking exit.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Outcome] = loop.create_future()
+    copied = contextvars.copy_context()
+
+    def deliver(outcome: Outcome | None, exc: BaseException | None) -> None:
+        if done.done():
+            return  # the caller timed out: discard
+        if exc is not None:
+            done.set_exception(exc)
+        else:
+            done.set_result(cast(Outcome, outcome))
+
+    def work() -> None:
+        outcome: Outcome | None = None
+        err: BaseException | None = None
+        try:
+            outcome = copied.run(call)
+        except BaseException as exc:  # delivered to (and re-raised in) the caller
+            err = exc
+        try:
+            loop.call_soon_threadsafe(deliver, outcome, err)
+        except RuntimeError:  # pragma: no cover - the caller's loop has closed
+            pass
+
+    threading.Thread(target=work, name=name, daemon=True).start()
+    try:
+        return await asyncio.wait_for(done, None if math.isinf(limit) else limit)
+    except TimeoutError:
+        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,4 +166,111 @@ async def run_process(
         stdout_dropped=out_dropped,
         stderr=err,
         stderr_dropped=err_dropped,
+    )
+
+
+@functools.cache
+def _package_root() -> str:
+    """The folder holding the ``agentsim`` package, for the isolation child's PYTHONPATH."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+async def call_in_child(
+    python: str,
+    path: str,
+    argv: Sequence[str],
+    ctx: SkillScriptContext,
+    *,
+    output_cap: int,
+    limit: float,
+    tier: Tier,
+) -> tuple[Outcome, Tier] | None:
+    """``process`` isolation: the call made by a fresh ``python -m agentsim.skills._child``.
+
+    Returns the outcome and the tier the child used (``tier`` if it crashed), None when it
+    was killed at ``limit``; raises ``OSError`` when it cannot be started."""
+    payload = pickle.dumps(
+        {"script": path, "argv": list(argv), "ctx": ctx, "output_cap": output_cap}
+    )
+    env = dict(ctx.env)
+    env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
+    proc = await run_process(
+        [python, "-m", "agentsim.skills._child"],
+        cwd=ctx.workspace_root,
+        env=env,
+        stdin=payload,
+        limit=None if math.isinf(limit) else limit,
+        # JSON escaping can grow text; the child already capped output and error.
+        stdout_limit=16 * output_cap + 65_536,
+        stderr_limit=4 * output_cap,
+    )
+    if proc.returncode is None:
+        return None
+    try:
+        data = json.loads(proc.stdout.decode("utf-8"))
+        outcome = Outcome(
+            ok=bool(data["ok"]),
+            output=str(data["output"]),
+            exit_code=int(data["exit_code"]),
+            error=data["error"],
+            truncated=bool(data["truncated"]),
+        )
+        return outcome, cast(Tier, data["tier"])
+    except (ValueError, KeyError, TypeError):
+        stderr, _ = cap_text(
+            proc.stderr.decode("utf-8", "replace"), output_cap, proc.stderr_dropped
+        )
+        crashed = Outcome(
+            ok=False,
+            output="",
+            exit_code=proc.returncode or 1,
+            error=f"script {path} crashed its isolation process (exit code "
+            f"{proc.returncode}); stderr:\n{stderr}",
+        )
+        return crashed, tier
+
+
+async def run_as_script(
+    python: str,
+    path: str,
+    argv: Sequence[str],
+    ctx: SkillScriptContext,
+    *,
+    output_cap: int,
+    limit: float,
+) -> Outcome | None:
+    """The subprocess tier: ``python script.py argv...`` in the agent's workspace with the
+    context's scrubbed environment (and the context itself as JSON in ``AGENTSIM_CONTEXT_JSON``).
+
+    None when it was killed at ``limit``; raises ``OSError`` when it cannot be started."""
+    env = dict(ctx.env)
+    env[CONTEXT_ENV_VAR] = json.dumps(ctx.to_dict(), sort_keys=True)
+    # Skill folders may be shared or read-only: never leave __pycache__ behind in them.
+    env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    # Bytes, not characters: 4 bytes per character covers any UTF-8 text within the cap.
+    byte_cap = 4 * output_cap + 4
+    proc = await run_process(
+        [python, path, *argv],
+        cwd=ctx.workspace_root,
+        env=env,
+        stdin=b"",
+        limit=None if math.isinf(limit) else limit,
+        stdout_limit=byte_cap,
+        stderr_limit=byte_cap,
+    )
+    if proc.returncode is None:
+        return None
+    output, truncated = cap_text(
+        proc.stdout.decode("utf-8", "replace"), output_cap, proc.stdout_dropped
+    )
+    error = None
+    if proc.returncode != 0:
+        error, _ = cap_text(proc.stderr.decode("utf-8", "replace"), output_cap, proc.stderr_dropped)
+    return Outcome(
+        ok=proc.returncode == 0,
+        output=output,
+        exit_code=proc.returncode,
+        error=error,
+        truncated=truncated,
     )

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
+
+from agentsim.skills._outcome import draft_class
 
 __all__ = [
     "CONTEXT_ENV_VAR",
@@ -163,19 +165,8 @@ class SkillScriptContext:
         return (_rebuild, (self.to_dict(), dict(self.env)))
 
 
-_CTX_SETTERS = tuple(
-    getattr(SkillScriptContext, name).__set__
-    for name in (
-        "workspace_root",
-        "skill_id",
-        "skill_name",
-        "skill_dir",
-        "agent_id",
-        "tick",
-        "time",
-        "env",
-    )
-)
+_ContextDraft = draft_class(SkillScriptContext)
+_new = object.__new__
 
 
 def make_context(
@@ -188,14 +179,20 @@ def make_context(
     time: datetime,
     env: Mapping[str, str],
 ) -> SkillScriptContext:
-    """A context built without the dataclass ``__init__`` (~1 µs instead of ~3 µs): for the
-    runtime's hot path, which makes one per hook call. ``env`` must come from ``safe_env``
-    (already filtered and read-only): nothing is checked here."""
-    ctx = object.__new__(SkillScriptContext)
-    values = (workspace_root, skill_id, skill_name, skill_dir, agent_id, tick, time, env)
-    for setter, value in zip(_CTX_SETTERS, values, strict=True):
-        setter(ctx, value)
-    return ctx
+    """A context built without the dataclass ``__init__`` (~0.4 µs instead of ~3 µs): for
+    the runtime's hot path, which makes one per hook call. ``env`` must come from
+    ``safe_env`` (already filtered and read-only): nothing is checked here."""
+    ctx = _new(_ContextDraft)
+    ctx.workspace_root = workspace_root
+    ctx.skill_id = skill_id
+    ctx.skill_name = skill_name
+    ctx.skill_dir = skill_dir
+    ctx.agent_id = agent_id
+    ctx.tick = tick
+    ctx.time = time
+    ctx.env = env
+    ctx.__class__ = SkillScriptContext
+    return cast(SkillScriptContext, ctx)
 
 
 def _rebuild(data: dict[str, Any], env: dict[str, str]) -> SkillScriptContext:

@@ -9,11 +9,14 @@ turn). The object's ``"message"`` (or, failing that, the whole object) is what t
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
-from typing import Any, Literal
+from typing import Any, Literal, cast
+
+from agentsim.skills._outcome import draft_class
 
 __all__ = [
     "HOOK_TYPES",
@@ -75,10 +78,8 @@ class HookOutcome:
         return out
 
 
-_OUTCOME_SETTERS = tuple(
-    getattr(HookOutcome, name).__set__
-    for name in ("skill_id", "hook", "ok", "text", "decision", "elapsed", "error")
-)
+_OutcomeDraft = draft_class(HookOutcome)
+_new = object.__new__
 
 
 def make_outcome(
@@ -91,11 +92,16 @@ def make_outcome(
     error: str | None,
 ) -> HookOutcome:
     """``HookOutcome`` without the frozen dataclass ``__init__``: one per hook per step."""
-    out = object.__new__(HookOutcome)
-    values = (skill_id, hook, ok, text, decision, elapsed, error)
-    for setter, value in zip(_OUTCOME_SETTERS, values, strict=True):
-        setter(out, value)
-    return out
+    out = _new(_OutcomeDraft)
+    out.skill_id = skill_id
+    out.hook = hook
+    out.ok = ok
+    out.text = text
+    out.decision = decision
+    out.elapsed = elapsed
+    out.error = error
+    out.__class__ = HookOutcome
+    return cast(HookOutcome, out)
 
 
 def parse_hook_output(output: str, *, skill_id: str, hook: str) -> tuple[str, HookDecision | None]:
@@ -128,9 +134,7 @@ def parse_hook_output(output: str, *, skill_id: str, hook: str) -> tuple[str, Ho
     return f"{text}\n[ignored decision {kind!r}: a {hook} hook may return {known}]", None
 
 
-def _cap(text: str, cap: int) -> str:
-    if len(text) <= cap:
-        return text
+def _truncate(text: str, cap: int) -> str:
     return f"{text[:cap]}\n[... truncated {len(text) - cap} characters]"
 
 
@@ -140,18 +144,29 @@ def _failure(error: str | None) -> str:
     return f"hook failed: {lines[-1]}" if lines else "hook failed"
 
 
+# Escaped attribute values: skill ids and hook names are few and recur every step.
+_attr = functools.lru_cache(maxsize=4096)(escape)
+
+
 def render_skill_hooks(outcomes: Sequence[HookOutcome], *, cap: int = 2000) -> str:
     """The ``<skill_hooks>`` block of DESIGN.md: escaped, each hook capped at ``cap`` chars."""
     if not outcomes:
         return ""
-    parts = ["<skill_hooks>"]
+    parts = []
     for o in outcomes:
-        body = o.text if o.ok else (o.text or _failure(o.error))
+        if o.ok:
+            body = o.text.strip()
+            state = "true"
+        else:
+            body = (o.text or _failure(o.error)).strip()
+            state = "false"
+        if len(body) > cap:
+            body = _truncate(body, cap)
+        # Most hook outputs are plain text: three scans are cheaper than escape's replaces.
+        if "&" in body or "<" in body or ">" in body:
+            body = escape(body, quote=False)
         parts.append(
-            f'<skill_hook skill="{escape(o.skill_id)}" hook="{escape(o.hook)}" '
-            f'ok="{"true" if o.ok else "false"}">'
+            f'<skill_hook skill="{_attr(o.skill_id)}" hook="{_attr(o.hook)}" ok="{state}">\n'
+            f"{body}\n</skill_hook>"
         )
-        parts.append(escape(_cap(body.strip(), cap), quote=False))
-        parts.append("</skill_hook>")
-    parts.append("</skill_hooks>")
-    return "\n".join(parts)
+    return "<skill_hooks>\n" + "\n".join(parts) + "\n</skill_hooks>"

@@ -28,7 +28,7 @@ from agentsim.skills.catalog import (
     RenderedCatalog,
     render_selection,
 )
-from agentsim.skills.context import SkillScriptContext, make_context
+from agentsim.skills.context import make_context
 from agentsim.skills.hooks import HookOutcome, make_outcome, parse_hook_output
 from agentsim.skills.scripts import Isolation, ScriptResult
 from agentsim.skills.space import SkillSpace, SkillView, _Resolved
@@ -41,6 +41,9 @@ __all__ = ["ActivationResult", "AgentSkillRuntime", "SkillSpace", "SkillView"]
 _CMD = re.compile(r"!`([^`\n]+)`")
 _ARG = re.compile(r"\$(ARGUMENTS|\d+)")
 _COMMAND_OUTPUT_CAP = 2000
+
+# One hook of a plan: (skill, script file, skill folder, timeout, inline isolation?).
+_HookCall = tuple["SkillDescriptor", str, Path, float | None, bool]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,6 +93,7 @@ class AgentSkillRuntime:
     __slots__ = (
         "_activation_args",
         "_active",
+        "_agent_json",
         "_bodies",
         "_catalog_sel",
         "_disabled",
@@ -127,9 +131,8 @@ class AgentSkillRuntime:
         self._bodies: dict[str, str] = {}
         self._disabled = tuple(disabled)
         self._hidden: tuple[_Resolved, frozenset[str]] | None = None
-        self._plans: (
-            dict[str, tuple[_Resolved, tuple[str, ...], list[tuple[SkillDescriptor, str]]]] | None
-        ) = None
+        self._plans: dict[str, tuple[_Resolved, tuple[_HookCall, ...]]] | None = None
+        self._agent_json: tuple[str, str] | None = None
         self.warnings: list[str] = []
 
     # -- what the agent can see ------------------------------------------------------------
@@ -276,6 +279,7 @@ class AgentSkillRuntime:
             self._bodies[d.skill_id] = await self._render_body(d, args)
             self._activation_args[d.skill_id] = args
             self._active.append(d.skill_id)
+            self._plans = None
             newly.append(d.skill_id)
             if d.status == "deprecated":
                 msg = f"skill {d.skill_id} is deprecated; prefer another skill where one fits"
@@ -311,6 +315,7 @@ class AgentSkillRuntime:
         if desc.skill_id not in self._active:
             return False
         self._active.remove(desc.skill_id)
+        self._plans = None
         self._bodies.pop(desc.skill_id, None)
         self._activation_args.pop(desc.skill_id, None)
         return True
@@ -389,19 +394,6 @@ class AgentSkillRuntime:
 
     # -- scripts ---------------------------------------------------------------------------
 
-    def _context(self, desc: SkillDescriptor, *, tick: int, time: datetime) -> SkillScriptContext:
-        # The space's env comes from safe_env: the fast constructor may skip the checks.
-        return make_context(
-            self.workspace_root,
-            desc.skill_id,
-            desc.name,
-            self._space.skill_dir(desc),
-            self.agent_id,
-            tick,
-            time,
-            self._space.env,
-        )
-
     async def call_script(
         self,
         name: str,
@@ -426,7 +418,7 @@ class AgentSkillRuntime:
             if problem:
                 return _failed(f"script of skill {desc.name!r} refused: {problem}")
         space = self._space
-        v_in = space.validator(desc, "input")
+        v_in = None if desc.input_schema is None else space.validator(desc, "input")
         if v_in is not None:
             found, payload = _json_argument(argv)
             if not found:
@@ -436,19 +428,30 @@ class AgentSkillRuntime:
                 return _failed(
                     f"input does not match the input_schema of {desc.name}: {err.message}"
                 )
-        ctx = self._context(desc, tick=tick, time=time)
+        # The space's env comes from safe_env: the fast constructor may skip the checks.
+        ctx = make_context(
+            self.workspace_root,
+            desc.skill_id,
+            desc.name,
+            space.skill_dir(desc),
+            self.agent_id,
+            tick,
+            time,
+            space.env,
+        )
         path = space.script_file(desc, rel)
         isolation = cast(Isolation, desc.isolation)
-        # Only an idempotent skill may be re-run: a failed call may have done half its work.
-        attempts = 1 + (desc.retries if desc.idempotent else 0)
         result = await space.runner.run(path, argv, ctx, isolation=isolation, timeout=desc.timeout)
-        while not result.ok and not result.timed_out and attempts > 1:
-            attempts -= 1
-            result = await space.runner.run(
-                path, argv, ctx, isolation=isolation, timeout=desc.timeout
-            )
-        v_out = space.validator(desc, "output")
-        if result.ok and v_out is not None:
+        if not result.ok and desc.idempotent:
+            # Only an idempotent skill may be re-run: a failed call may have done half its work.
+            attempts = desc.retries
+            while not result.ok and not result.timed_out and attempts > 0:
+                attempts -= 1
+                result = await space.runner.run(
+                    path, argv, ctx, isolation=isolation, timeout=desc.timeout
+                )
+        if result.ok and desc.output_schema is not None:
+            v_out = space.validator(desc, "output")
             try:
                 value = json.loads(result.output)
             except ValueError:
@@ -466,31 +469,47 @@ class AgentSkillRuntime:
 
     # -- hooks -----------------------------------------------------------------------------
 
-    def _hook_plan(self, hook_type: str) -> list[tuple[SkillDescriptor, str]]:
-        """(skill, script file) of the active skills declaring ``hook_type``, by skill id;
-        cached until the active set or the view changes (hooks run every step)."""
+    def _hook_plan(self, hook_type: str) -> tuple[_HookCall, ...]:
+        """What ``run_hooks(hook_type)`` calls: the active skills declaring it, by skill id.
+
+        Hooks run every step for every agent, so everything that does not change from one
+        step to the next is settled here once: script file, skill folder, timeout, whether
+        the call may take the inline fast path. The plan is dropped whenever the active set
+        changes (activate, deactivate, set_state) and is rebuilt when the view (registry
+        generation, agent overlay) moves."""
         res = self._res()
-        active = tuple(self._active)
         plans = self._plans
         hit = plans.get(hook_type) if plans is not None else None
-        if hit is not None and hit[0] is res and hit[1] == active:
-            return hit[2]
+        if hit is not None and hit[0] is res:
+            return hit[1]
         descriptors = res.descriptors
-        gone = [sid for sid in active if sid not in descriptors]
+        gone = [sid for sid in self._active if sid not in descriptors]
         for sid in gone:  # removed by a hot reload
             self._active.remove(sid)
             self._bodies.pop(sid, None)
             self._activation_args.pop(sid, None)
             self.warnings.append(f"skill {sid} was removed by a reload; deactivated")
-        plan: list[tuple[SkillDescriptor, str]] = []
+        if gone:
+            plans = None
+        space = self._space
+        calls: list[_HookCall] = []
         for sid in sorted(self._active):
             desc = descriptors[sid]
             rel = desc.hook_script(hook_type)
             if rel is not None:
-                plan.append((desc, self._space.script_file(desc, rel)))
+                calls.append(
+                    (
+                        desc,
+                        space.script_file(desc, rel),
+                        space.skill_dir(desc),
+                        desc.timeout,
+                        desc.isolation == "inline",
+                    )
+                )
+        plan = tuple(calls)
         if plans is None:
             plans = self._plans = {}
-        plans[hook_type] = (res, tuple(self._active), plan)
+        plans[hook_type] = (res, plan)
         return plan
 
     async def run_hooks(
@@ -500,39 +519,46 @@ class AgentSkillRuntime:
         plan = self._hook_plan(hook_type)
         if not plan:
             return []
-        # Formatted by hand: json.dumps of the dict costs more than a trivial hook.
-        payload = (
-            f'{{"hook_type":"{hook_type}","tick":{int(tick)},"time":"{time.isoformat()}",'
-            f'"agent_id":{json.dumps(self.agent_id)},"step_count":{int(step_count)}}}'
-        )
+        space = self._space
+        payload = space.hook_payload(hook_type, tick, time, self._agent_part(), step_count)
         argv = ("--args-json", payload)
-        runner = self._space.runner
+        run_now = space.runner.run_now
+        workspace, agent_id, env = self.workspace_root, self.agent_id, space.env
         outcomes: list[HookOutcome] = []
-        for desc, path in plan:
-            ctx = self._context(desc, tick=tick, time=time)
+        for desc, path, skill_dir, timeout, inline in plan:
+            skill_id = desc.skill_id
+            ctx = make_context(workspace, skill_id, desc.name, skill_dir, agent_id, tick, time, env)
             # Inline sync hooks (the common case) run without a coroutine per call.
-            res = (
-                runner.run_now(path, argv, ctx, timeout=desc.timeout)
-                if desc.isolation == "inline"
-                else None
-            )
+            res = run_now(path, argv, ctx, timeout=timeout) if inline else None
             if res is None:
-                res = await runner.run(
-                    path, argv, ctx, isolation=cast(Isolation, desc.isolation), timeout=desc.timeout
+                res = await space.runner.run(
+                    path, argv, ctx, isolation=cast(Isolation, desc.isolation), timeout=timeout
                 )
             if res.ok:
-                text, decision = parse_hook_output(
-                    res.output, skill_id=desc.skill_id, hook=hook_type
-                )
-                outcome = make_outcome(
-                    desc.skill_id, hook_type, True, text, decision, res.elapsed, None
+                text: str = res.output
+                decision = None
+                if '"decision"' in text:  # parse_hook_output's own first test, saved a call
+                    text, decision = parse_hook_output(text, skill_id=skill_id, hook=hook_type)
+                outcomes.append(
+                    make_outcome(skill_id, hook_type, True, text, decision, res.elapsed, None)
                 )
             else:
-                outcome = make_outcome(
-                    desc.skill_id, hook_type, False, res.output, None, res.elapsed, res.error
+                outcomes.append(
+                    make_outcome(
+                        skill_id, hook_type, False, res.output, None, res.elapsed, res.error
+                    )
                 )
-            outcomes.append(outcome)
         return outcomes
+
+    def _agent_part(self) -> str:
+        """The agent's part of the hook payload, JSON-escaped once."""
+        tail = self._agent_json
+        if tail is None or tail[0] is not self.agent_id:
+            tail = self._agent_json = (
+                self.agent_id,
+                f'"agent_id":{json.dumps(self.agent_id)},"step_count":',
+            )
+        return tail[1]
 
     # -- state -----------------------------------------------------------------------------
 
@@ -541,6 +567,7 @@ class AgentSkillRuntime:
 
     async def set_state(self, state: Mapping[str, Any]) -> None:
         self._active.clear()
+        self._plans = None
         self._bodies.clear()
         self._activation_args.clear()
         args: Mapping[str, str] = state.get("arguments", {})

@@ -25,36 +25,39 @@ timeout is reported as timed out and the script moves to ``thread`` for later ca
 from __future__ import annotations
 
 import asyncio
-import builtins
-import contextvars
 import functools
-import json
 import math
 import os
-import pickle
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from types import CodeType
+from pathlib import PurePath
 from typing import Any, Literal, cast
 
 from agentsim.errors import SkillError
-from agentsim.skills._modcache import CACHE, LOAD_LOCK, Entry, load
+from agentsim.skills._modcache import (
+    CACHE,
+    LOAD_LOCK,
+    WRAPPER_LOCK,
+    Entry,
+    NeedsSubprocess,
+    load,
+    run_main,
+    run_main_locked,
+)
 from agentsim.skills._outcome import (
-    CappedWriter,
     Outcome,
     ScriptResult,
     Tier,
+    _ResultDraft,
     cap_text,
     fast_result,
-    format_exc,
     outcome_from_exception,
     outcome_from_value,
 )
-from agentsim.skills._proc import run_process
-from agentsim.skills.context import _CURRENT, CONTEXT_ENV_VAR, SkillScriptContext
+from agentsim.skills._proc import call_in_child, run_as_script, run_in_thread
+from agentsim.skills.context import _CURRENT, SkillScriptContext
 
 __all__ = ["TIMEOUT_EXIT_CODE", "Isolation", "ScriptResult", "ScriptRunner", "Tier"]
 
@@ -68,19 +71,9 @@ _STRENGTH: dict[str, int] = {"inline": 0, "thread": 1, "process": 2}
 _ESCALATE_TO: Isolation = "thread"
 
 
-# Guards sys.argv / sys.stdout while a wrapper-tier script runs; a threading lock (not an
-# asyncio one) so that it is valid from any event loop and any thread.
-_WRAPPER_LOCK = threading.Lock()
-
-
-@functools.cache
-def _package_root() -> str:
-    """The folder holding the ``agentsim`` package, for the isolation child's PYTHONPATH."""
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-class _WrapperNeedsSubprocess(Exception):
-    """A plain script failed on an import that only resolves when run as a real script."""
+_perf = time.perf_counter
+_stat = os.stat
+_new = object.__new__
 
 
 class ScriptRunner:
@@ -115,6 +108,11 @@ class ScriptRunner:
         self._paths: dict[str, str] = {}
         self._check_every_call = check_every_call
         self._checked: dict[str, Entry] = {}  # host mode: entries validated this tick
+        # Script argument (as given) -> (resolved path, entry) of inline sync entrypoints: the
+        # hot path's only lookup. Host mode empties it every tick; otherwise each hit is
+        # re-validated by one stat.
+        self._hot: dict[object, tuple[str, Entry, Callable[..., Any]]] = {}
+        self._hot_calls = 0  # successful hot-path calls, counted apart to skip a dict update
         self._escalated: dict[str, Isolation] = {}
         self._imports = 0
         self._calls: dict[str, int] = {"entrypoint": 0, "wrapper": 0, "subprocess": 0}
@@ -128,7 +126,7 @@ class ScriptRunner:
         """Counters of this runner, plus ``module_count``: scripts cached in this process."""
         return {
             "imports": self._imports,
-            "calls_entrypoint": self._calls["entrypoint"],
+            "calls_entrypoint": self._calls["entrypoint"] + self._hot_calls,
             "calls_wrapper": self._calls["wrapper"],
             "calls_subprocess": self._calls["subprocess"],
             "escalations": self._escalations,
@@ -140,6 +138,7 @@ class ScriptRunner:
     def new_tick(self) -> None:
         """Host mode: scripts are stat'ed again on their next call (see ``__init__``)."""
         self._checked.clear()
+        self._hot.clear()
 
     def escalated(self, script: str | os.PathLike[str]) -> Isolation | None:
         """The isolation a script was moved to after an inline overrun, if any."""
@@ -159,7 +158,11 @@ class ScriptRunner:
         Only ``KeyboardInterrupt`` and ``asyncio.CancelledError`` (and other
         ``BaseException`` subclasses that are not ``SystemExit``) propagate.
         """
-        start = time.perf_counter()
+        if isolation == "inline":
+            result = self._hot_call(script, argv, ctx, timeout)
+            if result is not None:
+                return result
+        start = _perf()
         prepared = self._prepare(script, isolation, start)
         if isinstance(prepared, ScriptResult):
             return prepared
@@ -172,7 +175,7 @@ class ScriptRunner:
                 return await self._inline_wrapper(path, entry, argv, ctx, limit, start)
             if entry.is_async:
                 return await self._inline_async(path, entry, argv, ctx, limit, start)
-            return self._inline_sync(path, entry, argv, ctx, limit, start)
+            return self._inline_sync(path, entry, argv, ctx, limit, start, _perf())
         if isolation == "thread":
             return await self._in_thread(path, entry, argv, ctx, limit, start)
         return await self._in_process(path, entry, argv, ctx, limit, start)
@@ -188,7 +191,10 @@ class ScriptRunner:
         """The inline fast path as a plain call, without a coroutine: the result of an inline
         call of a sync entrypoint, or None when the call needs the event loop (a plain or
         async script, a subprocess, an escalated isolation) — then ``await run(...)``."""
-        start = time.perf_counter()
+        result = self._hot_call(script, argv, ctx, timeout)
+        if result is not None:
+            return result
+        start = _perf()
         prepared = self._prepare(script, "inline", start)
         if isinstance(prepared, ScriptResult):
             return prepared
@@ -198,7 +204,63 @@ class ScriptRunner:
         if entry.is_async:
             return None
         limit = self.default_timeout if timeout is None else timeout
-        return self._inline_sync(path, entry, argv, ctx, limit, start)
+        return self._inline_sync(path, entry, argv, ctx, limit, start, _perf())
+
+    def _hot_call(
+        self,
+        script: str | os.PathLike[str],
+        argv: Sequence[str],
+        ctx: SkillScriptContext,
+        timeout: float | None,
+    ) -> ScriptResult | None:
+        """The inline call of a sync entrypoint seen before; None, having run nothing, for
+        any other script.
+
+        The hot path of the package (every hook and tool call of every agent), flattened on
+        purpose: a dict lookup, one stat unless in host mode, the contextvar, the call and a
+        result built without the dataclass ``__init__`` (~1 µs over the bare call, where
+        each extra method call would add ~0.1 µs). Anything unusual goes to ``_settle``.
+        """
+        start = _perf()
+        try:
+            hot = self._hot.get(script)
+        except TypeError:  # an unhashable path-like: never hot
+            return None
+        if hot is None:
+            return None
+        path, entry, fn = hot
+        if self._check_every_call:
+            try:
+                st = _stat(path)
+            except OSError:
+                return None
+            if st.st_mtime_ns != entry.mtime_ns or st.st_size != entry.size:
+                return None
+        limit = self.default_timeout if timeout is None else timeout
+        token = _CURRENT.set(ctx)
+        try:
+            value = fn(list(argv), ctx)
+        except (Exception, SystemExit) as exc:
+            outcome = outcome_from_exception(exc, self.output_cap)
+            return self._settle(path, outcome, limit, start, start)
+        finally:
+            _CURRENT.reset(token)
+        now = _perf()
+        if type(value) is str and len(value) <= self.output_cap and now - start <= limit:
+            self._hot_calls += 1
+            result = _new(_ResultDraft)
+            result.ok = True
+            result.output = value
+            result.exit_code = 0
+            result.error = None
+            result.elapsed = now - start
+            result.tier = "entrypoint"
+            result.timed_out = False
+            result.isolation = "inline"
+            result.truncated = False
+            result.__class__ = ScriptResult
+            return result  # type: ignore[no-any-return]
+        return self._settle(path, outcome_from_value(value, self.output_cap), limit, start, start)
 
     def _prepare(
         self, script: str | os.PathLike[str], isolation: Isolation, start: float
@@ -224,10 +286,17 @@ class ScriptRunner:
                 f"isolation {isolation!r} for script {path} is not one of inline, thread, "
                 "process; fix the skill's `isolation` field"
             )
+        requested = isolation
         if self._escalated:
             stronger = self._escalated.get(path)
             if stronger is not None and _STRENGTH[stronger] > _STRENGTH[isolation]:
                 isolation = stronger
+        # A relative path depends on the cwd: never hot.
+        if requested == "inline" and isinstance(script, str | PurePath) and os.path.isabs(raw):
+            if isolation == "inline" and entry.fn is not None and not entry.is_async:
+                self._hot[script] = (path, entry, entry.fn)
+            else:  # e.g. edited into a plain script: drop the stale entry
+                self._hot.pop(script, None)
         return path, entry, isolation
 
     # -- cache ----------------------------------------------------------------------------
@@ -292,6 +361,7 @@ class ScriptRunner:
         # A sync inline call cannot be interrupted: report it and protect later calls.
         self._escalated[path] = _ESCALATE_TO
         self._escalations += 1
+        self._hot = {key: hot for key, hot in self._hot.items() if hot[0] != path}
         result = self._timed_out(
             path,
             limit,
@@ -326,29 +396,29 @@ class ScriptRunner:
         ctx: SkillScriptContext,
         limit: float,
         start: float,
+        called: float,
     ) -> ScriptResult:
-        """The hot path: a plain method (no extra coroutine) around one sync call."""
+        """One sync call on the first use of a script (``_hot_call`` serves later ones).
+
+        The overrun check counts from ``called``, so a slow first import is not held against
+        the call."""
         fn = cast("Callable[..., Any]", entry.fn)
         token = _CURRENT.set(ctx)
-        # The overrun check starts here, so a slow first import is not held against the call.
-        called = time.perf_counter()
         try:
             value = fn(list(argv), ctx)
         except (Exception, SystemExit) as exc:
             outcome = outcome_from_exception(exc, self.output_cap)
         else:
-            # A str within the cap (the common case) needs no conversion.
-            if type(value) is str and len(value) <= self.output_cap:
-                now = time.perf_counter()
-                if now - called <= limit:
-                    self._calls["entrypoint"] += 1
-                    return fast_result(
-                        True, value, 0, None, now - start, "entrypoint", "inline", False
-                    )
             outcome = outcome_from_value(value, self.output_cap)
         finally:
             _CURRENT.reset(token)
-        if time.perf_counter() - called > limit:
+        return self._settle(path, outcome, limit, start, called)
+
+    def _settle(
+        self, path: str, outcome: Outcome, limit: float, start: float, called: float
+    ) -> ScriptResult:
+        """The result of a finished inline sync call, reported as an overrun if it was one."""
+        if _perf() - called > limit:
             return self._overrun(path, limit, start, "entrypoint", outcome)
         return self._finish(outcome, start, "entrypoint", "inline")
 
@@ -385,45 +455,6 @@ class ScriptRunner:
             return self._overrun(path, limit, start, "entrypoint", outcome)
         return self._finish(outcome, start, "entrypoint", "inline")
 
-    def _exec_wrapper(
-        self, path: str, entry: Entry, argv: Sequence[str], ctx: SkillScriptContext
-    ) -> Outcome:
-        """Run a plain script as ``__main__``; the caller holds ``_WRAPPER_LOCK``."""
-        out = CappedWriter(self.output_cap)
-        namespace: dict[str, Any] = {
-            "__name__": "__main__",
-            "__file__": path,
-            "__builtins__": builtins,
-            "__package__": None,
-            "__cached__": None,
-        }
-        saved_argv, saved_stdout = sys.argv, sys.stdout
-        sys.argv = [path, *argv]
-        sys.stdout = out
-        token = _CURRENT.set(ctx)
-        failed: Outcome | None = None
-        began = time.perf_counter()
-        try:
-            exec(cast(CodeType, entry.code), namespace)
-        except ImportError as exc:
-            raise _WrapperNeedsSubprocess(format_exc(exc)) from None
-        except (Exception, SystemExit) as exc:
-            failed = outcome_from_exception(exc, self.output_cap)
-        finally:
-            _CURRENT.reset(token)
-            sys.argv, sys.stdout = saved_argv, saved_stdout
-        ran = time.perf_counter() - began
-        output, truncated = self._cap(out.getvalue(), out.dropped)
-        if failed is None:
-            failed = Outcome(ok=True, output=output, exit_code=0, error=None)
-        return replace(failed, output=output, truncated=truncated, ran=ran)
-
-    def _exec_wrapper_locked(
-        self, path: str, entry: Entry, argv: Sequence[str], ctx: SkillScriptContext
-    ) -> Outcome:
-        with _WRAPPER_LOCK:
-            return self._exec_wrapper(path, entry, argv, ctx)
-
     async def _inline_wrapper(
         self,
         path: str,
@@ -434,15 +465,17 @@ class ScriptRunner:
         start: float,
     ) -> ScriptResult:
         try:
-            if _WRAPPER_LOCK.acquire(blocking=False):
+            if WRAPPER_LOCK.acquire(blocking=False):
                 try:
-                    outcome = self._exec_wrapper(path, entry, argv, ctx)
+                    outcome = run_main(path, entry, argv, ctx, self.output_cap)
                 finally:
-                    _WRAPPER_LOCK.release()
+                    WRAPPER_LOCK.release()
             else:
                 # Held by another thread or loop: wait in a worker, never block this loop.
-                outcome = await asyncio.to_thread(self._exec_wrapper_locked, path, entry, argv, ctx)
-        except _WrapperNeedsSubprocess as exc:
+                outcome = await asyncio.to_thread(
+                    run_main_locked, path, entry, argv, ctx, self.output_cap
+                )
+        except NeedsSubprocess as exc:
             demoted = self._demote(path, entry, str(exc))
             return await self._run_subprocess(path, demoted, argv, ctx, limit, start, "inline")
         # Only the script's own run counts: waiting for the wrapper lock is not its fault.
@@ -464,7 +497,7 @@ class ScriptRunner:
     ) -> Outcome:
         """One call on a worker thread; async entrypoints get their own event loop."""
         if entry.fn is None:
-            return self._exec_wrapper_locked(path, entry, argv, ctx)
+            return run_main_locked(path, entry, argv, ctx, self.output_cap)
         fn = entry.fn
         token = _CURRENT.set(ctx)
         try:
@@ -491,48 +524,23 @@ class ScriptRunner:
         limit: float,
         start: float,
     ) -> ScriptResult:
-        """Run on a fresh daemon thread and stop waiting after ``limit`` seconds.
-
-        Python cannot kill a thread: a call that times out keeps running in the background
-        until it returns on its own, and its result is discarded. A fresh daemon thread per
-        call (not a pool) keeps such stragglers from starving later calls or blocking exit.
-        A plain (wrapper-tier) script that hangs also keeps the wrapper lock, and so stalls
-        every later wrapper call: give such scripts ``process`` isolation.
+        """Run on a fresh daemon thread and stop waiting after ``limit`` seconds (see
+        ``run_in_thread``). A plain (wrapper-tier) script that hangs also keeps the wrapper
+        lock, and so stalls every later wrapper call: give such scripts ``process`` isolation.
         """
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[Outcome] = loop.create_future()
-        copied = contextvars.copy_context()
-
-        def deliver(outcome: Outcome | None, exc: BaseException | None) -> None:
-            if done.done():
-                return  # the caller timed out: discard
-            if exc is not None:
-                done.set_exception(exc)
-            else:
-                done.set_result(cast(Outcome, outcome))
-
-        def work() -> None:
-            outcome: Outcome | None = None
-            err: BaseException | None = None
-            try:
-                outcome = copied.run(self._call_blocking, path, entry, argv, ctx)
-            except BaseException as exc:  # delivered to (and re-raised in) the caller
-                err = exc
-            try:
-                loop.call_soon_threadsafe(deliver, outcome, err)
-            except RuntimeError:  # pragma: no cover - the caller's loop has closed
-                pass
-
         name = f"agentsim-script:{os.path.basename(path)}:{ctx.agent_id}"
-        threading.Thread(target=work, name=name, daemon=True).start()
         tier = entry.tier
         try:
-            outcome = await asyncio.wait_for(done, None if math.isinf(limit) else limit)
-        except TimeoutError:
-            return self._timed_out(path, limit, start, tier, "thread")
-        except _WrapperNeedsSubprocess as exc:
+            outcome = await run_in_thread(
+                functools.partial(self._call_blocking, path, entry, argv, ctx),
+                limit=limit,
+                name=name,
+            )
+        except NeedsSubprocess as exc:
             demoted = self._demote(path, entry, str(exc))
             return await self._run_subprocess(path, demoted, argv, ctx, limit, start, "thread")
+        if outcome is None:
+            return self._timed_out(path, limit, start, tier, "thread")
         return self._finish(outcome, start, tier, "thread")
 
     # -- process / subprocess ---------------------------------------------------------------
@@ -547,49 +555,21 @@ class ScriptRunner:
         start: float,
     ) -> ScriptResult:
         """Run in a fresh ``python -m agentsim.skills._child``; killed on timeout."""
-        payload = pickle.dumps(
-            {"script": path, "argv": list(argv), "ctx": ctx, "output_cap": self.output_cap}
-        )
-        env = dict(ctx.env)
-        env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (_package_root(), env.get("PYTHONPATH")) if p
-        )
         try:
-            proc = await run_process(
-                [self.python, "-m", "agentsim.skills._child"],
-                cwd=ctx.workspace_root,
-                env=env,
-                stdin=payload,
-                limit=None if math.isinf(limit) else limit,
-                # JSON escaping can grow text; the child already capped output and error.
-                stdout_limit=16 * self.output_cap + 65_536,
-                stderr_limit=4 * self.output_cap,
+            got = await call_in_child(
+                self.python,
+                path,
+                argv,
+                ctx,
+                output_cap=self.output_cap,
+                limit=limit,
+                tier=entry.tier,
             )
         except OSError as exc:
             return self._start_failed(path, ctx, exc, start, entry.tier, "process")
-        if proc.returncode is None:
+        if got is None:
             return self._timed_out(path, limit, start, entry.tier, "process")
-        try:
-            data = json.loads(proc.stdout.decode("utf-8"))
-            tier = cast(Tier, data["tier"])
-            outcome = Outcome(
-                ok=bool(data["ok"]),
-                output=str(data["output"]),
-                exit_code=int(data["exit_code"]),
-                error=data["error"],
-                truncated=bool(data["truncated"]),
-            )
-        except (ValueError, KeyError, TypeError):
-            tier = entry.tier
-            stderr, _ = self._cap(proc.stderr.decode("utf-8", "replace"), proc.stderr_dropped)
-            outcome = Outcome(
-                ok=False,
-                output="",
-                exit_code=proc.returncode or 1,
-                error=f"script {path} crashed its isolation process (exit code "
-                f"{proc.returncode}); stderr:\n{stderr}",
-            )
+        outcome, tier = got
         return self._finish(outcome, start, tier, "process")
 
     async def _run_subprocess(
@@ -602,37 +582,14 @@ class ScriptRunner:
         start: float,
         isolation: str,
     ) -> ScriptResult:
-        env = dict(ctx.env)
-        env[CONTEXT_ENV_VAR] = json.dumps(ctx.to_dict(), sort_keys=True)
-        # Skill folders may be shared or read-only: never leave __pycache__ behind in them.
-        env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
-        # Bytes, not characters: 4 bytes per character covers any UTF-8 text within the cap.
-        byte_cap = 4 * self.output_cap + 4
         try:
-            proc = await run_process(
-                [self.python, path, *argv],
-                cwd=ctx.workspace_root,
-                env=env,
-                stdin=b"",
-                limit=None if math.isinf(limit) else limit,
-                stdout_limit=byte_cap,
-                stderr_limit=byte_cap,
+            outcome = await run_as_script(
+                self.python, path, argv, ctx, output_cap=self.output_cap, limit=limit
             )
         except OSError as exc:
             return self._start_failed(path, ctx, exc, start, "subprocess", isolation)
-        if proc.returncode is None:
+        if outcome is None:
             return self._timed_out(path, limit, start, "subprocess", isolation)
-        output, truncated = self._cap(proc.stdout.decode("utf-8", "replace"), proc.stdout_dropped)
-        error = None
-        if proc.returncode != 0:
-            error, _ = self._cap(proc.stderr.decode("utf-8", "replace"), proc.stderr_dropped)
-        outcome = Outcome(
-            ok=proc.returncode == 0,
-            output=output,
-            exit_code=proc.returncode,
-            error=error,
-            truncated=truncated,
-        )
         return self._finish(outcome, start, "subprocess", isolation)
 
     def _start_failed(

@@ -8,9 +8,11 @@ per-agent part that refers to it.
 
 from __future__ import annotations
 
+import json
 import os
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -80,6 +82,8 @@ class SkillSpace:
         self._validators: dict[tuple[int, str], tuple[object, Any]] = {}
         self._dirs: dict[str, Path] = {}
         self._files: dict[tuple[str, str], str] = {}
+        self._payload_heads: dict[str, str] = {}
+        self._iso: tuple[datetime | None, str] = (None, "")
 
     @property
     def view(self) -> SkillView:
@@ -110,6 +114,25 @@ class SkillSpace:
         if f is None:
             f = self._files[key] = os.path.join(desc.path, rel)
         return f
+
+    def hook_payload(
+        self, hook_type: str, tick: int, time: datetime, agent_part: str, step_count: int
+    ) -> str:
+        """The JSON object ``{hook_type, tick, time, agent_id, step_count}`` of a hook call.
+
+        Formatted from parts (``json.dumps`` of the dict costs more than a trivial hook): the
+        ``hook_type`` head is escaped once per process, the ISO time once per tick (every
+        agent of a host is stepped with the same ``time`` object), ``agent_part`` (the
+        escaped ``"agent_id":..,"step_count":``) once per agent; ints and ISO text need no
+        escaping."""
+        head = self._payload_heads.get(hook_type)
+        if head is None:
+            head = self._payload_heads[hook_type] = f'{{"hook_type":{json.dumps(hook_type)},"tick":'
+        last, iso = self._iso
+        if time is not last:
+            iso = time.isoformat()
+            self._iso = (time, iso)
+        return f'{head}{int(tick)},"time":"{iso}",{agent_part}{int(step_count)}}}'
 
     def skill_dir(self, desc: SkillDescriptor) -> Path:
         d = self._dirs.get(desc.path)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -168,3 +168,56 @@ async def test_hook_decisions_come_back_from_dispatch(rt: AgentSkillRuntime) -> 
         kind="retry", skill_id="built-in@hook-gate", hook="post_step", feedback="try again (1)"
     )
     assert post[0].text == "not good enough"
+
+
+async def test_payload_escapes_the_agent_id_and_follows_the_clock(tmp_path: Path) -> None:
+    reg = SkillRegistry()
+    reg.scan_builtin(FIXTURES / "builtin")
+    space = SkillSpace(reg.snapshot(), hook_output_cap=1000)
+    odd = 'agent "7" \\ é'
+    rt = AgentSkillRuntime(space, agent_id=odd, workspace_root=tmp_path)
+    await rt.activate("hook-echo")
+    payloads = []
+    for tick, when in ((1, WHEN), (1, WHEN), (2, WHEN + timedelta(minutes=15))):
+        (out,) = await rt.run_hooks("post_step", tick=tick, time=when, step_count=tick + 4)
+        payloads.append(json.loads(out.text.split(": ", 1)[1]))
+    assert [(p["agent_id"], p["tick"], p["time"], p["step_count"]) for p in payloads] == [
+        (odd, 1, "2026-03-02T09:00:00", 5),
+        (odd, 1, "2026-03-02T09:00:00", 5),
+        (odd, 2, "2026-03-02T09:15:00", 6),
+    ]
+    assert payloads[0]["hook_type"] == "post_step"
+
+
+async def test_activation_changes_reach_the_next_dispatch(rt: AgentSkillRuntime) -> None:
+    async def ran() -> list[str]:
+        return [o.skill_id for o in await rt.run_hooks("pre_step", tick=1, time=WHEN, step_count=1)]
+
+    await rt.activate("hook-skip")
+    assert await ran() == ["built-in@hook-skip"]
+    await rt.activate("hook-echo")
+    assert await ran() == ["built-in@hook-echo", "built-in@hook-skip"]
+    rt.deactivate("hook-skip")
+    assert await ran() == ["built-in@hook-echo"]
+    await rt.set_state({"active": ["built-in@hook-long"]})
+    assert await ran() == ["built-in@hook-long"]
+
+
+async def test_hooks_with_stronger_isolation_run_through_the_loop(tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    folder = root / "iso-hook"
+    (folder / "scripts").mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        "---\nname: iso-hook\ndescription: Use for isolation.\nisolation: thread\n"
+        "hooks:\n  pre_step: scripts/h.py\n---\nBody.\n"
+    )
+    (folder / "scripts" / "h.py").write_text(
+        "import threading\n\ndef entrypoint(argv, ctx):\n"
+        "    return threading.current_thread().name.split(':')[0]\n"
+    )
+    reg = SkillRegistry()
+    reg.scan_builtin(root)
+    rt = AgentSkillRuntime(SkillSpace(reg.snapshot()), agent_id="a-1", workspace_root=tmp_path)
+    await rt.activate("iso-hook")
+    (out,) = await rt.run_hooks("pre_step", tick=1, time=WHEN, step_count=1)
+    assert (out.ok, out.text) == (True, "agentsim-script")

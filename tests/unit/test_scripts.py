@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import math
 import os
@@ -10,6 +11,7 @@ import pickle
 import sys
 import threading
 import time
+from dataclasses import FrozenInstanceError, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,7 +19,12 @@ import pytest
 
 from agentsim.errors import SkillError
 from agentsim.skills import _child
-from agentsim.skills.context import SkillScriptContext, looks_secret, safe_env
+from agentsim.skills.context import (
+    SkillScriptContext,
+    current_context,
+    looks_secret,
+    safe_env,
+)
 from agentsim.skills.scripts import TIMEOUT_EXIT_CODE, ScriptResult, ScriptRunner
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "scripts"
@@ -235,6 +242,145 @@ async def test_host_mode_sees_an_edit_from_the_next_tick_on(tmp_path: Path) -> N
     missing = await runner.run(script, [], ctx)
     assert (missing.ok, missing.exit_code) == (False, 127)
     assert missing.error is not None and "tick_me.py cannot be read" in missing.error
+
+
+# -- the hot path: later calls of a script already seen -------------------------------------
+
+
+@pytest.mark.parametrize("host_mode", [False, True], ids=["per-call-stat", "host-mode"])
+@pytest.mark.parametrize(
+    ("script", "argv"),
+    [
+        ("echo.py", ["x"]),
+        ("returns.py", ["dict"]),
+        ("returns.py", ["none"]),
+        ("returns.py", ["big", "250"]),
+        ("returns.py", ["bad-json"]),
+        ("raising.py", []),
+        ("exits.py", ["3"]),
+        ("exits.py", ["0"]),
+    ],
+    ids=["str", "dict", "none", "over-cap", "bad-json", "raises", "exit-3", "exit-0"],
+)
+async def test_later_calls_give_the_same_result_as_the_first(
+    tmp_path: Path, host_mode: bool, script: str, argv: list[str]
+) -> None:
+    runner = ScriptRunner(output_cap=100, check_every_call=not host_mode)
+    ctx = make_ctx(tmp_path)
+    first = await runner.run(FIXTURES / script, argv, ctx)
+    again = [await runner.run(FIXTURES / script, argv, ctx) for _ in range(2)]
+    again.append(runner.run_now(FIXTURES / script, argv, ctx))  # type: ignore[arg-type]
+    for later in again:
+        assert later is not None
+        assert replace(later, elapsed=first.elapsed) == first
+    stats = runner.stats()
+    assert stats["calls_entrypoint"] == 4
+    assert stats["errors"] == (0 if first.ok else 4)
+    assert stats["imports"] <= 1  # the module cache is per process: another test may import
+
+
+async def test_results_of_the_hot_path_are_frozen_and_pickle(tmp_path: Path) -> None:
+    runner = ScriptRunner()
+    ctx = make_ctx(tmp_path)
+    await runner.run(FIXTURES / "echo.py", ["x"], ctx)
+    result = await runner.run(FIXTURES / "echo.py", ["x"], ctx)
+    assert type(result) is ScriptResult
+    with pytest.raises(FrozenInstanceError, match="cannot assign to field 'output'"):
+        result.output = "changed"  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(result)) == result
+    assert result.to_dict()["output"] == "a-1:7:x"
+
+
+async def test_a_script_deleted_after_use_is_reported_on_the_next_call(tmp_path: Path) -> None:
+    runner = ScriptRunner()
+    script = write_script(tmp_path, "gone.py", "def entrypoint(argv, ctx):\n    return 'here'\n")
+    ctx = make_ctx(tmp_path)
+    assert (await runner.run(script, [], ctx)).output == "here"
+    script.unlink()
+    missing = await runner.run(script, [], ctx)
+    assert (missing.ok, missing.exit_code) == (False, 127)
+    assert missing.error is not None and "gone.py cannot be read" in missing.error
+
+
+async def test_the_context_is_current_during_every_call(tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path,
+        "who.py",
+        "from agentsim.skills.context import current_context\n\n"
+        "def entrypoint(argv, ctx):\n"
+        "    return current_context().agent_id + ':' + str(current_context() is ctx)\n",
+    )
+    runner = ScriptRunner(check_every_call=False)
+    outputs = [
+        (await runner.run(script, [], make_ctx(tmp_path, f"a-{i}"))).output for i in range(3)
+    ]
+    assert outputs == ["a-0:True", "a-1:True", "a-2:True"]
+    with pytest.raises(LookupError, match="outside a script call"):
+        current_context()
+
+
+async def test_a_script_that_mutates_argv_does_not_change_the_callers(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "pop.py", "def entrypoint(argv, ctx):\n    return argv.pop()\n")
+    runner = ScriptRunner()
+    argv = ["a", "b"]
+    outputs = [(await runner.run(script, argv, make_ctx(tmp_path))).output for _ in range(3)]
+    assert (outputs, argv) == (["b", "b", "b"], ["a", "b"])
+
+
+async def test_a_hot_script_edited_into_a_plain_script_runs_as_one(tmp_path: Path) -> None:
+    runner = ScriptRunner()
+    script = write_script(tmp_path, "turns.py", "def entrypoint(argv, ctx):\n    return 'e'\n")
+    ctx = make_ctx(tmp_path)
+    assert [(await runner.run(script, [], ctx)).tier for _ in range(2)] == ["entrypoint"] * 2
+    script.write_text("print('now a plain script')\n")
+    for _ in range(2):
+        result = await runner.run(script, [], ctx)
+        assert (result.tier, result.output) == ("wrapper", "now a plain script\n")
+
+
+async def test_a_hot_script_that_overruns_is_escalated(tmp_path: Path) -> None:
+    runner = ScriptRunner()
+    ctx = make_ctx(tmp_path)
+    fast = await runner.run(FIXTURES / "sleepy.py", ["0"], ctx, timeout=5)
+    assert (fast.ok, fast.isolation) == (True, "inline")
+    slow = await runner.run(FIXTURES / "sleepy.py", ["0.1"], ctx, timeout=0.05)
+    assert (slow.timed_out, slow.exit_code, slow.output) == (True, TIMEOUT_EXIT_CODE, "slept")
+    later = await runner.run(FIXTURES / "sleepy.py", ["0"], ctx, timeout=5)
+    assert (later.ok, later.isolation) == (True, "thread")
+    assert runner.run_now(FIXTURES / "sleepy.py", ["0"], ctx) is None  # needs the loop now
+
+
+async def test_run_now_runs_sync_entrypoints_and_defers_the_rest(tmp_path: Path) -> None:
+    runner = ScriptRunner()
+    ctx = make_ctx(tmp_path)
+    first = runner.run_now(FIXTURES / "echo.py", ["now"], ctx)
+    assert first is not None and first.output == "a-1:7:now"
+    for deferred in ("plain.py", "async_sleepy.py", "needs_sibling.py"):
+        assert runner.run_now(FIXTURES / deferred, ["0"], ctx) is None, deferred
+    missing = runner.run_now(tmp_path / "nope.py", [], ctx)
+    assert missing is not None and (missing.ok, missing.exit_code) == (False, 127)
+
+
+class _UnhashablePath:
+    """A path-like with value equality and no hash: the runner must not need one."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _UnhashablePath) and other.path == self.path
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+async def test_unhashable_path_like_scripts_run(tmp_path: Path) -> None:
+    runner = ScriptRunner()
+    script = _UnhashablePath(FIXTURES / "echo.py")
+    outputs = [(await runner.run(script, ["u"], make_ctx(tmp_path))).output for _ in range(2)]
+    assert outputs == ["a-1:7:u", "a-1:7:u"]
 
 
 async def test_missing_script_is_a_result_not_an_exception(tmp_path: Path) -> None:
@@ -707,3 +853,30 @@ def test_child_serves_a_pickled_request(tmp_path: Path) -> None:
     }
     reply = json.loads(_child.serve(pickle.dumps(request)))
     assert (reply["ok"], reply["output"], reply["tier"]) == (True, "a-1:7:c", "entrypoint")
+
+
+def test_child_main_replies_on_fd_1_and_sends_prints_to_stderr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    script = write_script(
+        tmp_path, "noisy.py", "def entrypoint(argv, ctx):\n    print('noise')\n    return 'x'\n"
+    )
+    request = {"script": str(script), "argv": [], "ctx": make_ctx(tmp_path), "output_cap": 50}
+    read_end, write_end = os.pipe()
+    saved = os.dup(1)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(pickle.dumps(request))))
+    # As in a real child: print() writes to whatever fd 1 is at the time.
+    fd1 = open(1, "w", encoding="utf-8", closefd=False, buffering=1)  # noqa: SIM115
+    monkeypatch.setattr(sys, "stdout", fd1)
+    try:
+        os.dup2(write_end, 1)
+        os.close(write_end)
+        assert _child.main() == 0
+    finally:
+        fd1.close()
+        os.dup2(saved, 1)  # main() pointed fd 1 at stderr; give pytest its capture back
+        os.close(saved)
+    with os.fdopen(read_end, encoding="utf-8") as reply:
+        data = json.loads(reply.read())
+    assert (data["ok"], data["output"]) == (True, "x")
+    assert "noise" in capfd.readouterr().err
