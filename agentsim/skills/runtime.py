@@ -166,15 +166,7 @@ class AgentSkillRuntime:
         hit = self._hidden
         if hit is not None and hit[0] is res:
             return hit[1]
-        hidden: set[str] = set()
-        for name in self._disabled:
-            if name in res.descriptors:
-                hidden.add(name)
-            hidden.update(sid for sid, d in res.descriptors.items() if d.name == name)
-            sid = res.by_handle.get(name)
-            if sid is not None:
-                hidden.add(sid)
-        out = frozenset(hidden)
+        out = self._space.hidden_ids(res, self._disabled)
         self._hidden = (res, out)
         return out
 

@@ -84,6 +84,9 @@ class SkillSpace:
         self._files: dict[tuple[str, str], str] = {}
         self._payload_heads: dict[str, str] = {}
         self._iso: tuple[datetime | None, str] = (None, "")
+        # (resolution, disabled names) -> hidden ids: agents of a group share one tuple of
+        # disabled names, so a set-up of 100,000 agents computes this once per group.
+        self._hidden: dict[tuple[int, tuple[str, ...]], tuple[_Resolved, frozenset[str]]] = {}
 
     @property
     def view(self) -> SkillView:
@@ -170,6 +173,27 @@ class SkillSpace:
             self._catalog_cache[key] = out
             if len(self._catalog_cache) > _CATALOG_CACHE_SIZE:
                 self._catalog_cache.popitem(last=False)
+        return out
+
+    def hidden_ids(self, res: _Resolved, disabled: tuple[str, ...]) -> frozenset[str]:
+        """Ids of the skills that ``disabled`` names hide in ``res`` (a name hides every
+        skill of that name, an id or handle the one skill)."""
+        key = (id(res), disabled)
+        hit = self._hidden.get(key)
+        if hit is not None and hit[0] is res:
+            return hit[1]
+        hidden: set[str] = set()
+        for name in disabled:
+            if name in res.descriptors:
+                hidden.add(name)
+            hidden.update(sid for sid, d in res.descriptors.items() if d.name == name)
+            sid = res.by_handle.get(name)
+            if sid is not None:
+                hidden.add(sid)
+        out = frozenset(hidden)
+        if len(self._hidden) >= 256:
+            self._hidden.clear()
+        self._hidden[key] = (res, out)
         return out
 
     def fits(self, res: _Resolved, active: Sequence[str]) -> bool:
