@@ -12,12 +12,13 @@ import asyncio
 import gc
 import json
 import time
-from collections.abc import Coroutine, Generator, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from agentsim._aio import gather_eager
 from agentsim.agent.agent import Agent, AgentSettings, StepInput, StepOutcome, step_seed
 from agentsim.env.base import EnvView, Intent
 from agentsim.env.router import EnvRouter
@@ -241,52 +242,26 @@ class AgentHost:
             error = f"{type(exc).__name__}: {exc}"
         return _error_outcome(agent.agent_id, inp, error)
 
-    async def _finish_step(
-        self, agent: Agent, inp: StepInput, coro: Coroutine[Any, Any, StepOutcome], first: Any
-    ) -> StepOutcome:
-        """The rest of a step that suspended (a model call in flight), under the timeout."""
-        try:
-            async with asyncio.timeout(self.spec.step_timeout):
-                return await _Resume(coro, first)
-        except TimeoutError:
-            error = f"step timed out after {self.spec.step_timeout:g}s"
-        except Exception as exc:  # a bug in one agent's step must not stop the run
-            error = f"{type(exc).__name__}: {exc}"
-        return _error_outcome(agent.agent_id, inp, error)
-
     async def _step_all(self, inputs: Mapping[str, StepInput]) -> list[StepOutcome]:
-        """Step every agent concurrently, starting each step eagerly.
+        """Step every agent concurrently: each step starts in place and becomes a task
+        (under the step timeout) only if it suspends, e.g. on a real model call. With the
+        scripted model or a replayed cache a tick then costs no task, no timer and no
+        event-loop round trip per agent (see ``agentsim._aio``)."""
+        agents = list(self.agents.values())
 
-        Each step runs in place until it first suspends; only a step that suspends (a real
-        model call, a script in a thread) becomes a task with the step timeout. With the
-        scripted model or a replayed cache a step never suspends, so a tick costs no task,
-        no timer and no event-loop round trip per agent. Steps start in agent order either
-        way, as they would as tasks. A step that never suspends cannot be interrupted by a
-        timeout in any case: asyncio timeouts only act at an ``await``."""
-        outcomes: list[StepOutcome | None] = []
-        pending: list[tuple[int, Agent, StepInput, Coroutine[Any, Any, StepOutcome], Any]] = []
-        for agent in self.agents.values():
-            inp = inputs[agent.agent_id]
-            coro = self._step_coro(agent, inp)
-            try:
-                first = coro.send(None)
-            except StopIteration as done:
-                outcomes.append(done.value)
-                continue
-            except Exception as exc:  # a bug in one agent's step must not stop the run
-                outcomes.append(_error_outcome(agent.agent_id, inp, f"{type(exc).__name__}: {exc}"))
-                continue
-            pending.append((len(outcomes), agent, inp, coro, first))
-            outcomes.append(None)
-        if pending:
-            async with asyncio.TaskGroup() as tg:
-                tasks = [
-                    (i, tg.create_task(self._finish_step(agent, inp, coro, first)))
-                    for i, agent, inp, coro, first in pending
-                ]
-            for i, task in tasks:
-                outcomes[i] = task.result()
-        return [o for o in outcomes if o is not None]
+        def failed(i: int, exc: Exception) -> StepOutcome:
+            if isinstance(exc, TimeoutError):
+                error = f"step timed out after {self.spec.step_timeout:g}s"
+            else:  # a bug in one agent's step must not stop the run
+                error = f"{type(exc).__name__}: {exc}"
+            agent = agents[i]
+            return _error_outcome(agent.agent_id, inputs[agent.agent_id], error)
+
+        return await gather_eager(
+            (self._step_coro(a, inputs[a.agent_id]) for a in agents),
+            on_error=failed,
+            suspended_timeout=self.spec.step_timeout,
+        )
 
     async def step_tick(self, tick: TickInput) -> TickResult:
         t0 = time.perf_counter()
@@ -389,36 +364,3 @@ def _error_outcome(agent_id: str, inp: StepInput, error: str) -> StepOutcome:
     )
     out.action = "error"
     return out
-
-
-class _Resume:
-    """Awaitable that drives a coroutine which already ran up to its first suspension.
-
-    ``first`` is what the coroutine yielded then (the future it waits for); from here on
-    this object passes values and exceptions (a cancellation, say) between the task and
-    the coroutine exactly as ``await`` would have."""
-
-    __slots__ = ("_coro", "_first")
-
-    def __init__(self, coro: Coroutine[Any, Any, StepOutcome], first: Any) -> None:
-        self._coro = coro
-        self._first = first
-
-    def __await__(self) -> Generator[Any, Any, StepOutcome]:
-        coro, value = self._coro, self._first
-        while True:
-            try:
-                sent = yield value
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:
-                try:
-                    value = coro.throw(exc)
-                except StopIteration as done:
-                    return done.value  # type: ignore[no-any-return]
-            else:
-                try:
-                    value = coro.send(sent)
-                except StopIteration as done:
-                    return done.value  # type: ignore[no-any-return]
