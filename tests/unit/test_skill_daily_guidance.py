@@ -579,3 +579,27 @@ def test_workspace_without_profile_uses_defaults(make_ctx: Ctx) -> None:
     assert {s["place"] for s in plan["segments"]} == {"home"}
     (ctx.workspace_root / "profile.json").write_text("[1, 2]")  # not an object: ignored
     assert draft(ctx) == plan
+
+
+def test_saved_plans_are_block_yaml_with_one_line_per_segment(make_ctx: Ctx) -> None:
+    ctx = make_ctx()
+    tricky = seg("18:00", "19:00", 'dinner: "soup" & bread\ttonight', "cafe-1")
+    save(ctx, {"date": "2026-03-02", "segments": [seg("08:00", "17:00"), tricky]})
+    path = ctx.workspace_root / "state" / "daily_guidance" / "2026-03-02" / "story.yaml"
+    text = path.read_text("utf-8")
+    assert text.splitlines()[:4] == [
+        'date: "2026-03-02"',
+        'agent_id: "agent-1"',
+        "segments:",
+        '- {start: "08:00", end: "17:00", activity: "work", place: "office-2"}',
+    ]
+    assert yaml.safe_load(text)["segments"][1] == tricky
+
+
+def test_plan_shapes_the_fast_writer_does_not_know_go_to_pyyaml() -> None:
+    odd = {"date": "2026-03-02", "yes": True, "log": [{"deep": [1, {"x": None}]}], "n": 0.5}
+    text = dg._dump_yaml(odd)
+    assert yaml.safe_load(text) == odd and "deep:" in text  # PyYAML's block style
+    flat = {"on": [1, "two"], "a b": {"k": None}, "list": []}
+    assert dg._dump_yaml(flat) == '"on":\n- 1\n- "two"\n"a b": {k: null}\nlist: []\n'
+    assert yaml.safe_load(dg._dump_yaml(flat)) == flat

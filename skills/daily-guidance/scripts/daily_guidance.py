@@ -23,6 +23,7 @@ import sys
 import threading
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
+from json.encoder import encode_basestring as _quote
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -124,6 +125,59 @@ def _write_atomic(path: str, text: str, value: Any) -> None:
         f.write(text)
     os.replace(tmp, path)
     _remember(path, value)
+
+
+def _scalar(value: Any) -> str | None:
+    """``value`` as a YAML flow scalar (JSON's quoting is valid YAML), or None."""
+    if isinstance(value, str):
+        return _quote(value)
+    if isinstance(value, bool | int | float) or value is None:
+        return json.dumps(value)
+    return None
+
+
+_YAML_WORDS = frozenset(["y", "n", "yes", "no", "on", "off", "true", "false", "null"])
+
+
+def _key(key: str) -> str:
+    """A mapping key, bare when YAML reads it back as the same string."""
+    plain = key.isidentifier() and key.isascii() and key.lower() not in _YAML_WORDS
+    return key if plain else _quote(key)
+
+
+def _flow(value: Any) -> str | None:
+    """A scalar, or a mapping / list of scalars, as one line of YAML; None otherwise."""
+    text = _scalar(value)
+    if text is not None:
+        return text
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        items = [(_key(k), _scalar(v)) for k, v in value.items()]
+        if all(v is not None for _, v in items):
+            return "{" + ", ".join(f"{k}: {v}" for k, v in items) + "}"
+    if isinstance(value, list):
+        parts = [_scalar(v) for v in value]
+        if all(p is not None for p in parts):
+            return "[" + ", ".join(p for p in parts if p is not None) + "]"
+    return None
+
+
+def _dump_yaml(story: dict[str, Any]) -> str:
+    """``story`` as block YAML, one line per list item. Written by hand because PyYAML's
+    emitter costs ~1.5 ms per plan, which every agent pays on the first tick of every day;
+    shapes this writer does not know go to PyYAML."""
+    lines: list[str] = []
+    for key, value in story.items():
+        name = _key(key)
+        flat = _flow(value) if not isinstance(value, list) or not value else None
+        if flat is not None:
+            lines.append(f"{name}: {flat}")
+            continue
+        items = [_flow(v) for v in value] if isinstance(value, list) else [None]
+        if any(i is None for i in items):
+            return str(yaml.dump(story, Dumper=_Dumper, sort_keys=False, allow_unicode=True))
+        lines.append(f"{name}:")
+        lines.extend(f"- {i}" for i in items)
+    return "\n".join(lines) + "\n"
 
 
 def _yaml_load(text: str) -> Any:
@@ -369,7 +423,7 @@ def _load_story(ctx: _Ctx, day: date) -> dict[str, Any] | None:
 
 
 def _save_story(ctx: _Ctx, story: dict[str, Any]) -> None:
-    text = yaml.dump(story, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
+    text = _dump_yaml(story)
     path = _path(ctx, date.fromisoformat(story["date"]), "story.yaml")
     _write_atomic(path, text, story)
 
