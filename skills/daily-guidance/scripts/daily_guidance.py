@@ -119,9 +119,13 @@ def _shared(value: Any) -> Any:
 
 
 def _write_atomic(path: str, text: str, value: Any) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    try:
+        f = open(tmp, "w", encoding="utf-8")  # noqa: SIM115 (closed below)
+    except FileNotFoundError:  # the day's folder: made on first use, not checked every save
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        f = open(tmp, "w", encoding="utf-8")  # noqa: SIM115
+    with f:
         f.write(text)
     os.replace(tmp, path)
     _remember(path, value)
