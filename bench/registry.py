@@ -31,8 +31,17 @@ _BODY_PARAGRAPH = (
 )
 
 
-def _skill_md(name: str, i: int) -> str:
+def _skill_md(name: str, i: int, *, unique: bool = False) -> str:
+    """``unique``: no frontmatter line repeats from one skill to the next (except the
+    three-valued isolation), so the scan's per-scan line memo cannot help."""
     module = name.replace("-", "_")
+    shared = (
+        f'version: "1.{i}.0"\ntags: [mobility-{i}, planning]\ntimeout: {5 + i}\n'
+        f"isolation: {('inline', 'thread', 'process')[i % 3]}\nstatus: active\n"
+        if unique
+        else 'version: "1.0.0"\ntags: [mobility, planning]\ntimeout: 5\n'
+        "isolation: inline\nstatus: active\n"
+    )
     front = (
         "---\n"
         f"name: {name}\n"
@@ -41,11 +50,7 @@ def _skill_md(name: str, i: int) -> str:
         f"script: scripts/{module}.py\n"
         "hooks:\n"
         f"  pre_step: scripts/{module}.py\n"
-        'version: "1.0.0"\n'
-        "tags: [mobility, planning]\n"
-        "timeout: 5\n"
-        "isolation: inline\n"
-        "status: active\n"
+        f"{shared}"
         "---\n"
     )
     body = f"# {name}\n\n"
@@ -54,13 +59,13 @@ def _skill_md(name: str, i: int) -> str:
     return front + body
 
 
-def generate(root: Path, n: int) -> None:
+def generate(root: Path, n: int, *, unique: bool = False) -> None:
     for i in range(n):
         name = f"skill-{i:05d}"
         folder = root / name
         (folder / "scripts").mkdir(parents=True)
         (folder / "references").mkdir()
-        (folder / "SKILL.md").write_text(_skill_md(name, i), encoding="utf-8")
+        (folder / "SKILL.md").write_text(_skill_md(name, i, unique=unique), encoding="utf-8")
         module = name.replace("-", "_")
         (folder / "scripts" / f"{module}.py").write_text(
             "def entrypoint(argv, ctx):\n    return 'ok'\n", encoding="utf-8"
@@ -147,6 +152,18 @@ def bench_size(n: int, repeats: int) -> dict[str, object]:
         result["catalog_render_ms"], result["catalog_render_cpu_ms"] = _median_ms(
             lambda: render_catalog(view.list_all()), max(repeats, 21)
         )
+        if n <= 1000:
+            # A separate figure, not the target's: frontmatters with no line in common.
+            other = Path(tmp) / "unique"
+            generate(other, n, unique=True)
+
+            def cold_unique() -> None:
+                SkillRegistry().scan_builtin(other)
+
+            cold_unique()
+            result["cold_scan_unique_lines_ms"], result["cold_scan_unique_lines_cpu_ms"] = (
+                _median_ms(cold_unique, repeats)
+            )
         return result
 
 

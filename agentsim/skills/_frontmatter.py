@@ -20,7 +20,9 @@ __all__ = [
     "Diagnostic",
     "Frontmatter",
     "decode_skill_md",
+    "plain_frontmatter",
     "read_frontmatter",
+    "split_plain",
     "too_big",
 ]
 
@@ -148,8 +150,58 @@ def _next_fence(text: str, newline: int) -> tuple[int, int] | None:
         newline = end
 
 
+def split_plain(text: str) -> tuple[str, int] | None:
+    """(frontmatter text, end of the closing fence line) in the common case, or None.
+
+    The common case: the text starts with a bare ``---`` line and has no CR (hence no
+    BOM either, which would come before the fence). The first later ``---`` line closes
+    the frontmatter; if that line sat inside a quoted value, the fast YAML reader declines
+    the unclosed quote and the caller falls back to ``read_frontmatter``. The body line is
+    the frontmatter's line count plus 2 (both fences), its start ``min(end + 1, len(text))``.
+    """
+    if not text.startswith("---\n") or "\r" in text:
+        return None
+    start = text.find("\n---", 3) + 1
+    end = start + 3
+    if not start or text[end : end + 1] not in ("\n", ""):
+        # No '---' line, or one with trailing blanks or text: let the loop decide.
+        fence = _next_fence(text, 3)
+        if fence is None:
+            return None
+        start, end = fence
+    return text[4:start], end
+
+
+def plain_frontmatter(text: str) -> tuple[dict[str, Any], dict[str, int], int, int] | None:
+    """The common case only: (data, key lines, body start, body line), or None.
+
+    Applies when ``split_plain`` does and the frontmatter is inside the fast YAML subset.
+    It gives what ``read_frontmatter`` would, without the diagnostics machinery; anything
+    else returns None and the caller uses ``read_frontmatter``, the careful path.
+    """
+    split = split_plain(text)
+    if split is None:
+        return None
+    fm, end = split
+    fast = fast_load(fm, first_line=2)
+    if fast is None:
+        return None
+    return fast[0], fast[1], min(end + 1, len(text)), fm.count("\n") + 3
+
+
 def read_frontmatter(text: str, *, source: str) -> Frontmatter:
     """Split ``text`` at its frontmatter fences and load the YAML between them."""
+    plain = plain_frontmatter(text)
+    if plain is not None:
+        return Frontmatter(
+            data=plain[0],
+            key_lines=plain[1],
+            fm_line=2,
+            body_start=plain[2],
+            body_line=plain[3],
+            text=text,
+            diagnostics=(),
+        )
     diags: list[Diagnostic] = []
     if text.startswith("\ufeff"):
         text = text[1:]

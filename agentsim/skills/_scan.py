@@ -1,19 +1,26 @@
 """Scanning one skills root into descriptors: the registry's hot path.
 
-A root is scanned with ``os.scandir``; for each sub-folder holding ``SKILL.md`` the file is
-``lstat``-ed and, unless its (mtime_ns, size) is unchanged since the previous scan, read
-and parsed (frontmatter only: the body is never kept). Bad skills become diagnostics.
+A root is listed with one ``os.scandir``. On a first scan each sub-folder's ``SKILL.md`` is
+opened (``O_NOFOLLOW``), ``fstat``-ed and read in one go; on a refresh it is ``lstat``-ed
+first and read again only if its (mtime_ns, size) moved. The frontmatter goes through the
+one-pass happy path (``_validate.clean_fields``) and, if that gives up, the careful path
+that produces the diagnostics; the body is never kept. All parsing in one scan shares a
+``Memo``, which is dropped when the scan ends, so a first scan is always cold.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import sys
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from stat import S_ISLNK
+from typing import Any, cast
 
+from agentsim.skills._fastyaml import Memo
 from agentsim.skills._frontmatter import (
     MAX_SKILL_MD_BYTES,
     Diagnostic,
@@ -21,9 +28,17 @@ from agentsim.skills._frontmatter import (
     read_frontmatter,
     too_big,
 )
-from agentsim.skills._validate import check_fields, check_skill_files
+from agentsim.skills._outcome import draft_class
+from agentsim.skills._validate import check_fields, check_skill_files, clean_fields
 
 __all__ = ["NAMESPACE_ORDER", "Entry", "RootScan", "SkillDescriptor", "namespace_rank", "scan_root"]
+
+_FOLLOW_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+# O_NOFOLLOW makes opening a symlinked SKILL.md fail (ELOOP), which spares an lstat per skill
+# on the cold path; O_NONBLOCK keeps a FIFO named SKILL.md from blocking the scan.
+_NOFOLLOW_FLAGS = _FOLLOW_FLAGS | getattr(os, "O_NOFOLLOW", 0)
+_HAS_NOFOLLOW = hasattr(os, "O_NOFOLLOW")
+_LINK_ERRNOS = (errno.ELOOP, errno.EMLINK)  # EMLINK: what the BSDs answer instead
 
 NAMESPACE_ORDER = ("agent", "custom", "built-in")
 """Precedence of namespaces for bare names; ``env:<module>`` namespaces come last."""
@@ -125,80 +140,201 @@ class RootScan:
     diagnostics: tuple[Diagnostic, ...] = ()
 
 
+_Draft = draft_class(SkillDescriptor)
+_new = object.__new__
+
+
 def _descriptor(
     fields: dict[str, Any], *, namespace: str, folder: str, body_line: int
 ) -> SkillDescriptor:
+    """A descriptor from ``check_fields`` output (whose keys are the field names).
+
+    The frozen dataclass ``__init__`` pays an ``object.__setattr__`` per field: for 22
+    fields that was ~36k instructions, as much as reading the whole frontmatter. The scan
+    fills a draft with plain slot stores and retypes it instead (see ``draft_class``);
+    every field is assigned, with the dataclass defaults, and a test checks the result
+    equals what ``__init__`` builds.
+    """
+    d = _new(_Draft)
     name = fields["name"]
-    hooks = fields.get("hooks")
-    return SkillDescriptor(
-        skill_id=sys.intern(f"{namespace}@{name}"),
-        name=name,
-        namespace=namespace,
-        description=fields["description"],
-        path=folder,
-        script=fields.get("script"),
-        hooks=tuple(hooks.items()) if hooks else (),
-        tags=fields.get("tags", ()),
-        requires=fields.get("requires", ()),
-        timeout=fields.get("timeout"),
-        isolation=fields.get("isolation", "inline"),
-        status=fields.get("status", "active"),
-        input_schema=fields.get("input_schema"),
-        output_schema=fields.get("output_schema"),
-        idempotent=fields.get("idempotent", False),
-        retries=fields.get("retries", 0),
-        version=fields.get("version"),
-        license=fields.get("license"),
-        compatibility=fields.get("compatibility"),
-        metadata=fields.get("metadata"),
-        allowed_tools=fields.get("allowed_tools"),
-        body_line=body_line,
-    )
+    get = fields.get
+    d.skill_id = sys.intern(f"{namespace}@{name}")
+    d.name = name
+    d.namespace = namespace
+    d.description = fields["description"]
+    d.path = folder
+    d.script = get("script")
+    hooks = get("hooks")
+    d.hooks = tuple(hooks.items()) if hooks else ()
+    d.tags = get("tags", ())
+    d.requires = get("requires", ())
+    d.timeout = get("timeout")
+    d.isolation = get("isolation", "inline")
+    d.status = get("status", "active")
+    d.input_schema = get("input_schema")
+    d.output_schema = get("output_schema")
+    d.idempotent = get("idempotent", False)
+    d.retries = get("retries", 0)
+    d.version = get("version")
+    d.license = get("license")
+    d.compatibility = get("compatibility")
+    d.metadata = get("metadata")
+    d.allowed_tools = get("allowed_tools")
+    d.body_line = body_line
+    d.__class__ = SkillDescriptor
+    return cast(SkillDescriptor, d)
 
 
-def load_entry(folder: str, name: str, namespace: str, mtime_ns: int, size: int) -> Entry:
-    """Read and check one skill folder; never raises."""
-    source = os.path.join(folder, "SKILL.md")
-    if size > MAX_SKILL_MD_BYTES:
-        return (mtime_ns, size, None, (too_big(source, size),))
-    try:
-        with open(source, "rb") as fh:
-            raw = fh.read(MAX_SKILL_MD_BYTES + 1)
-    except OSError as exc:
-        problem = exc.strerror or type(exc).__name__
-        diag = Diagnostic(file=source, line=1, message=f"cannot read SKILL.md ({problem})")
-        return (mtime_ns, size, None, (diag,))
-    text, diags = decode_skill_md(raw, source=source)
-    if text is None:
-        return (mtime_ns, size, None, tuple(diags))
+def _cannot_read(source: str, exc: OSError) -> Diagnostic:
+    problem = exc.strerror or type(exc).__name__
+    return Diagnostic(file=source, line=1, message=f"cannot read SKILL.md ({problem})")
+
+
+def _read(fd: int, size: int) -> bytes:
+    """The file's bytes, at most one byte over the limit. One ``read`` in the usual case: a
+    regular file returns everything up to the requested count unless it is at its end."""
+    raw = os.read(fd, size + 1)
+    if len(raw) > size:  # it grew since fstat: take the rest too, up to the limit
+        raw += os.read(fd, MAX_SKILL_MD_BYTES + 1 - len(raw))
+    return raw
+
+
+def _careful_fields(
+    text: str, source: str, folder_name: str
+) -> tuple[dict[str, Any] | None, list[Diagnostic], dict[str, int], int]:
+    """(fields or None, diagnostics, key lines, body line): the path that explains."""
     front = read_frontmatter(text, source=source)
-    diags.extend(front.diagnostics)
+    diags = list(front.diagnostics)
     if front.data is None:
-        return (mtime_ns, size, None, tuple(diags))
+        return None, diags, {}, front.body_line
     fields, problems = check_fields(
-        front.data,
-        key_lines=front.key_lines,
-        fm_line=front.fm_line,
-        source=source,
-        folder_name=name,
+        front.data, key_lines=front.key_lines, fm_line=2, source=source, folder_name=folder_name
     )
     diags.extend(problems)
-    if fields is None:
-        return (mtime_ns, size, None, tuple(diags))
+    return fields, diags, front.key_lines, front.body_line
+
+
+def _parse(
+    raw: bytes, folder: str, name: str, namespace: str, source: str, memo: Memo
+) -> tuple[SkillDescriptor | None, tuple[Diagnostic, ...]]:
+    """Check the bytes of one SKILL.md: (descriptor or None, diagnostics)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, tuple(decode_skill_md(raw, source=source)[1])
+    diags: list[Diagnostic] = []
+    key_lines: dict[str, int] | None = None
+    clean = clean_fields(text, memo, name)
+    if clean is not None:
+        fields, body_line = clean
+    else:
+        careful, diags, key_lines, body_line = _careful_fields(text, source, name)
+        if careful is None:
+            return None, tuple(diags)
+        fields = careful
     if "script" in fields or "hooks" in fields:
         missing = check_skill_files(
-            folder, fields, key_lines=front.key_lines, fm_line=front.fm_line, source=source
+            folder, fields, key_lines=key_lines or {}, fm_line=2, source=source
         )
         if missing:
+            if key_lines is None:  # only a problem needs the key lines: read them now
+                key_lines = read_frontmatter(text, source=source).key_lines
+                missing = check_skill_files(
+                    folder, fields, key_lines=key_lines, fm_line=2, source=source
+                )
             diags.extend(missing)
-            return (mtime_ns, size, None, tuple(diags))
-    desc = _descriptor(fields, namespace=namespace, folder=folder, body_line=front.body_line)
-    return (mtime_ns, size, desc, tuple(diags))
+            return None, tuple(diags)
+    desc = _descriptor(fields, namespace=namespace, folder=folder, body_line=body_line)
+    return desc, tuple(diags) if diags else ()
+
+
+def load_entry(
+    folder: str, name: str, namespace: str, memo: Memo, *, follow: bool = False
+) -> Entry | None:
+    """Read and check one skill folder; None when it holds no ``SKILL.md``. Never raises.
+
+    One ``open`` + ``fstat`` + ``read`` + ``close``: the stat of the open file gives the
+    (mtime_ns, size) the entry is kept under, so the content and its key always agree.
+    Unless ``follow`` is set, a symlinked ``SKILL.md`` fails to open (``O_NOFOLLOW``) and
+    the caller checks where it points first.
+    """
+    source = folder + os.sep + "SKILL.md"
+    try:
+        fd = os.open(source, _FOLLOW_FLAGS if follow else _NOFOLLOW_FLAGS)
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # no SKILL.md, or a file: not a skill folder
+    except OSError as exc:
+        if exc.errno in _LINK_ERRNOS and not follow:
+            raise  # a symlink: the caller decides
+        # No (mtime_ns, size) to key it by: a failed entry is re-checked on every refresh.
+        return (0, 0, None, (_cannot_read(source, exc),))
+    try:
+        st = os.fstat(fd)
+        mtime_ns, size = st.st_mtime_ns, st.st_size
+        if size > MAX_SKILL_MD_BYTES:
+            return (mtime_ns, size, None, (too_big(source, size),))
+        if not stat.S_ISREG(st.st_mode):
+            problem = os.strerror(errno.EISDIR) if stat.S_ISDIR(st.st_mode) else "not a file"
+            diag = Diagnostic(file=source, line=1, message=f"cannot read SKILL.md ({problem})")
+            return (mtime_ns, size, None, (diag,))
+        raw = _read(fd, size)
+    except OSError as exc:
+        return (0, 0, None, (_cannot_read(source, exc),))
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_SKILL_MD_BYTES:
+        return (mtime_ns, size, None, (too_big(source, len(raw)),))
+    desc, diags = _parse(raw, folder, name, namespace, source, memo)
+    return (mtime_ns, size, desc, diags)
 
 
 def _leaves(path: str, real_root: str) -> bool:
     real = os.path.realpath(path)
     return not (real == real_root or real.startswith(real_root + os.sep))
+
+
+class _Walk:
+    """State of one ``scan_root`` pass (kept off the hot loop's locals)."""
+
+    __slots__ = ("diagnostics", "memo", "namespace", "real", "root")
+
+    def __init__(self, root: str, namespace: str) -> None:
+        self.root = root
+        self.namespace = namespace
+        self.memo = Memo()
+        self.real: str | None = None
+        self.diagnostics: list[Diagnostic] = []
+
+    def real_root(self) -> str:
+        if self.real is None:
+            self.real = os.path.realpath(self.root)
+        return self.real
+
+    def linked_md(self, folder: str, name: str) -> Entry | None:
+        """A ``SKILL.md`` that is a symlink: followed only if it stays inside the root."""
+        md = folder + os.sep + "SKILL.md"
+        if _leaves(md, self.real_root()):
+            self.diagnostics.append(_skipped_link(md))
+            return None
+        return load_entry(folder, name, self.namespace, self.memo, follow=True)
+
+    def linked_folder(self, entry: os.DirEntry[str]) -> bool:
+        """Whether a symlinked entry is a folder inside the root (else it is skipped)."""
+        if _leaves(entry.path, self.real_root()):
+            self.diagnostics.append(_skipped_link(entry.path))
+            return False
+        return entry.is_dir()
+
+    def load(self, folder: str, name: str) -> Entry | None:
+        if not _HAS_NOFOLLOW and os.path.islink(folder + os.sep + "SKILL.md"):
+            return self.linked_md(folder, name)
+        try:
+            return load_entry(folder, name, self.namespace, self.memo)
+        except OSError:  # ELOOP: SKILL.md is a symlink
+            return self.linked_md(folder, name)
+
+
+_BY_NAME = attrgetter("name")  # a C-level sort key: no Python frame per entry
 
 
 def scan_root(
@@ -209,12 +345,16 @@ def scan_root(
     Returns the new scan and the folder names added, changed and removed. An entry that
     failed before is always re-checked: its fix may be a new script file, which does not
     touch SKILL.md.
+
+    ``DirEntry`` answers "is it a symlink" from the listing (d_type), without a system
+    call. Whether an entry is a folder at all is left to opening its ``SKILL.md`` (a file
+    has no children): one system call fewer per skill.
     """
     namespace = sys.intern(namespace)
     old = previous.entries if previous is not None else {}
     try:
         with os.scandir(root) as it:
-            found = sorted((e for e in it if e.name[0] not in "._"), key=lambda e: e.name)
+            found = sorted(it, key=_BY_NAME)
     except OSError as exc:
         if isinstance(exc, FileNotFoundError):
             message = f"skills folder {root!r} does not exist; create it or fix the path"
@@ -223,50 +363,49 @@ def scan_root(
         diag = Diagnostic(file=root, line=0, message=message, severity="warning")
         scan = RootScan(root=root, namespace=namespace, entries={}, diagnostics=(diag,))
         return scan, [], [], sorted(old)
+    walk = _Walk(root, namespace)
     entries: dict[str, Entry] = {}
-    root_diags: list[Diagnostic] = []
     added: list[str] = []
     changed: list[str] = []
-    real_root: str | None = None
-    sep = os.sep
+    lstat = os.lstat
+    suffix = os.sep + "SKILL.md"
     for entry in found:
         name = entry.name
+        if name[0] in "._":
+            continue
         folder = entry.path
-        md = folder + sep + "SKILL.md"
-        try:
-            if entry.is_symlink():
-                real_root = real_root or os.path.realpath(root)
-                if _leaves(folder, real_root):
-                    root_diags.append(_skipped_link(folder))
-                    continue
-                if not entry.is_dir():
-                    continue
-            elif not entry.is_dir(follow_symlinks=False):
-                continue
-            st = os.lstat(md)
-            if stat.S_ISLNK(st.st_mode):
-                real_root = real_root or os.path.realpath(root)
-                if _leaves(md, real_root):
-                    root_diags.append(_skipped_link(md))
-                    continue
-                st = os.stat(md)
-        except OSError:
-            continue  # no SKILL.md (or it vanished meanwhile): not a skill folder
-        mtime_ns = st.st_mtime_ns
-        size = st.st_size
+        if entry.is_symlink() and not walk.linked_folder(entry):
+            continue
         prev = old.get(name)
-        if prev is not None and prev[0] == mtime_ns and prev[1] == size and prev[2] is not None:
-            entries[name] = prev
+        if prev is None:
+            new = walk.load(folder, name)
+        else:
+            # Refresh: one lstat decides whether the entry can be reused.
+            try:
+                st = lstat(folder + suffix)
+            except OSError:
+                continue  # SKILL.md is gone: the folder is no skill any more
+            if prev[0] == st.st_mtime_ns and prev[1] == st.st_size and prev[2] is not None:
+                if not S_ISLNK(st.st_mode):
+                    entries[name] = prev
+                    continue
+                new = walk.linked_md(folder, name)  # a link's own stat says nothing
+            elif S_ISLNK(st.st_mode):
+                new = walk.linked_md(folder, name)
+            else:
+                new = walk.load(folder, name)
+        if new is None:
             continue
         name = sys.intern(name)
-        new = load_entry(folder, name, namespace, mtime_ns, size)
         entries[name] = new
         if prev is None:
             added.append(name)
         elif new != prev:
             changed.append(name)
     removed = [name for name in old if name not in entries]
-    scan = RootScan(root=root, namespace=namespace, entries=entries, diagnostics=tuple(root_diags))
+    scan = RootScan(
+        root=root, namespace=namespace, entries=entries, diagnostics=tuple(walk.diagnostics)
+    )
     return scan, added, changed, removed
 
 

@@ -10,15 +10,24 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import stat
 import sys
 from collections.abc import Callable
+from stat import S_ISLNK, S_ISREG
 from typing import Any
 
-from agentsim.skills._frontmatter import Diagnostic
+from agentsim.skills._fastyaml import (
+    ASCII_OK,
+    MEMO_MAX_LEN,
+    Decline,
+    Memo,
+    close_block,
+    resolve,
+)
+from agentsim.skills._frontmatter import Diagnostic, split_plain
 
 __all__ = [
     "AGENTSIM_KEYS",
+    "CHECKS",
     "HOOK_TYPES",
     "ISOLATIONS",
     "KNOWN_KEYS",
@@ -27,6 +36,7 @@ __all__ = [
     "STATUSES",
     "check_fields",
     "check_skill_files",
+    "clean_fields",
     "path_problem",
 ]
 
@@ -50,7 +60,6 @@ AGENTSIM_KEYS = (
     "retries",
 )
 KNOWN_KEYS = SPEC_KEYS + AGENTSIM_KEYS
-_WINDOWS_DRIVE = re.compile(r"[A-Za-z]:")
 
 Checker = Callable[[Any], tuple[Any, str | None]]
 
@@ -61,9 +70,10 @@ def _type_name(value: Any) -> str:
 
 def path_problem(value: Any) -> str | None:
     """Why ``value`` is not a safe path relative to the skill folder, or None."""
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str) or not value or value.isspace():
         return f"must be a relative path string, got {_type_name(value)}"
-    if value[0] in "/\\" or _WINDOWS_DRIVE.match(value):
+    # A drive letter ("C:") is tested by hand: this runs for every declared script.
+    if value[0] in "/\\" or (value[1:2] == ":" and value[0].isascii() and value[0].isalpha()):
         return f"{value!r} is absolute; give a path relative to the skill folder"
     if ".." in value and ".." in value.replace("\\", "/").split("/"):
         return f"{value!r} leaves the skill folder ('..'); keep scripts inside it"
@@ -97,7 +107,7 @@ def _name(value: Any) -> tuple[Any, str | None]:
 def _description(value: Any) -> tuple[Any, str | None]:
     if not isinstance(value, str):
         return None, f"must be a string, got {_type_name(value)}"
-    if not value.strip():
+    if not value or value.isspace():
         return None, "is empty; say in one or two sentences when to use the skill"
     if len(value) > 1024:
         return None, f"is {len(value)} characters long, over the limit of 1024; shorten it"
@@ -211,7 +221,7 @@ def _schema(value: Any) -> tuple[Any, str | None]:
     return value, None
 
 
-_CHECKS: dict[str, tuple[str, Checker]] = {
+CHECKS: dict[str, tuple[str, Checker]] = {  # key -> (field name, check of the value alone)
     "name": ("name", _name),
     "description": ("description", _description),
     "script": ("script", _path),
@@ -247,9 +257,9 @@ def check_fields(
     diags: list[Diagnostic] = []
     ok = True
     for key, value in data.items():
-        entry = _CHECKS.get(key)
-        line = key_lines.get(key if isinstance(key, str) else str(key), fm_line)
+        entry = CHECKS.get(key)
         if entry is None:
+            line = key_lines.get(key if isinstance(key, str) else str(key), fm_line)
             if not isinstance(key, str):
                 ok = False
                 diags.append(
@@ -279,6 +289,7 @@ def check_fields(
         normal, problem = check(value)
         if problem:
             ok = False
+            line = key_lines.get(key, fm_line)
             diags.append(Diagnostic(file=source, line=line, message=f"{key} {problem}"))
         else:
             fields[field] = normal
@@ -311,19 +322,23 @@ def check_fields(
 
 
 def _inside_check(folder: str, rel: str) -> str | None:
-    """Why ``folder/rel`` is not a regular file inside ``folder``, or None."""
+    """Why ``folder/rel`` is not a regular file inside ``folder``, or None.
+
+    One ``lstat`` per path component: a symlink anywhere on the way is resolved and must
+    stay inside the folder.
+    """
     current = folder
     linked = False
-    st = None
+    mode = 0
     for part in rel.replace("\\", "/").split("/"):
-        if not part or part == ".":
-            continue
-        current = current + os.sep + part
-        try:
-            st = os.lstat(current)
-        except OSError:
-            return "does not exist; create it or fix the path"
-        linked = linked or stat.S_ISLNK(st.st_mode)
+        if part and part != ".":
+            current += os.sep + part
+            try:
+                mode = os.lstat(current).st_mode
+            except OSError:
+                return "does not exist; create it or fix the path"
+            if S_ISLNK(mode):
+                linked = True
     if linked:
         real_folder = os.path.realpath(folder)
         real = os.path.realpath(current)
@@ -331,7 +346,7 @@ def _inside_check(folder: str, rel: str) -> str | None:
             return "is a symlink that leaves the skill folder; copy the file into the skill"
         if not os.path.isfile(real):
             return "is not a regular file"
-    elif st is None or not stat.S_ISREG(st.st_mode):
+    elif not S_ISREG(mode):  # also when ``rel`` names the folder itself (mode 0)
         return "is not a regular file"
     return None
 
@@ -339,20 +354,120 @@ def _inside_check(folder: str, rel: str) -> str | None:
 def check_skill_files(
     folder: str, fields: dict[str, Any], *, key_lines: dict[str, int], fm_line: int, source: str
 ) -> list[Diagnostic]:
-    """Scan-time check that the declared script and hook files exist inside ``folder``."""
-    wanted: list[tuple[str, str]] = []
+    """Scan-time check that the declared script and hook files exist inside ``folder``.
+
+    Each distinct path is checked once (a hook usually names the default script).
+    """
     script = fields.get("script")
+    hooks = fields.get("hooks")
+    problems: dict[str, str | None] = {}
     if script is not None:
-        wanted.append(("script", script))
-    for hook_type, rel in (fields.get("hooks") or {}).items():
-        wanted.append((f"hooks.{hook_type}", rel))
+        problems[script] = _inside_check(folder, script)
+    if hooks:
+        for rel in hooks.values():
+            if rel not in problems:
+                problems[rel] = _inside_check(folder, rel)
+    if not any(problems.values()):
+        return []
     diags: list[Diagnostic] = []
-    seen: dict[str, str | None] = {}
+    wanted = [("script", script)] if script is not None else []
+    wanted += [(f"hooks.{hook_type}", rel) for hook_type, rel in (hooks or {}).items()]
     for label, rel in wanted:
-        if rel not in seen:
-            seen[rel] = _inside_check(folder, rel)
-        problem = seen[rel]
+        problem = problems[rel]
         if problem:
             line = key_lines.get(label.split(".")[0], fm_line)
             diags.append(Diagnostic(file=source, line=line, message=f"{label} {rel!r} {problem}"))
     return diags
+
+
+def _checked(entry: tuple[str, Checker], value: Any) -> Any:
+    normal, problem = entry[1](value)
+    if problem:
+        raise Decline  # the careful path will say what is wrong
+    return normal
+
+
+def clean_fields(text: str, memo: Memo, folder_name: str) -> tuple[dict[str, Any], int] | None:
+    """(fields, body line) of a plain SKILL.md whose frontmatter is entirely valid, else None.
+
+    The scan's happy path, in one pass over the lines. It gives up (None) on anything that
+    needs a diagnostic: a line outside the fast YAML subset, an unknown key, a failed
+    check, a repeated key, a missing name or description, a name that is not the folder's.
+    The careful path (``read_frontmatter`` + ``check_fields``) then says what is wrong, so
+    the rules and messages live there alone; this function runs the same checks
+    (``CHECKS``) and the same YAML helpers.
+
+    A top-level ``key: value`` line that passed once in this scan is taken whole from
+    ``memo.fields``: skills repeat lines such as "isolation: inline", and a dict hit is far
+    cheaper than reading and checking the line again. Indented lines after such a line
+    would make it something else in YAML; after such a line no block is open, so they
+    send the skill to the careful path.
+    """
+    split = split_plain(text)
+    if split is None:
+        return None
+    fm = split[0]
+    ascii_text = fm.isascii()  # O(1): CPython records it
+    if ascii_text and fm.encode().translate(None, ASCII_OK):
+        return None  # a tab or a control character
+    known = memo.fields
+    fields: dict[str, Any] = {}
+    block: list[str] | None = None  # lines under an open ``key:``
+    block_entry = CHECKS["name"]  # the open key's (field, check); set with ``block``
+    lines = fm.split("\n")
+    try:
+        for line in lines:
+            hit = known.get(line)
+            if hit is None:
+                if not line:
+                    continue
+                if not ascii_text and not line.isprintable():
+                    return None
+                first = line[0]
+                if first == " " or first == "-" or first == "#":
+                    stripped = line.lstrip(" ")
+                    if not stripped or stripped[0] == "#":
+                        continue  # blank or comment
+                    if block is None:
+                        return None  # a continuation, or a block under a remembered line
+                    block.append(line)
+                    continue
+            if block is not None:
+                fields[block_entry[0]] = _checked(block_entry, close_block(block, memo))
+                block = None
+            if hit is not None:
+                field, normal = hit
+                if field in fields:
+                    return None
+                fields[field] = normal
+                continue
+            key, sep, rest = line.partition(":")
+            # Every known key is a plain YAML word, so an unknown one (a warning) is the
+            # only kind of key left to decline here.
+            entry = CHECKS.get(key)
+            if entry is None or not sep or entry[0] in fields:
+                return None  # unknown, not a key, or repeated
+            raw = rest.strip(" ")
+            if not raw:
+                block = []
+                block_entry = entry
+                continue
+            if rest[0] != " ":
+                return None
+            value = resolve(raw, memo)
+            normal, problem = entry[1](list(value) if type(value) is tuple else value)
+            if problem:
+                return None
+            fields[entry[0]] = normal
+            # A one-line value checks into a str, number, bool or tuple: safe to share. A
+            # name line is left out: it equals its folder's name, unique in a root.
+            if len(line) <= MEMO_MAX_LEN and key != "name":
+                known[line] = (entry[0], normal)
+        if block is not None:
+            fields[block_entry[0]] = _checked(block_entry, close_block(block, memo))
+    except Decline:
+        return None
+    if "description" not in fields or fields.get("name") != folder_name:
+        return None
+    fields["extra"] = {}
+    return fields, len(lines) + 2  # the body follows the frontmatter and both fences

@@ -16,6 +16,7 @@ import difflib
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 
 from agentsim.errors import SkillError, SkillNotFoundError
@@ -43,16 +44,28 @@ class RefreshResult:
         return bool(self.added or self.changed or self.removed)
 
 
-def _order_key(desc: SkillDescriptor) -> tuple[int, str, str]:
-    return (namespace_rank(desc.namespace), desc.namespace, desc.name)
+_BY_NAME = attrgetter("name")
 
 
-def _cycles(names: Iterable[str], requires_of: Mapping[str, tuple[str, ...]]) -> list[list[str]]:
-    """Every elementary cycle found by a DFS over the ``requires`` graph, once each."""
+def _in_order(groups: Mapping[str, list[SkillDescriptor]]) -> tuple[SkillDescriptor, ...]:
+    """Descriptors grouped by namespace, in precedence order: namespace rank, namespace,
+    name. Sorting inside a group uses a C-level key, and a group is nearly sorted already
+    (a scan yields skills by folder name, which is the skill name), so this stays linear."""
+    ordered: list[SkillDescriptor] = []
+    for namespace in sorted(groups, key=lambda ns: (namespace_rank(ns), ns)):
+        group = groups[namespace]
+        group.sort(key=_BY_NAME)
+        ordered += group
+    return tuple(ordered)
+
+
+def _cycles(starts: Iterable[str], known: Mapping[str, SkillDescriptor]) -> list[list[str]]:
+    """Every elementary cycle found by a DFS over the ``requires`` graph, once each.
+    ``starts`` are the names of skills that require something (no other is on a cycle)."""
     state: dict[str, int] = {}  # 1 = on the stack, 2 = done
     found: list[list[str]] = []
     seen: set[frozenset[str]] = set()
-    for start in sorted(names):
+    for start in sorted(starts):
         if start in state:
             continue
         stack: list[tuple[str, int]] = [(start, 0)]
@@ -60,7 +73,7 @@ def _cycles(names: Iterable[str], requires_of: Mapping[str, tuple[str, ...]]) ->
         state[start] = 1
         while stack:
             node, i = stack[-1]
-            deps = requires_of.get(node, ())
+            deps = known[node].requires
             if i == len(deps):
                 stack.pop()
                 path.pop()
@@ -68,7 +81,7 @@ def _cycles(names: Iterable[str], requires_of: Mapping[str, tuple[str, ...]]) ->
                 continue
             stack[-1] = (node, i + 1)
             dep = deps[i]
-            if dep not in requires_of:
+            if dep not in known:
                 continue
             mark = state.get(dep)
             if mark == 1:
@@ -87,9 +100,9 @@ def _cycles(names: Iterable[str], requires_of: Mapping[str, tuple[str, ...]]) ->
 def _requires_diagnostics(
     descs: Iterable[SkillDescriptor], known: Mapping[str, SkillDescriptor]
 ) -> list[Diagnostic]:
-    requires_of = {name: d.requires for name, d in known.items()}
+    needy = [d for d in descs if d.requires]
     diags: list[Diagnostic] = []
-    for desc in descs:
+    for desc in needy:
         for dep in desc.requires:
             if dep not in known:
                 diags.append(
@@ -101,8 +114,7 @@ def _requires_diagnostics(
                         "or remove it from requires",
                     )
                 )
-    names = [d.name for d in descs]
-    for cycle in _cycles(names, requires_of):
+    for cycle in _cycles([d.name for d in needy], known):
         first = known[cycle[0]]
         diags.append(
             Diagnostic(
@@ -225,30 +237,35 @@ class RegistrySnapshot(_Reads):
         # Derived indexes are rebuilt on arrival: the pickle holds each descriptor once.
         return (
             _rebuild,
-            (self.generation, self.scans, tuple(self.skills.values()), self.diagnostics),
+            (self.generation, self.scans, self.ordered, self.diagnostics),
         )
 
 
 def _rebuild(
     generation: int,
     scans: tuple[RootScan, ...],
-    winners: tuple[SkillDescriptor, ...],
+    ordered: tuple[SkillDescriptor, ...],
     diagnostics: tuple[Diagnostic, ...],
 ) -> RegistrySnapshot:
-    return _index(generation, scans, winners, diagnostics, DocCache())
+    return _snapshot(generation, scans, ordered, _by_name(ordered), diagnostics, DocCache())
 
 
-def _index(
+def _by_name(ordered: tuple[SkillDescriptor, ...]) -> dict[str, tuple[SkillDescriptor, ...]]:
+    names: dict[str, tuple[SkillDescriptor, ...]] = {}
+    for desc in ordered:
+        same = names.get(desc.name)
+        names[desc.name] = (desc,) if same is None else (*same, desc)
+    return names
+
+
+def _snapshot(
     generation: int,
     scans: tuple[RootScan, ...],
-    winners: Iterable[SkillDescriptor],
+    ordered: tuple[SkillDescriptor, ...],
+    names: dict[str, tuple[SkillDescriptor, ...]],
     diagnostics: tuple[Diagnostic, ...],
     docs: DocCache,
 ) -> RegistrySnapshot:
-    ordered = tuple(sorted(winners, key=_order_key))
-    names: dict[str, tuple[SkillDescriptor, ...]] = {}
-    for desc in ordered:
-        names[desc.name] = (*names.get(desc.name, ()), desc)
     return RegistrySnapshot(
         generation=generation,
         scans=scans,
@@ -262,16 +279,20 @@ def _index(
 
 def _build(scans: tuple[RootScan, ...], generation: int, docs: DocCache) -> RegistrySnapshot:
     winners: dict[str, SkillDescriptor] = {}
+    groups: dict[str, list[SkillDescriptor]] = {}
     diags: list[Diagnostic] = []
     for scan in scans:
         diags.extend(scan.diagnostics)
+        group = groups.setdefault(scan.namespace, [])
         for _, _, desc, entry_diags in scan.entries.values():
-            diags.extend(entry_diags)
+            if entry_diags:
+                diags.extend(entry_diags)
             if desc is None:
                 continue
             first = winners.get(desc.skill_id)
             if first is None:
                 winners[desc.skill_id] = desc
+                group.append(desc)
                 continue
             diags.append(
                 Diagnostic(
@@ -281,11 +302,11 @@ def _build(scans: tuple[RootScan, ...], generation: int, docs: DocCache) -> Regi
                     f"{first.path}, so this copy is ignored; rename one of them",
                 )
             )
-    first_by_name: dict[str, SkillDescriptor] = {}
-    for desc in sorted(winners.values(), key=_order_key):
-        first_by_name.setdefault(desc.name, desc)
+    ordered = _in_order(groups)
+    names = _by_name(ordered)
+    first_by_name = {name: same[0] for name, same in names.items()}
     diags.extend(_requires_diagnostics(first_by_name.values(), first_by_name))
-    return _index(generation, scans, winners.values(), tuple(diags), docs)
+    return _snapshot(generation, scans, ordered, names, tuple(diags), docs)
 
 
 def _prefixed(scan: RootScan, names: list[str]) -> tuple[str, ...]:
@@ -298,7 +319,7 @@ class SkillRegistry(_Reads):
     __slots__ = ("_snap",)
 
     def __init__(self) -> None:
-        self._snap = _index(0, (), (), (), DocCache())
+        self._snap = _snapshot(0, (), (), {}, (), DocCache())
 
     # -- filling ---------------------------------------------------------------------------
 
