@@ -2,13 +2,20 @@
 
 One ``RateLimiter`` is shared by every agent of a process (and may be shared by several
 model objects pointing at the same server). It holds no asyncio primitive tied to a loop:
-its state is plain numbers behind a ``threading.Lock``, and a waiter parks on a future of
-*its own* running loop, which is woken with ``call_soon_threadsafe`` when the waker runs in
-another loop. So it works under whichever loop is running, also several at once.
+its state is plain numbers behind a ``threading.Lock``, and each waiting ``Permit`` belongs
+to *its own* running loop, which is told with ``call_soon_threadsafe`` when the releaser
+runs in another loop. So it works under whichever loop is running, also several at once.
 
-Order inside ``acquire``: first a concurrency slot, then the rate buckets. A request thus
-leaves exactly when the buckets allow it; taking the rate first and then queuing for a slot
-would let queued requests leave in a burst when slots free up.
+Two ways in. ``async with limiter.acquire(n) as permit:`` waits in the calling task. The
+callback form, ``permit.start(on_ready)`` ... ``permit.release()``, is what the HTTP client
+uses: when a request ends, the slot it frees goes straight to the next waiting permit, whose
+``on_ready`` runs *inside* the release (same loop), so the next request is written to the
+connection that just became idle without waking any task first. Under load this keeps the
+requests leaving as fast as answers come back (docs/architecture.md, "Models").
+
+Order: first a concurrency slot, then the rate buckets. A request thus leaves exactly when
+the buckets allow it; taking the rate first and then queuing for a slot would let queued
+requests leave in a burst when slots free up. Slots are handed out first come, first served.
 
 Rates are token buckets. Each bucket starts full and holds at most its *burst*:
 ``request_burst`` requests (default: one second's worth of ``rpm``, at least 1) and
@@ -26,8 +33,8 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from types import TracebackType
 
 __all__ = ["Permit", "RateLimiter"]
 
@@ -56,15 +63,49 @@ class _Bucket:
         self.level = min(self.capacity, self.level + amount)
 
 
-class Permit:
-    """Handed out by ``RateLimiter.acquire``; report the tokens really used through it."""
+# Permit states.
+_NEW = 0  # not started
+_QUEUED = 1  # waiting for a concurrency slot
+_RATE = 2  # holds a slot, waiting for its turn in the rate buckets
+_ACTIVE = 3  # admitted: the request may go
+_DONE = 4  # released (or withdrawn before it was admitted)
 
-    __slots__ = ("_done", "_limiter", "estimated_tokens")
+
+class Permit:
+    """One request's passage through a ``RateLimiter``; report the tokens really used
+    through it.
+
+    ``async with limiter.acquire(n) as permit:`` admits it (waiting as needed) and releases
+    it on exit. Lower level, without a task waiting: ``permit.start(on_ready)`` asks for
+    admission and calls ``on_ready()`` in the calling loop once admitted (at once when the
+    limiter is free); ``permit.release()`` gives the slot back, or withdraws a permit that is
+    still waiting. ``release`` is idempotent.
+    """
+
+    __slots__ = (
+        "_done",
+        "_limiter",
+        "_loop",
+        "_on_ready",
+        "_state",
+        "_timer",
+        "_waiter",
+        "estimated_tokens",
+    )
 
     def __init__(self, limiter: RateLimiter, estimated_tokens: int) -> None:
         self._limiter = limiter
         self.estimated_tokens = estimated_tokens
         self._done = False
+        self._state = _NEW
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._on_ready: Callable[[], object] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._waiter: asyncio.Future[None] | None = None
+
+    @property
+    def admitted(self) -> bool:
+        return self._state == _ACTIVE
 
     def record_tokens(self, actual: int) -> None:
         """Correct the tokens/minute bucket by the difference to the estimate (once)."""
@@ -72,12 +113,109 @@ class Permit:
             self._done = True
             self._limiter.record_tokens(actual, estimated=self.estimated_tokens)
 
+    # -- callback form ---------------------------------------------------------------------
+
+    def start(self, on_ready: Callable[[], object]) -> None:
+        """Ask for admission; ``on_ready()`` runs in this loop once admitted."""
+        if self._state != _NEW:
+            raise RuntimeError("Permit.start() called twice; take a new permit per request")
+        self._on_ready = on_ready
+        self._loop = asyncio.get_running_loop()
+        limiter = self._limiter
+        with limiter._lock:
+            if limiter.max_concurrency is None or (
+                limiter._in_flight < limiter.max_concurrency and not limiter._waiters
+            ):
+                limiter._take_slot()
+            else:
+                self._state = _QUEUED
+                limiter._waiters.append(self)
+                return
+        if limiter._requests is None and limiter._tokens is None:
+            self._state = _ACTIVE  # the common case, without the detour through _slot_granted
+            on_ready()
+        else:
+            self._slot_granted()
+
+    def release(self) -> None:
+        """Give the slot back, or withdraw the permit if it is still waiting (idempotent)."""
+        state, self._state = self._state, _DONE
+        limiter = self._limiter
+        if state == _ACTIVE:
+            limiter._leave()
+        elif state == _QUEUED:
+            with limiter._lock:
+                if self in limiter._waiters:
+                    limiter._waiters.remove(self)
+                    return
+            # Already handed a slot that is on its way from another thread:
+            # _slot_granted will pass it on when it arrives.
+        elif state == _RATE:
+            assert self._timer is not None
+            self._timer.cancel()
+            self._timer = None
+            limiter._give_back(self.estimated_tokens)
+            limiter._leave()
+
+    def _slot_granted(self) -> None:
+        # Runs in the permit's own loop, holding a concurrency slot.
+        if self._state == _DONE:
+            self._limiter._leave()  # withdrawn while the slot was on its way: pass it on
+            return
+        limiter = self._limiter
+        if limiter._requests is None and limiter._tokens is None:
+            self._admit()
+            return
+        wait = limiter._book(self.estimated_tokens)
+        if wait <= 0:
+            self._admit()
+            return
+        assert self._loop is not None
+        self._state = _RATE
+        self._timer = self._loop.call_later(wait, self._admit)
+
+    def _admit(self) -> None:
+        self._timer = None
+        self._state = _ACTIVE
+        assert self._on_ready is not None
+        self._on_ready()
+
+    # -- async context manager -------------------------------------------------------------
+
+    async def __aenter__(self) -> Permit:
+        self.start(self._wake)
+        if self._state == _ACTIVE:
+            return self
+        assert self._loop is not None
+        self._waiter = waiter = self._loop.create_future()
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            self.release()  # whatever it held or waited for
+            raise
+        finally:
+            self._waiter = None
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
 
 class RateLimiter:
     """Bounds in-flight requests and smooths requests/minute and tokens/minute.
 
-    ``None`` disables a limit. ``max_in_flight`` records the most requests ever inside
-    ``acquire`` at once (tests and metrics read it).
+    ``None`` disables a limit. ``max_in_flight`` records the most requests ever admitted
+    at once (tests and metrics read it).
     """
 
     def __init__(
@@ -106,7 +244,7 @@ class RateLimiter:
         self._lock = threading.Lock()
         self._in_flight = 0
         self.max_in_flight = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._waiters: deque[Permit] = deque()
         self._requests: _Bucket | None = None
         self._tokens: _Bucket | None = None
         if rpm is not None:
@@ -134,15 +272,10 @@ class RateLimiter:
     def token_burst(self) -> float | None:
         return self._tokens.capacity if self._tokens else None
 
-    @asynccontextmanager
-    async def acquire(self, estimated_tokens: int = 0) -> AsyncIterator[Permit]:
-        """``async with limiter.acquire(n) as permit:`` around one request."""
-        await self._enter()
-        try:
-            await self._wait_rate(estimated_tokens)
-            yield Permit(self, estimated_tokens)
-        finally:
-            self._leave()
+    def acquire(self, estimated_tokens: int = 0) -> Permit:
+        """A new permit: ``async with limiter.acquire(n) as permit:`` around one request, or
+        ``start`` / ``release`` it (see ``Permit``)."""
+        return Permit(self, estimated_tokens)
 
     def record_tokens(self, actual: int, *, estimated: int) -> None:
         """The request booked ``estimated`` tokens but used ``actual``: settle the difference."""
@@ -154,62 +287,38 @@ class RateLimiter:
 
     # -- concurrency ---------------------------------------------------------------------
 
-    async def _enter(self) -> None:
-        with self._lock:
-            if self.max_concurrency is None or (
-                self._in_flight < self.max_concurrency and not self._waiters
-            ):
-                self._take_slot()
-                return
-            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiters.append(fut)
-        try:
-            # The waker hands its slot over (in_flight unchanged) before resolving us.
-            await fut
-        except asyncio.CancelledError:
-            with self._lock:
-                if fut in self._waiters:
-                    self._waiters.remove(fut)
-                    raise
-            if fut.done() and not fut.cancelled():
-                self._leave()  # the slot reached us just before the cancellation
-            # else: a wake-up is on its way to our loop and will pass the slot on.
-            raise
-
     def _take_slot(self) -> None:
         self._in_flight += 1
         if self._in_flight > self.max_in_flight:
             self.max_in_flight = self._in_flight
 
     def _leave(self) -> None:
-        with self._lock:
-            while self._waiters:
-                fut = self._waiters.popleft()
-                if fut.done():
-                    continue
-                loop = fut.get_loop()
-                # Always called from a coroutine or from _wake, so a loop is running.
-                if loop is asyncio.get_running_loop():
-                    fut.set_result(None)
+        """Free a slot: hand it to the first waiting permit (in_flight unchanged) or drop it."""
+        while True:
+            with self._lock:
+                if not self._waiters:
+                    self._in_flight -= 1
                     return
-                try:
-                    loop.call_soon_threadsafe(self._wake, fut)
-                    return
-                except RuntimeError:
-                    continue  # that loop is closed: its waiter is gone
-            self._in_flight -= 1
-
-    def _wake(self, fut: asyncio.Future[None]) -> None:
-        if fut.done():
-            self._leave()  # cancelled meanwhile: pass the slot to the next waiter
-        else:
-            fut.set_result(None)
+                permit = self._waiters.popleft()
+            loop = permit._loop
+            assert loop is not None
+            try:
+                current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+            except RuntimeError:
+                current = None
+            if loop is current:
+                permit._slot_granted()
+                return
+            try:
+                loop.call_soon_threadsafe(permit._slot_granted)
+                return
+            except RuntimeError:
+                continue  # that loop is closed: its permit is gone; try the next one
 
     # -- rates ---------------------------------------------------------------------------
 
-    async def _wait_rate(self, estimated_tokens: int) -> None:
-        if self._requests is None and self._tokens is None:
-            return
+    def _book(self, estimated_tokens: int) -> float:
+        """Book one request and its tokens; how long to wait before they are available."""
         with self._lock:
             now = time.monotonic()
             wait = 0.0
@@ -217,14 +326,11 @@ class RateLimiter:
                 wait = self._requests.book(1, now)
             if self._tokens is not None:
                 wait = max(wait, self._tokens.book(estimated_tokens, now))
-        if wait <= 0:
-            return
-        try:
-            await asyncio.sleep(wait)
-        except asyncio.CancelledError:
-            with self._lock:
-                if self._requests is not None:
-                    self._requests.give_back(1)
-                if self._tokens is not None:
-                    self._tokens.give_back(estimated_tokens)
-            raise
+        return wait
+
+    def _give_back(self, estimated_tokens: int) -> None:
+        with self._lock:
+            if self._requests is not None:
+                self._requests.give_back(1)
+            if self._tokens is not None:
+                self._tokens.give_back(estimated_tokens)

@@ -1,9 +1,10 @@
 """``OpenAIChatModel``: any OpenAI-compatible chat-completions server (vLLM, Ollama,
-llama.cpp server, OpenAI) over aiohttp.
+llama.cpp server, OpenAI) over a lean HTTP/1.1 keep-alive client (``agentsim.llm._http``).
 
 The API key is read once from the environment variable named in the config and lives in
-one private attribute: it is never part of ``repr``, of an error message, of a log line or of
-a pickle (a pickled model re-reads the variable in the process that unpickles it).
+private attributes only (the key and the pre-encoded request head that carries it): it is
+never part of ``repr``, of an error message, of a log line or of a pickle (a pickled model
+re-reads the variable in the process that unpickles it).
 
 Failures are translated here, at the boundary, into ``agentsim.errors``. Retried: 429, 500,
 502, 503, 504, dropped or refused connections and timeouts, with exponential backoff and
@@ -19,14 +20,13 @@ import json
 import logging
 import os
 import random
+import ssl
 import time
 import urllib.parse
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
-
-import aiohttp
+from typing import Any, TypeGuard
 
 from agentsim.errors import (
     ConfigError,
@@ -34,6 +34,13 @@ from agentsim.errors import (
     ModelHTTPError,
     ModelResponseError,
     ModelTimeoutError,
+)
+from agentsim.llm._http import (
+    HTTPCertificateError,
+    HTTPConnectionError,
+    HTTPPool,
+    HTTPProtocolError,
+    HTTPReply,
 )
 from agentsim.llm.base import Completion, Message, ToolCall, ToolSchema, Usage
 from agentsim.llm.limiter import RateLimiter
@@ -46,6 +53,11 @@ log = logging.getLogger(__name__)
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _RESERVED = frozenset({"model", "messages", "tools", "tool_choice", "seed", "stream"})
 _MAX_ERROR_TEXT = 500
+_HTTP_FAILURES = (TimeoutError, HTTPConnectionError, HTTPProtocolError, HTTPCertificateError)
+# Built once: json.dumps with any non-default option builds a new encoder on every call. The
+# request is our own dicts and lists, so the check for circular references is not needed.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, check_circular=False)
+_DECODER = json.JSONDecoder()
 
 
 class _Retryable(Exception):
@@ -57,20 +69,23 @@ class _Retryable(Exception):
         self.wait = wait
 
 
-async def _close_with_loop(session: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
+def _close_with_loop(pool: HTTPPool) -> AsyncGenerator[None, None]:
     # A suspended async generator is closed by the loop's shutdown_asyncgens(), which
-    # asyncio.run() and asyncio.Runner call before closing the loop: so a session created
-    # in a loop that ends (a test, one asyncio.run per phase) is closed inside that loop,
-    # while it can still close its sockets, without the caller having to call aclose().
-    try:
-        yield
-    finally:
-        await session.close()
+    # asyncio.run() and asyncio.Runner call before closing the loop: so a pool created in a
+    # loop that ends (a test, one asyncio.run per phase) is closed inside that loop, while it
+    # can still close its sockets, without the caller having to call aclose().
+    async def guard() -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            pool.close()
+
+    return guard()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _HeldSession:
-    session: aiohttp.ClientSession
+class _HeldPool:
+    pool: HTTPPool
     loop: asyncio.AbstractEventLoop
     guard: AsyncGenerator[None, None]
 
@@ -79,11 +94,11 @@ class _HeldSession:
         if self.loop is current:
             await self.guard.aclose()
         elif self.loop.is_running():
-            # Still serving another thread: close the session there, in its own loop.
+            # Still serving another thread: close the pool there, in its own loop.
             asyncio.run_coroutine_threadsafe(self.guard.aclose(), self.loop)
         else:
-            # Its loop has ended; the guard normally closed the session already.
-            await self.session.close()
+            # Its loop has ended; the guard normally closed the pool already.
+            self.pool.close()
 
 
 class OpenAIChatModel:
@@ -94,8 +109,10 @@ class OpenAIChatModel:
     variable holding the key; ``None`` sends no ``Authorization`` header (local servers).
     ``extra_params`` are added to every request body (e.g. ``top_p``). ``rng_seed`` seeds the
     backoff jitter (tests). ``stats`` collects usage, retries, errors, latency and (with
-    ``prices``) cost. The HTTP session is opened lazily in the running loop, re-opened if the
-    loop changes, and closed by ``aclose()`` or when its loop ends.
+    ``prices``) cost. The connection pool is opened lazily in the running loop, re-opened if
+    the loop changes, and closed by ``aclose()`` or when its loop ends. ``https`` base URLs
+    verify the server against the system's CA store (OpenSSL's ``SSL_CERT_FILE`` /
+    ``SSL_CERT_DIR`` select another one).
 
     Pickling ships the configuration only: the receiving process reads the key from its own
     environment and starts with a fresh ``stats`` and no limiter (both are per process).
@@ -159,12 +176,24 @@ class OpenAIChatModel:
         self.stats = stats if stats is not None else ModelStats()
         self._rng_seed = rng_seed
         self._rng = random.Random(rng_seed)
-        self._url = f"{self.base_url}/chat/completions"
         self.__key = _read_key(api_key_env)
-        self._headers = {"Content-Type": "application/json"}
-        if self.__key:
-            self._headers["Authorization"] = f"Bearer {self.__key}"
-        self._held: _HeldSession | None = None
+        parts = urllib.parse.urlsplit(self.base_url)
+        self._tls = parts.scheme == "https"
+        self._host = str(parts.hostname)
+        self._port = parts.port or (443 if self._tls else 80)
+        target = f"{parts.path.rstrip('/')}/chat/completions"
+        if parts.query:
+            target += f"?{parts.query}"
+        auth = f"Authorization: Bearer {self.__key}\r\n" if self.__key else ""
+        # Everything but the length is the same for every request: encode it once.
+        self.__head = (
+            f"POST {target} HTTP/1.1\r\nHost: {parts.netloc.rpartition('@')[2]}\r\n"
+            "User-Agent: agentsim\r\nAccept: application/json\r\n"
+            f"Content-Type: application/json\r\n{auth}Content-Length: "
+        ).encode("latin-1")
+        self._ssl_context: ssl.SSLContext | None = None
+        self._where = f"model {model!r} at {self.base_url}"
+        self._held: _HeldPool | None = None
 
     def __repr__(self) -> str:
         return (
@@ -213,31 +242,37 @@ class OpenAIChatModel:
         body.update(self.request_params)
         return body
 
-    # -- session -------------------------------------------------------------------------
+    # -- connection pool -----------------------------------------------------------------
 
-    async def _get_session(self) -> aiohttp.ClientSession:
-        loop = asyncio.get_running_loop()
+    def _pool(self) -> HTTPPool | None:
+        """The pool of the running loop, if it has one already (the fast path)."""
         held = self._held
-        if held is not None and held.loop is loop and not held.session.closed:
-            return held.session
+        if held is not None and held.loop is asyncio.get_running_loop() and not held.pool.closed:
+            return held.pool
+        return None
+
+    async def _new_pool(self) -> HTTPPool:
+        loop = asyncio.get_running_loop()
+        held, self._held = self._held, None
         if held is not None:
-            self._held = None
             await held.drop()
-        limit = 0
-        if self.limiter is not None and self.limiter.max_concurrency is not None:
-            limit = self.limiter.max_concurrency
-        session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=limit, limit_per_host=0),
-            timeout=aiohttp.ClientTimeout(total=self.timeout),
-            cookie_jar=aiohttp.DummyCookieJar(),
+        if self._tls and self._ssl_context is None:
+            # Loading the CA store takes milliseconds: once per model and process.
+            self._ssl_context = ssl.create_default_context()
+        pool = HTTPPool(
+            host=self._host,
+            port=self._port,
+            timeout=self.timeout,
+            ssl_context=self._ssl_context,
+            loop=loop,
         )
-        guard = _close_with_loop(session)
+        guard = _close_with_loop(pool)
         await anext(guard)
-        self._held = _HeldSession(session=session, loop=loop, guard=guard)
-        return session
+        self._held = _HeldPool(pool=pool, loop=loop, guard=guard)
+        return pool
 
     async def aclose(self) -> None:
-        """Close the HTTP session (idempotent)."""
+        """Close the HTTP connections (idempotent)."""
         held, self._held = self._held, None
         if held is not None:
             await held.drop()
@@ -252,38 +287,63 @@ class OpenAIChatModel:
         seed: int = 0,
     ) -> Completion:
         body = self.build_request(messages, tools, seed=seed)
-        data = json.dumps(body, ensure_ascii=False).encode()
+        data = _ENCODER.encode(body).encode()
+        del body  # not kept alive (and tracked by the GC) while the call waits
         # ~4 bytes per token is the usual rule of thumb; the tpm bucket is corrected after.
         estimate = len(data) // 4 + (self.max_tokens or 0)
+        request = b"%b%d\r\n\r\n%b" % (self.__head, len(data), data)
+        limiter = self.limiter
+        track_tokens = limiter is not None and limiter.tpm is not None
         started = time.perf_counter()
         attempt = 0
+        # One flat loop rather than helper coroutines: every await level costs a frame on
+        # each of the thousands of calls per second this serves.
         while True:
             attempt += 1
+            pool = self._pool() or await self._new_pool()
+            permit = None if limiter is None else limiter.acquire(estimate)
+            # The limiter's slot is taken and given back by the pool, around the exchange
+            # alone: reading the answer happens outside the limit.
+            exchange = pool.submit(request, permit)
             try:
-                completion = await self._attempt(data, estimate)
+                reply = await exchange.future
+                if reply is None:
+                    reply = await pool.send_on_new(exchange)
+                completion = self._read(reply)
+            except _HTTP_FAILURES as exc:
+                failure = self._translate(exc)
             except _Retryable as exc:
-                if attempt > self.max_retries:
-                    self.stats.record_error()
-                    exc.final.attempts = attempt
-                    raise exc.final from None
-                delay = self._backoff(attempt, exc.wait)
-                self.stats.record_retry()
-                log.info(
-                    "model %r: attempt %d failed (%s); retrying in %.3f s",
-                    self.model,
-                    attempt,
-                    exc.final.message,
-                    delay,
-                )
-                await asyncio.sleep(delay)
-                continue
+                failure = exc
             except ModelError as exc:
+                failure = exc
+            else:
+                if track_tokens and permit is not None:
+                    permit.record_tokens(completion.usage.total_tokens)
+                cost = self.prices.cost(completion.usage) if self.prices is not None else 0.0
+                self.stats.record_call(completion.usage, time.perf_counter() - started, cost=cost)
+                return completion
+            finally:
+                # A no-op once answered; otherwise (cancelled, failed before sending) it
+                # drops the connection the answer may still come on, and frees the slot.
+                exchange.abandon()
+            if isinstance(failure, ModelError):
                 self.stats.record_error()
-                exc.attempts = attempt
-                raise
-            cost = self.prices.cost(completion.usage) if self.prices is not None else 0.0
-            self.stats.record_call(completion.usage, time.perf_counter() - started, cost=cost)
-            return completion
+                failure.attempts = attempt
+                raise failure
+            if attempt > self.max_retries:
+                self.stats.record_error()
+                failure.final.attempts = attempt
+                raise failure.final from None
+            delay = self._backoff(attempt, failure.wait)
+            self.stats.record_retry()
+            log.info(
+                "model %r: attempt %d failed (%s); retrying in %.3f s",
+                self.model,
+                attempt,
+                failure.final.message,
+                delay,
+            )
+            await asyncio.sleep(delay)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -291,58 +351,55 @@ class OpenAIChatModel:
         ceiling = min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1))
         return self._rng.uniform(0.0, ceiling)
 
-    async def _attempt(self, data: bytes, estimate: int) -> Completion:
-        session = await self._get_session()
-        if self.limiter is None:
-            return await self._post(session, data)
-        async with self.limiter.acquire(estimate) as permit:
-            completion = await self._post(session, data)
-            permit.record_tokens(completion.usage.total_tokens)
-            return completion
-
-    async def _post(self, session: aiohttp.ClientSession, data: bytes) -> Completion:
-        where = f"model {self.model!r} at {self.base_url}"
-        try:
-            async with session.post(self._url, data=data, headers=self._headers) as resp:
-                raw = await resp.read()
-                status = resp.status
-                retry_after = resp.headers.get("Retry-After")
-                reason = resp.reason or ""
-        except TimeoutError:
-            raise _Retryable(
+    def _translate(self, exc: Exception) -> _Retryable | ModelError:
+        """An HTTP-level failure as the error to raise (or to retry on)."""
+        where = self._where
+        if isinstance(exc, TimeoutError):
+            return _Retryable(
                 ModelTimeoutError(
                     f"{where}: no answer within {self.timeout} s; raise the model timeout or "
                     "check that the server is not overloaded"
                 )
-            ) from None
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+            )
+        if isinstance(exc, HTTPConnectionError):
             # Refused, reset, or dropped before or in the middle of the answer.
-            raise _Retryable(
+            return _Retryable(
                 ModelError(
-                    f"{where}: connection failed ({type(exc).__name__}: {exc}); check that "
-                    "the server is running and base_url is right"
+                    f"{where}: connection failed ({exc}); check that the server is running "
+                    "and base_url is right"
                 )
-            ) from None
-        except aiohttp.ClientError as exc:
-            raise ModelResponseError(
-                f"{where}: unreadable HTTP answer ({type(exc).__name__}: {exc}); check that "
-                "base_url points at an OpenAI-compatible API"
-            ) from None
+            )
+        if isinstance(exc, HTTPCertificateError):
+            return ModelError(
+                f"{where}: the server's TLS certificate is not trusted ({exc}); check "
+                "base_url, or point SSL_CERT_FILE at the CA bundle that signed it"
+            )
+        return ModelResponseError(
+            f"{where}: unreadable HTTP answer ({exc}); check that base_url points at an "
+            "OpenAI-compatible API"
+        )
+
+    def _read(self, reply: HTTPReply) -> Completion:
+        """The completion in an answer; ``_Retryable`` or a ``ModelError`` if there is none."""
+        raw = reply.body
+        status = reply.status
         if status != 200:
             detail = self._scrub(_error_text(raw))
-            err = ModelHTTPError(f"{where}: HTTP {status} {reason}: {detail}; " + _http_fix(status))
+            err = ModelHTTPError(
+                f"{self._where}: HTTP {status} {reply.reason}: {detail}; " + _http_fix(status)
+            )
             if status in RETRY_STATUSES:
-                raise _Retryable(err, _parse_retry_after(retry_after))
+                raise _Retryable(err, _parse_retry_after(reply.headers.get("retry-after")))
             raise err
         try:
-            payload = json.loads(raw)
+            payload = _decode_json(raw)
         except ValueError:
             snippet = self._scrub(raw[:200].decode("utf-8", "replace"))
             raise ModelResponseError(
-                f"{where}: the answer is not JSON ({snippet!r}); check that base_url points "
-                "at an OpenAI-compatible API (usually ending in /v1)"
+                f"{self._where}: the answer is not JSON ({snippet!r}); check that base_url "
+                "points at an OpenAI-compatible API (usually ending in /v1)"
             ) from None
-        return parse_completion(payload, default_model=self.model, where=where)
+        return parse_completion(payload, default_model=self.model, where=self._where)
 
     def _scrub(self, text: str) -> str:
         # A misbehaving proxy may echo the request headers back: never let the key through.
@@ -353,61 +410,90 @@ def parse_completion(
     payload: Any, *, default_model: str = "", where: str = "model server"
 ) -> Completion:
     """Read an OpenAI chat-completion JSON object; ``ModelResponseError`` if it is not one."""
-
-    def bad(problem: str) -> ModelResponseError:
-        return ModelResponseError(
-            f"{where}: the answer is not a chat completion ({problem}); check that the server "
-            "implements POST /chat/completions"
-        )
-
-    if not isinstance(payload, Mapping):
-        raise bad(f"a JSON {type(payload).__name__}, not an object")
+    # ``type(x) is dict`` first: JSON objects are dicts, and the ABC check costs more than
+    # the rest of this function when thousands of answers arrive per second.
+    if not (type(payload) is dict or isinstance(payload, Mapping)):
+        raise _not_completion(where, f"a JSON {type(payload).__name__}, not an object")
     choices = payload.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
-        raise bad("no 'choices'")
-    message = choices[0].get("message")
-    if not isinstance(message, Mapping):
-        raise bad("choices[0] has no 'message'")
+    if type(choices) is not list or not choices or not _is_object(choices[0]):
+        raise _not_completion(where, "no 'choices'")
+    choice = choices[0]
+    message = choice.get("message")
+    if not _is_object(message):
+        raise _not_completion(where, "choices[0] has no 'message'")
     content = message.get("content")
-    if content is not None and not isinstance(content, str):
-        raise bad(f"message.content is a {type(content).__name__}, not a string")
+    if content is not None and type(content) is not str:
+        raise _not_completion(where, f"message.content is a {type(content).__name__}, not a string")
     raw_calls = message.get("tool_calls")
-    if raw_calls is None:
-        raw_calls = []
-    if not isinstance(raw_calls, list):
-        raise bad("message.tool_calls is not a list")
-    calls: list[ToolCall] = []
-    for i, raw in enumerate(raw_calls):
-        fn = raw.get("function") if isinstance(raw, Mapping) else None
-        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
-            raise bad(f"tool_calls[{i}] has no function name")
-        args = fn.get("arguments", "")
-        if not isinstance(args, str):
-            # Some servers (Ollama's native mode) send the arguments already parsed.
-            args = json.dumps(args, ensure_ascii=False)
-        call_id = raw.get("id") if isinstance(raw.get("id"), str) else f"call_{i}"
-        calls.append(ToolCall(id=call_id, name=fn["name"], arguments=args))
+    calls: tuple[ToolCall, ...] = ()
+    if raw_calls:
+        calls = _parse_tool_calls(raw_calls, where)
+    elif raw_calls is not None and type(raw_calls) is not list:
+        raise _not_completion(where, "message.tool_calls is not a list")
     usage_raw = payload.get("usage")
-    usage = Usage()
-    if isinstance(usage_raw, Mapping):
+    usage = _NO_USAGE
+    if _is_object(usage_raw):
         try:
             usage = Usage(
                 prompt_tokens=int(usage_raw.get("prompt_tokens") or 0),
                 completion_tokens=int(usage_raw.get("completion_tokens") or 0),
             )
         except (TypeError, ValueError):
-            raise bad("usage holds non-integer token counts") from None
-    finish = choices[0].get("finish_reason")
-    if not isinstance(finish, str):
+            raise _not_completion(where, "usage holds non-integer token counts") from None
+    finish = choice.get("finish_reason")
+    if type(finish) is not str:
         finish = "tool_calls" if calls else "stop"
     model = payload.get("model")
     return Completion(
         content=content,
-        tool_calls=tuple(calls),
+        tool_calls=calls,
         usage=usage,
         finish_reason=finish,
-        model=model if isinstance(model, str) and model else default_model,
+        model=model if type(model) is str and model else default_model,
     )
+
+
+_NO_USAGE = Usage()
+
+
+def _is_object(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+def _parse_tool_calls(raw_calls: Any, where: str) -> tuple[ToolCall, ...]:
+    if type(raw_calls) is not list:
+        raise _not_completion(where, "message.tool_calls is not a list")
+    calls: list[ToolCall] = []
+    for i, raw in enumerate(raw_calls):
+        fn = raw.get("function") if _is_object(raw) else None
+        if not _is_object(fn) or not isinstance(fn.get("name"), str):
+            raise _not_completion(where, f"tool_calls[{i}] has no function name")
+        args = fn.get("arguments", "")
+        if not isinstance(args, str):
+            # Some servers (Ollama's native mode) send the arguments already parsed.
+            args = json.dumps(args, ensure_ascii=False)
+        call_id = raw.get("id") if isinstance(raw.get("id"), str) else f"call_{i}"
+        calls.append(ToolCall(id=call_id, name=fn["name"], arguments=args))
+    return tuple(calls)
+
+
+def _not_completion(where: str, problem: str) -> ModelResponseError:
+    return ModelResponseError(
+        f"{where}: the answer is not a chat completion ({problem}); check that the server "
+        "implements POST /chat/completions"
+    )
+
+
+def _decode_json(raw: bytes) -> Any:
+    """``json.loads`` for an answer body, minus the wrappers (encoding guess, two regex
+    scans) that cost more than decoding a small answer: servers send UTF-8 (RFC 8259)."""
+    text = raw.decode()
+    if text[:1] != "{":
+        return json.loads(text)  # leading whitespace, or not an object: the general path
+    payload, end = _DECODER.raw_decode(text)
+    if end != len(text) and text[end:].strip():
+        raise ValueError(f"extra data after the JSON object at {end}")
+    return payload
 
 
 def _rebuild(config: dict[str, Any]) -> OpenAIChatModel:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -209,3 +210,100 @@ def test_limiter_outlives_its_first_loop() -> None:
     assert asyncio.run(use()) == 1
     assert asyncio.run(use()) == 1
     assert lim.in_flight == 0
+
+
+# -- the callback form: start / release ------------------------------------------------------
+
+
+async def test_start_admits_at_once_and_release_is_idempotent() -> None:
+    lim = RateLimiter(max_concurrency=2)
+    calls: list[str] = []
+    permit = lim.acquire(5)
+    permit.start(lambda: calls.append("go"))
+    assert calls == ["go"] and permit.admitted and lim.in_flight == 1
+    permit.release()
+    permit.release()
+    assert lim.in_flight == 0 and not permit.admitted
+    with pytest.raises(RuntimeError, match=r"Permit.start\(\) called twice; take a new permit"):
+        permit.start(lambda: None)
+
+
+async def test_release_hands_the_slot_over_inside_the_call() -> None:
+    # The next permit's callback runs before release() returns: no task has to wake first.
+    lim = RateLimiter(max_concurrency=1)
+    order: list[str] = []
+    first, second, third = lim.acquire(), lim.acquire(), lim.acquire()
+    first.start(lambda: order.append("first"))
+    second.start(lambda: order.append("second"))
+    third.start(lambda: order.append("third"))
+    assert order == ["first"] and lim.in_flight == 1
+    third.release()  # withdrawn while waiting: never admitted
+    first.release()
+    assert order == ["first", "second"] and lim.in_flight == 1
+    second.release()
+    assert order == ["first", "second"] and lim.in_flight == 0
+
+
+async def test_callback_waits_for_its_rate_turn_and_can_withdraw() -> None:
+    # 10 requests/s, burst 1: the second permit is admitted ~0.1 s after the first.
+    lim = RateLimiter(rpm=600, request_burst=1)
+    admitted = asyncio.Event()
+    lim.acquire().start(lambda: None)
+    waiting = lim.acquire()
+    waiting.start(admitted.set)
+    assert not waiting.admitted and lim.in_flight == 2  # it holds its slot while it waits
+    withdrawn = lim.acquire()
+    withdrawn.start(lambda: pytest.fail("a withdrawn permit must not be admitted"))
+    withdrawn.release()  # gives its booking back: it does not delay the others
+    start = time.monotonic()
+    await asyncio.wait_for(admitted.wait(), 1.0)
+    assert 0.03 < time.monotonic() - start < 0.15 and waiting.admitted
+
+
+def test_waiter_of_a_closed_loop_is_skipped() -> None:
+    lim = RateLimiter(max_concurrency=1)
+    holder, orphan = lim.acquire(), lim.acquire()
+
+    async def start(permit: Any) -> None:
+        permit.start(lambda: None)
+
+    asyncio.run(start(holder))
+    asyncio.run(start(orphan))  # queued; then its loop ends
+    assert not orphan.admitted
+    asyncio.run(asyncio.sleep(0))  # any other loop
+    holder.release()  # the orphan's loop is closed: the slot is simply freed
+    assert lim.in_flight == 0
+
+
+def test_slot_on_its_way_to_a_withdrawn_permit_is_passed_on() -> None:
+    lim = RateLimiter(max_concurrency=1)
+    other_loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=other_loop.run_forever, daemon=True)
+    thread.start()
+    admitted: list[str] = []
+
+    async def start(permit: Any, name: str) -> None:
+        permit.start(lambda: admitted.append(name))
+
+    try:
+        with asyncio.Runner() as runner:
+            holder, remote, last = lim.acquire(), lim.acquire(), lim.acquire()
+            runner.run(start(holder, "holder"))
+            asyncio.run_coroutine_threadsafe(start(remote, "remote"), other_loop).result(5)
+            runner.run(start(last, "last"))
+            # Block the other loop, so that the slot handed to `remote` arrives there only
+            # after `remote` has withdrawn.
+            gate = threading.Event()
+            other_loop.call_soon_threadsafe(gate.wait, 5)
+            other_loop.call_soon_threadsafe(remote.release)
+            holder.release()  # the slot is now on its way to `remote`
+            gate.set()
+            asyncio.run_coroutine_threadsafe(asyncio.sleep(0.01), other_loop).result(5)
+            runner.run(asyncio.sleep(0))  # `remote` passed the slot on to `last`, here
+            assert admitted == ["holder", "last"] and lim.in_flight == 1
+            last.release()
+            assert lim.in_flight == 0
+    finally:
+        other_loop.call_soon_threadsafe(other_loop.stop)
+        thread.join(5)
+        other_loop.close()

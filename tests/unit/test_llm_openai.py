@@ -15,7 +15,6 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-import aiohttp
 import pytest
 
 from agentsim.errors import (
@@ -331,13 +330,14 @@ def http(status: str, body: bytes, *, length: int | None = None) -> bytes:
     ("answer", "error", "match"),
     [
         (http("200 OK", b"<html>proxy login</html>"), ModelResponseError, r"not JSON \('<html>"),
+        (http("200 OK", b'{"choices": []} {}'), ModelResponseError, r"not JSON \('\{\"choices"),
         (http("400 Bad Request", b"plain failure"), ModelHTTPError, r"HTTP 400 Bad Request: plain"),
         (http("400 Bad Request", b'{"error": "flat"}'), ModelHTTPError, r"400 Bad Request: flat;"),
         (http("422 Nope", b'{"detail": "x"}'), ModelHTTPError, r"HTTP 422 Nope: \{\"detail"),
         (http("400 Bad Request", b""), ModelHTTPError, r"400 Bad Request: \(empty body\)"),
         (b"SMTP ready\r\n\r\n", ModelResponseError, r"unreadable HTTP answer"),
     ],
-    ids=["html", "text-error", "flat-error", "other-json", "empty", "not-http"],
+    ids=["html", "two-objects", "text-error", "flat-error", "other-json", "empty", "not-http"],
 )
 async def test_odd_answers_from_non_openai_servers(
     answer: bytes, error: type[ModelError], match: str
@@ -442,7 +442,7 @@ async def test_limiter_rate_holds_at_the_server(srv: OpenAITestServer) -> None:
             assert j - i + 1 <= 2 + 20 * (times[j] - t0) + 1
 
 
-def test_session_follows_the_running_loop() -> None:
+def test_connections_follow_the_running_loop() -> None:
     async def start() -> OpenAITestServer:
         srv = OpenAITestServer()
         await srv.start()
@@ -459,7 +459,7 @@ def test_session_follows_the_running_loop() -> None:
             assert asyncio.run(model.complete(USER)).content == "echo: hello"
         asyncio.run(model.aclose())
         asyncio.run(model.aclose())  # idempotent
-        # A session opened by a loop that still runs in another thread is closed there.
+        # A pool opened by a loop that still runs in another thread is closed there.
         fut = asyncio.run_coroutine_threadsafe(model.complete(USER), server_loop)
         assert fut.result(5).content == "echo: hello"
         asyncio.run(model.aclose())
@@ -570,17 +570,29 @@ def test_spawned_server_process_answers() -> None:
         assert asyncio.run(call(base_url)) == "echo: hello"
 
 
+async def exchange(port: int, method: str, body: bytes = b"") -> tuple[int, Any]:
+    """One raw HTTP/1.1 request on a keep-alive connection: (status, parsed JSON answer)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        f"{method} /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    head = await reader.readuntil(b"\r\n\r\n")
+    size = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    answer = json.loads(await reader.readexactly(size))
+    writer.close()
+    await writer.wait_closed()
+    return int(head.split(b" ")[1]), answer
+
+
 async def test_server_edge_cases(srv: OpenAITestServer) -> None:
-    async with aiohttp.ClientSession() as http_client:
-        url = f"{srv.base_url}/chat/completions"
-        async with http_client.post(url, data=b"not json") as resp:
-            assert resp.status == 400
-            assert "'messages' list" in (await resp.json())["error"]["message"]
-        async with http_client.get(url) as resp:
-            assert resp.status == 404
-        system_only = {"model": "m", "messages": [{"role": "system", "content": "s"}]}
-        async with http_client.post(url, json=system_only) as resp:
-            answer = await resp.json()
+    status, answer = await exchange(srv.port, "POST", b"not json")
+    assert status == 400 and "'messages' list" in answer["error"]["message"]
+    status, _ = await exchange(srv.port, "GET")
+    assert status == 404
+    system_only = {"model": "m", "messages": [{"role": "system", "content": "s"}]}
+    status, answer = await exchange(srv.port, "POST", json.dumps(system_only).encode())
     assert answer["choices"][0]["message"]["content"] == "echo: (no user message)"
     srv.enqueue(Fault.status(500), Fault.drop())
     assert srv.pending_faults == 2
@@ -643,3 +655,334 @@ def test_server_command_line_runs_in_process(
     main(["--port", "0", "--latency", "0.01", "--stop-on-stdin-eof"])
     printed = json.loads(capsys.readouterr().out)
     assert printed["base_url"] == f"http://127.0.0.1:{printed['port']}/v1"
+
+
+# -- the HTTP/1.1 client, through the model ---------------------------------------------------
+
+OK_BODY = json.dumps({"choices": [{"message": {"content": "fine"}}]}).encode()
+
+
+class ScriptedHTTP:
+    """A bare keep-alive HTTP server on 127.0.0.1 answering successive requests (on any
+    connection) with scripted raw bytes. An answer is ``bytes`` (then keep the connection
+    open), or ``(bytes, "close")`` / ``(bytes, "junk-later")`` (close it after writing, or
+    write stray bytes on the idle connection 50 ms later)."""
+
+    def __init__(self, answers: list[bytes | tuple[bytes, str]]) -> None:
+        self.answers = list(answers)
+        self.heads: list[bytes] = []
+        self.connections = 0
+        self._server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> str:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/v1"
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                self.heads.append(head)
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                await reader.readexactly(length)
+                answer = self.answers.pop(0)
+                data, action = answer if isinstance(answer, tuple) else (answer, "keep")
+                writer.write(data)
+                await writer.drain()
+                if action == "close":
+                    break
+                if action == "junk-later":
+                    await asyncio.sleep(0.05)
+                    writer.write(b"HTTP/1.1 200 OK\r\n\r\n")
+                    await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+def ok(body: bytes = OK_BODY, *, extra: str = "") -> bytes:
+    return f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n{extra}\r\n".encode() + body
+
+
+def chunked(body: bytes) -> bytes:
+    # Two chunks, one with a chunk extension, then a trailer.
+    half = len(body) // 2
+    parts = [body[:half], body[half:]]
+    out = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    out += b"%x;ext=1\r\n%b\r\n" % (len(parts[0]), parts[0])
+    out += b"%x\r\n%b\r\n" % (len(parts[1]), parts[1])
+    return out + b"0\r\nX-Trailer: yes\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        ok(),
+        ok(b"  \n" + OK_BODY),
+        ok(OK_BODY + b"\n"),
+        chunked(OK_BODY),
+        b"HTTP/1.1 100 Continue\r\n\r\n" + ok(),
+        (b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + OK_BODY, "close"),
+        (b"HTTP/1.1 200 OK\r\nconnection: keep-alive, Close\r\n\r\n" + OK_BODY, "close"),
+    ],
+    ids=[
+        "length",
+        "space-before",
+        "newline-after",
+        "chunked",
+        "interim-100",
+        "until-close-1.0",
+        "until-close-1.1",
+    ],
+)
+async def test_answer_framings(answer: bytes | tuple[bytes, str]) -> None:
+    async with ScriptedHTTP([answer]) as base_url:
+        model = OpenAIChatModel(model="m", base_url=base_url, max_retries=0)
+        assert (await model.complete(USER)).content == "fine"
+        await model.aclose()
+
+
+async def test_chunked_answer_split_across_reads() -> None:
+    raw = chunked(OK_BODY)
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        await reader.readexactly(int(head.lower().split(b"content-length:")[1].split(b"\r")[0]))
+        for i in range(0, len(raw), 7):  # every framing element cut somewhere
+            writer.write(raw[i : i + 7])
+            await writer.drain()
+            await asyncio.sleep(0.001)
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    model = OpenAIChatModel(model="m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
+    try:
+        assert (await model.complete(USER)).content == "fine"
+    finally:
+        await model.aclose()
+        server.close()
+        await server.wait_closed()
+
+
+async def test_keep_alive_reuses_one_connection_and_the_request_head(
+    srv: OpenAITestServer,
+) -> None:
+    model = OpenAIChatModel(model="m", base_url=srv.base_url + "/")
+    for i in range(5):
+        await model.complete(USER, seed=i)
+    await model.aclose()
+    assert srv.connections_accepted == 1 and srv.served == 5
+    headers = srv.requests[0].headers
+    assert headers["host"] == f"127.0.0.1:{srv.port}"
+    assert headers["content-type"] == "application/json"
+    sent = json.dumps(srv.requests[0].body, ensure_ascii=False).encode()
+    assert int(headers["content-length"]) == len(sent)
+
+
+async def test_query_in_base_url_is_kept() -> None:
+    http_server = ScriptedHTTP([ok()])
+    async with http_server as base_url:
+        model = OpenAIChatModel(model="m", base_url=base_url + "?api-version=2")
+        await model.complete(USER)
+        await model.aclose()
+    assert http_server.heads[0].startswith(b"POST /v1/chat/completions?api-version=2 HTTP/1.1\r\n")
+
+
+@pytest.mark.parametrize(
+    ("answers", "connections"),
+    [
+        ([(ok(extra="Connection: close\r\n"), "close"), ok()], 2),
+        ([(ok(), "close"), ok()], 2),  # closed without saying so: seen while idle
+        ([ok() + b"HTTP/1.1 200", ok()], 2),  # stray bytes after the answer
+        ([(ok(), "junk-later"), ok()], 2),  # stray bytes on an idle connection
+        ([ok(), ok()], 1),
+    ],
+    ids=["connection-close", "closed-idle", "extra-bytes", "junk-while-idle", "reused"],
+)
+async def test_connection_reuse_only_when_safe(
+    answers: list[bytes | tuple[bytes, str]], connections: int
+) -> None:
+    http_server = ScriptedHTTP(answers)
+    async with http_server as base_url:
+        model = OpenAIChatModel(model="m", base_url=base_url, max_retries=0)
+        await model.complete(USER)
+        await asyncio.sleep(0.1)  # let a close or stray bytes reach the idle connection
+        assert (await model.complete(USER)).content == "fine"
+        await model.aclose()
+    assert http_server.connections == connections
+    assert model.stats.retries == 0
+
+
+@pytest.mark.parametrize(
+    ("answer", "match"),
+    [
+        (b"HTTP/1.1 200 OK\r\nX: " + b"y" * 70_000, r"no end of headers in the first 65536 bytes"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: -4\r\n\r\n", r"bad Content-Length: '-4'"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", r"bad Content-Length: 'x'"),
+        (b"HTTP/1.1 200 OK\r\nbroken header\r\n\r\n", r"malformed header line: 'broken header'"),
+        (b"HTTP/1.1 2x0 OK\r\n\r\n", r"not an HTTP/1.x status line"),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            r"bad chunk size: b'zz'",
+        ),
+    ],
+    ids=["head-too-long", "negative-length", "bad-length", "bad-header", "bad-status", "chunk"],
+)
+async def test_malformed_http_answers(answer: bytes, match: str) -> None:
+    async with ScriptedHTTP([answer]) as base_url:
+        model = OpenAIChatModel(model="m", base_url=base_url, max_retries=3)
+        with pytest.raises(ModelResponseError, match=rf"unreadable HTTP answer \({match}"):
+            await model.complete(USER)
+        await model.aclose()
+    assert model.stats.retries == 0  # not worth retrying: the server does not speak HTTP
+
+
+async def test_status_without_body_is_an_http_error() -> None:
+    async with ScriptedHTTP([b"HTTP/1.1 204 No Content\r\n\r\n"]) as base_url:
+        model = OpenAIChatModel(model="m", base_url=base_url, max_retries=0)
+        with pytest.raises(ModelHTTPError, match=r"HTTP 204 No Content: \(empty body\)"):
+            await model.complete(USER)
+        await model.aclose()
+
+
+async def test_connect_that_hangs_times_out() -> None:
+    # A listener that never accepts, with its backlog full: the next SYN is dropped.
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        fillers = []
+        for _ in range(4):
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(("127.0.0.1", port))
+            fillers.append(filler)
+        model = OpenAIChatModel(
+            model="m", base_url=f"http://127.0.0.1:{port}/v1", timeout=0.2, max_retries=0
+        )
+        try:
+            with pytest.raises(ModelTimeoutError, match=r"no answer within 0.2 s"):
+                await model.complete(USER)
+        finally:
+            await model.aclose()
+            for filler in fillers:
+                filler.close()
+
+
+async def test_cancelled_call_frees_its_slot_and_its_connection() -> None:
+    async with OpenAITestServer(latency=0.3) as srv:
+        limiter = RateLimiter(max_concurrency=1)
+        model = make(srv, limiter=limiter)
+        running = asyncio.create_task(model.complete(USER))
+        queued = asyncio.create_task(model.complete(USER))
+        await asyncio.sleep(0.05)
+        assert srv.in_flight == 1 and limiter.in_flight == 1
+        queued.cancel()  # waiting for the slot: withdrawn
+        running.cancel()  # in flight: its connection is dropped
+        for task in (queued, running):
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        assert limiter.in_flight == 0
+        await asyncio.sleep(0.05)
+        assert srv.in_flight == 0  # the server saw the connection go
+        srv.latency = 0.0
+        assert (await model.complete(USER)).content == "echo: hello"
+        await model.aclose()
+    assert srv.connections_accepted == 2 and srv.served == 1
+
+
+async def test_closing_the_model_fails_calls_in_flight_and_in_line() -> None:
+    async with OpenAITestServer(latency=0.5) as srv:
+        limiter = RateLimiter(max_concurrency=1)
+        model = make(srv, limiter=limiter, max_retries=0)
+        calls = [asyncio.create_task(model.complete(USER)) for _ in range(2)]
+        await asyncio.sleep(0.05)
+        await model.aclose()
+        results = await asyncio.gather(*calls, return_exceptions=True)
+    assert [type(r) for r in results] == [ModelError, ModelError]
+    assert "before the answer was complete" in str(results[0])
+    assert "the connection pool is closed" in str(results[1])
+    assert limiter.in_flight == 0
+
+
+async def test_timed_out_answer_is_dropped_by_the_server_too() -> None:
+    async with OpenAITestServer(latency=0.3) as srv:
+        model = make(srv, timeout=0.05, max_retries=0)
+        with pytest.raises(ModelTimeoutError, match=r"no answer within 0.05 s"):
+            await model.complete(USER)
+        await asyncio.sleep(0.05)
+        assert srv.in_flight == 0  # the answer that fell due later had no connection left
+        srv.enqueue(Fault.delay(0.3))
+        with pytest.raises(ModelTimeoutError):
+            await model.complete(USER)
+        await asyncio.sleep(0.05)
+        assert srv.in_flight == 0
+        await model.aclose()
+    assert srv.served == 0 and len(srv.requests) == 2  # both made, neither sent
+
+
+def _self_signed(tmp: Any) -> tuple[str, str]:
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a test certificate")
+    cert, key = str(tmp / "cert.pem"), str(tmp / "key.pem")
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-days", "1",
+            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+            "-keyout", key, "-out", cert,
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+async def test_https_verifies_the_server(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ssl
+
+    cert, key = _self_signed(tmp_path)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    async with OpenAITestServer(ssl_context=server_ctx) as srv:
+        assert srv.base_url.startswith("https://127.0.0.1:")
+        monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "missing.pem"))
+        untrusted = make(srv, max_retries=3)
+        with pytest.raises(ModelError, match=r"TLS certificate is not trusted .*SSL_CERT_FILE"):
+            await untrusted.complete(USER)
+        await untrusted.aclose()
+        assert untrusted.stats.retries == 0
+        monkeypatch.setenv("SSL_CERT_FILE", cert)
+        model = make(srv)
+        for _ in range(2):
+            assert (await model.complete(USER)).content == "echo: hello"
+        await model.aclose()
+    assert srv.connections_accepted == 1  # the refused handshake never reached HTTP
+
+
+async def test_host_name_is_resolved_once_for_all_connections(srv: OpenAITestServer) -> None:
+    import socket
+
+    resolved = {info[4][0] for info in socket.getaddrinfo("localhost", srv.port)}
+    if resolved != {"127.0.0.1"}:
+        pytest.skip("localhost must resolve to 127.0.0.1 alone (tests only reach 127.0.0.1)")
+    srv.latency = 0.05
+    model = OpenAIChatModel(model="m", base_url=f"http://localhost:{srv.port}/v1")
+    results = await asyncio.gather(*(model.complete(USER, seed=i) for i in range(5)))
+    await model.aclose()
+    assert [r.content for r in results] == ["echo: hello"] * 5
+    assert srv.connections_accepted == 5
+    assert {r.headers["host"] for r in srv.requests} == {f"localhost:{srv.port}"}
