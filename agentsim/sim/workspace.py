@@ -35,7 +35,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def package_versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
-    for pkg in ("agentsim", "pydantic", "pyyaml", "ray", "aiohttp", "pyarrow"):
+    for pkg in ("agentsim", "pydantic", "pyyaml", "ray", "pyarrow"):
         try:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
