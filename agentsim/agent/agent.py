@@ -123,7 +123,6 @@ class Agent:
         "_head",
         "_last_skills",
         "_last_system_sha",
-        "_pending_prompts",
         "_pending_trace",
         "_post_hooks",
         "_skills_written",
@@ -158,7 +157,6 @@ class Agent:
         self.step_count = 0
         self._post_hooks: tuple[HookOutcome, ...] = ()
         self._pending_trace: list[str] = []
-        self._pending_prompts: dict[str, str] = {}
         self._last_system_sha = ""
         self._last_skills: tuple[str, ...] = ()
         self._skills_written: tuple[str, ...] | None = None
@@ -552,16 +550,16 @@ class Agent:
         self.memory.add(tick=tick, time=time, kind=kind, text=text)
 
     def flush(self, *, force: bool = False) -> None:
-        """Write buffered memory, trace and prompt files (called by the host).
+        """Write buffered memory and trace lines and ``skills.json`` (called by the host).
+        System prompts are not buffered: ``_react`` writes each new one at once.
 
         ``skills.json`` is rewritten only when the active set changed, or when ``force`` is
         set (checkpoints, the end of a run): opening files is the dominant cost of a step."""
         mem = self.memory.drain()
         trace, self._pending_trace = self._pending_trace, []
-        prompts, self._pending_prompts = self._pending_prompts, {}
         active = self.skills.active
         skills_due = force or active != self._skills_written
-        if not (mem or trace or prompts or skills_due):
+        if not (mem or trace or skills_due):
             return
         if not self._dir_made:
             self.workspace.mkdir(parents=True, exist_ok=True)
@@ -571,8 +569,6 @@ class Agent:
             _append(os.path.join(ws, "memory.jsonl"), mem)
         if trace:
             _append(os.path.join(ws, "trace.jsonl"), trace)
-        for sha, text in prompts.items():
-            _write_file(self.workspace / "prompts" / f"{sha}.txt", text)
         if skills_due:
             skills = {"active": list(active), "step_count": self.step_count}
             _write_file(self.workspace / "skills.json", json.dumps(skills, indent=1))
@@ -599,7 +595,6 @@ class Agent:
         self._last_system_sha = str(state.get("last_system_sha", ""))
         self._last_skills = self.skills.active
         self._pending_trace = []
-        self._pending_prompts = {}
 
 
 def _append(path: str, lines: list[str]) -> None:
