@@ -29,7 +29,12 @@ from agentsim.skills._frontmatter import (
     too_big,
 )
 from agentsim.skills._outcome import draft_class
-from agentsim.skills._validate import check_fields, check_skill_files, clean_fields
+from agentsim.skills._validate import (
+    check_fields,
+    check_skill_files,
+    clean_fields,
+    skill_files_ok,
+)
 
 __all__ = ["NAMESPACE_ORDER", "Entry", "RootScan", "SkillDescriptor", "namespace_rank", "scan_root"]
 
@@ -232,7 +237,7 @@ def _parse(
         if careful is None:
             return None, tuple(diags)
         fields = careful
-    if "script" in fields or "hooks" in fields:
+    if ("script" in fields or "hooks" in fields) and not skill_files_ok(folder, fields):
         missing = check_skill_files(
             folder, fields, key_lines=key_lines or {}, fm_line=2, source=source
         )

@@ -12,7 +12,7 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from stat import S_ISLNK, S_ISREG
+from stat import S_ISDIR, S_ISLNK, S_ISREG
 from typing import Any
 
 from agentsim.skills._fastyaml import (
@@ -38,6 +38,7 @@ __all__ = [
     "check_skill_files",
     "clean_fields",
     "path_problem",
+    "skill_files_ok",
 ]
 
 NAME_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
@@ -349,6 +350,39 @@ def _inside_check(folder: str, rel: str) -> str | None:
     elif not S_ISREG(mode):  # also when ``rel`` names the folder itself (mode 0)
         return "is not a regular file"
     return None
+
+
+def _plain_file(folder: str, rel: str) -> bool:
+    """Whether ``folder/rel`` is a regular file reached through real folders only: the
+    common ``file`` or ``dir/file`` shape, one ``lstat`` per part. False means "not shown
+    here", never "bad": ``_inside_check`` then decides (and follows links that stay in)."""
+    head, sep, tail = rel.partition("/")
+    if sep:
+        if not head or head == "." or "/" in tail or "\\" in rel:
+            return False
+        try:
+            if not S_ISDIR(os.lstat(folder + os.sep + head).st_mode):
+                return False
+        except OSError:
+            return False
+    try:
+        return S_ISREG(os.lstat(folder + os.sep + rel).st_mode)
+    except OSError:
+        return False
+
+
+def skill_files_ok(folder: str, fields: dict[str, Any]) -> bool:
+    """The scan's fast check: every declared script is a plain file inside ``folder``.
+    When it says False, ``check_skill_files`` finds out what is wrong (if anything)."""
+    script = fields.get("script")
+    if script is not None and not _plain_file(folder, script):
+        return False
+    hooks = fields.get("hooks")
+    if hooks:
+        for rel in hooks.values():
+            if rel != script and not _plain_file(folder, rel):
+                return False
+    return True
 
 
 def check_skill_files(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pickle
+import re
 import tempfile
 from pathlib import Path
 
@@ -646,3 +647,68 @@ def test_odd_skill_md_files_are_diagnostics_and_never_block(tmp_path: Path) -> N
     # a SKILL.md that disappears leaves a plain folder: the skill is removed
     (linked / "SKILL.md").unlink()
     assert reg.refresh().removed == ("built-in@linked",)
+
+
+def _declare(folder: Path, rel: str) -> None:
+    """Point the skill's script and pre_step hook at ``rel``."""
+    md = folder / "SKILL.md"
+    text = md.read_text()
+    start = text.index("script: ")
+    end = text.index("\n", start)
+    touch(md, text[:start] + f"script: {rel}\nhooks:\n  pre_step: {rel}" + text[end:])
+
+
+@pytest.mark.parametrize(
+    "rel", ["run.py", "./scripts/run.py", "scripts/deep/run.py", "scripts/linked.py"]
+)
+def test_scripts_in_any_shape_inside_the_folder_register(tmp_path: Path, rel: str) -> None:
+    folder = make_skill(tmp_path / "skills", "shapes")
+    (folder / "run.py").write_text("def entrypoint(argv, ctx):\n    return 'top'\n")
+    (folder / "scripts" / "deep").mkdir()
+    (folder / "scripts" / "deep" / "run.py").write_text("x = 1\n")
+    (folder / "scripts" / "run.py").write_text("x = 1\n")
+    (folder / "scripts" / "linked.py").symlink_to(folder / "scripts" / "run.py")
+    _declare(folder, rel)
+    reg = SkillRegistry()
+    reg.scan_builtin(tmp_path / "skills")
+    assert reg.diagnostics == ()
+    desc = reg.get("built-in@shapes")
+    assert desc.script == rel
+    assert desc.hook_script("pre_step") == rel
+
+
+@pytest.mark.parametrize(
+    ("setup", "problem"),
+    [
+        ("missing", r"script 'scripts/run\.py' does not exist; create it or fix the path"),
+        ("file", r"script 'scripts/run\.py' does not exist; create it or fix the path"),
+        ("outside", r"script 'scripts/run\.py' is a symlink that leaves the skill folder"),
+        ("folder", r"script 'scripts/run\.py' is not a regular file"),
+    ],
+)
+def test_declared_scripts_that_are_not_plain_files_are_diagnosed(
+    tmp_path: Path, setup: str, problem: str
+) -> None:
+    folder = make_skill(tmp_path / "skills", "broken-shape")
+    scripts = folder / "scripts"
+    for child in scripts.iterdir():
+        child.unlink()
+    scripts.rmdir()
+    if setup == "missing":
+        pass
+    elif setup == "file":  # "scripts" is a file, so nothing can be under it
+        scripts.write_text("not a folder\n")
+    elif setup == "outside":  # "scripts" links to a folder outside the skill
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        (elsewhere / "run.py").write_text("x = 1\n")
+        scripts.symlink_to(elsewhere, target_is_directory=True)
+    else:  # "scripts/run.py" is a folder
+        (scripts / "run.py").mkdir(parents=True)
+    _declare(folder, "scripts/run.py")
+    reg = SkillRegistry()
+    reg.scan_builtin(tmp_path / "skills")
+    assert "built-in@broken-shape" not in reg
+    assert len(reg.diagnostics) == 2  # the script and the hook that names it
+    assert all(d.file.endswith("SKILL.md") for d in reg.diagnostics)
+    assert re.search(problem, reg.diagnostics[0].message)
