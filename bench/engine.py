@@ -146,6 +146,7 @@ def _child(args: argparse.Namespace) -> None:
         else None,
         "tick_s_median": round(statistics.median(tick_times[1:] or tick_times), 3),
         "tick_s_first": round(tick_times[0], 3),
+        "tick_s": [round(t, 3) for t in tick_times],
         "driver_peak_rss_mb": round(rss1 / 1024, 1),
         "driver_rss_growth_kb_per_agent": round((rss1 - rss0) / args.agents, 2),
         "model_calls": summary.metrics["model_calls"],
@@ -230,6 +231,12 @@ def main() -> None:
             float(rays[0]["agent_steps_per_s_ticks"])  # type: ignore[arg-type]
             / float(ok[0]["agent_steps_per_s_ticks"]),
             2,  # type: ignore[arg-type]
+        )
+        # The same comparison on median ticks: robust to a few ticks slowed by the machine.
+        report["ray_vs_local_median_tick"] = round(
+            float(ok[0]["tick_s_median"])  # type: ignore[arg-type]
+            / float(rays[0]["tick_s_median"]),  # type: ignore[arg-type]
+            2,
         )
     print(json.dumps(report, indent=2))
 
