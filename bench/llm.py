@@ -17,6 +17,10 @@ Prints one JSON object:
   the median wall time of ``OpenAIChatModel.complete``; ``raw_median_ms`` the median of the
   same request sent by a bare keep-alive HTTP/1.1 client on asyncio streams (the server's and
   the kernel's share of the round trip). Their difference is the client-side overhead.
+- CPU per call: ``client_cpu_us_per_call`` over all rounds (cold ones open the connections)
+  and ``client_cpu_us_per_call_warm`` (median warm round); ``server_cpu_us_per_call`` over all
+  rounds, less the server process's own start-up and shutdown (``server_startup_cpu_ms``,
+  measured on an idle server, would otherwise add ~30 µs to each of the 6,000 calls).
 
 The servers run in child processes (``python -m agentsim.testing.openai_server``) so that
 the client's event loop is measured on its own.
@@ -49,29 +53,32 @@ MESSAGES = [
 ]
 
 
-async def throughput(base_url: str, *, agents: int, concurrency: int, rounds: int) -> list[float]:
+Rounds = list[tuple[float, float]]
+"""(calls/s, client CPU seconds) of each round."""
+
+
+async def throughput(base_url: str, *, agents: int, concurrency: int, rounds: int) -> Rounds:
     limiter = RateLimiter(max_concurrency=concurrency)
     model = OpenAIChatModel(model="bench", base_url=base_url, limiter=limiter, max_retries=0)
     convs = [
         [MESSAGES[0], {"role": "user", "content": f"agent {i}: what next?"}] for i in range(agents)
     ]
-    rates: list[float] = []
+    out: Rounds = []
     try:
         for r in range(rounds):
+            cpu = time.process_time()
             start = time.perf_counter()
             async with asyncio.TaskGroup() as tg:
                 for i, conv in enumerate(convs):
                     tg.create_task(model.complete(conv, seed=r * agents + i))
-            rates.append(agents / (time.perf_counter() - start))
+            out.append((agents / (time.perf_counter() - start), time.process_time() - cpu))
     finally:
         await model.aclose()
     assert limiter.max_in_flight <= concurrency
-    return rates
+    return out
 
 
-async def raw_throughput(
-    base_url: str, *, agents: int, concurrency: int, rounds: int
-) -> list[float]:
+async def raw_throughput(base_url: str, *, agents: int, concurrency: int, rounds: int) -> Rounds:
     """The same load sent by bare keep-alive connections: what the machine allows at all."""
     url = urllib.parse.urlsplit(base_url)
     assert url.hostname is not None and url.port is not None
@@ -94,19 +101,20 @@ async def raw_throughput(
         json.loads(await reader.readexactly(length))
         pool.put_nowait((reader, writer))
 
-    rates: list[float] = []
+    out: Rounds = []
     try:
         for _ in range(rounds):
+            cpu = time.process_time()
             start = time.perf_counter()
             async with asyncio.TaskGroup() as tg:
                 for i in range(agents):
                     tg.create_task(one(i))
-            rates.append(agents / (time.perf_counter() - start))
+            out.append((agents / (time.perf_counter() - start), time.process_time() - cpu))
     finally:
         while not pool.empty():
             _, writer = pool.get_nowait()
             writer.close()
-    return rates
+    return out
 
 
 async def model_latencies(base_url: str, calls: int) -> list[float]:
@@ -152,16 +160,32 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000, 4)
 
 
+def _children_cpu() -> float:
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return children.ru_utime + children.ru_stime
+
+
+def server_startup_cpu(latency: float, times: int = 3) -> float:
+    """CPU seconds a server process takes to start and stop without a request (median)."""
+    spent = []
+    for _ in range(times):
+        cpu = _children_cpu()
+        with spawn_test_server(latency=latency):
+            pass
+        spent.append(_children_cpu() - cpu)
+    return statistics.median(spent)
+
+
 def run_throughput(
     args: argparse.Namespace,
     concurrency: int,
-    scenario: Callable[..., Coroutine[Any, Any, list[float]]],
+    scenario: Callable[..., Coroutine[Any, Any, Rounds]],
+    startup_cpu: float,
 ) -> dict[str, Any]:
-    repeats: list[list[float]] = []
+    repeats: list[Rounds] = []
     client_cpu = server_cpu = 0.0
     for _ in range(args.repeats):
-        children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        server_cpu0 = children.ru_utime + children.ru_stime
+        server_cpu0 = _children_cpu()
         with spawn_test_server(latency=args.latency) as base_url:
             cpu1 = time.process_time()
             repeats.append(
@@ -172,13 +196,13 @@ def run_throughput(
                 )
             )
             client_cpu += time.process_time() - cpu1
-        children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        server_cpu += children.ru_utime + children.ru_stime - server_cpu0
+        server_cpu += _children_cpu() - server_cpu0 - startup_cpu
     calls = args.agents * args.rounds * args.repeats
     ideal = concurrency / args.latency
-    cold = statistics.median(r[0] for r in repeats)
+    cold = statistics.median(r[0][0] for r in repeats)
     warm_rounds = [x for r in repeats for x in r[1:]]
-    warm = statistics.median(warm_rounds) if warm_rounds else cold
+    warm = statistics.median(rate for rate, _ in warm_rounds) if warm_rounds else cold
+    warm_cpu = statistics.median(cpu for _, cpu in warm_rounds) if warm_rounds else 0.0
     return {
         "agents": args.agents,
         "concurrency": concurrency,
@@ -188,10 +212,11 @@ def run_throughput(
         "warm_median_calls_per_s": round(warm, 1),
         "cold_fraction_of_ideal": round(cold / ideal, 4),
         "warm_fraction_of_ideal": round(warm / ideal, 4),
-        "rounds_calls_per_s": [[round(x, 1) for x in r] for r in repeats],
+        "rounds_calls_per_s": [[round(rate, 1) for rate, _ in r] for r in repeats],
         # CPU per call tells where the time goes when the machine, not the model, is the
-        # bottleneck (the server's figure includes its start-up and its accepts).
+        # bottleneck (see the module's docstring).
         "client_cpu_us_per_call": round(client_cpu / calls * 1e6, 1),
+        "client_cpu_us_per_call_warm": round(warm_cpu / args.agents * 1e6, 1),
         "server_cpu_us_per_call": round(server_cpu / calls * 1e6, 1),
     }
 
@@ -211,10 +236,14 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "loadavg_1m_at_start": round(os.getloadavg()[0], 2),
     }
+    startup_cpu = server_startup_cpu(args.latency)
+    result["server_startup_cpu_ms"] = round(startup_cpu * 1000, 1)
     for concurrency in sorted({args.concurrency, 64}, reverse=True):
         key = "throughput" if concurrency == args.concurrency else f"throughput_c{concurrency}"
-        result[key] = run_throughput(args, concurrency, throughput)
-    result["raw_client_throughput"] = run_throughput(args, args.concurrency, raw_throughput)
+        result[key] = run_throughput(args, concurrency, throughput, startup_cpu)
+    result["raw_client_throughput"] = run_throughput(
+        args, args.concurrency, raw_throughput, startup_cpu
+    )
     with spawn_test_server(latency=0.0) as base_url:
         c0 = time.process_time()
         raw = asyncio.run(raw_latencies(base_url, args.calls))

@@ -20,6 +20,7 @@ import socket
 import ssl
 from collections import deque
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
 
 __all__ = [
@@ -39,10 +40,14 @@ _MAX_HEAD = 64 * 1024
 # mmap/munmap), more than the rest of reading an answer; a BufferedProtocol reads into one
 # reused buffer instead.
 _READ_SIZE = 64 * 1024
-# Answers handed to their waiting tasks per loop iteration (see HTTPPool._deliver).
+# Answers handed to their waiting tasks per loop iteration (see HTTPPool._hand_over).
 _DELIVER_BATCH = 8
 _CHUNKED = -2
 _UNTIL_CLOSE = -3
+_new_tuple = tuple.__new__
+# Parsed answer heads remembered per pool (see _Connection._parse): a server sends the same
+# head again and again, but for its Content-Length and, once a second, its Date.
+_MAX_HEADS = 256
 
 
 class HTTPConnectionError(ConnectionError):
@@ -80,55 +85,55 @@ def _ip_literal(host: str, port: int) -> list[tuple[int, Any]] | None:
     return None
 
 
-class _Head:
-    """The parsed status line and headers of the answer being read, and how its body is
-    framed: ``length`` is the body size, or ``_CHUNKED`` / ``_UNTIL_CLOSE``."""
+# A parsed answer head: (status, reason, headers, keep_alive, length), ``length`` being the
+# body size, or ``_CHUNKED`` / ``_UNTIL_CLOSE``. A plain tuple, shared by every answer with
+# the same head (its headers are a read-only mapping).
+_Head = tuple[int, str, Mapping[str, str], bool, int]
 
-    __slots__ = ("headers", "keep_alive", "length", "reason", "status")
 
-    def __init__(self, block: bytes) -> None:
-        status_line, _, rest = block.decode("latin-1").partition("\r\n")
-        code = status_line[9:12]
-        if (
-            status_line[:7] != "HTTP/1."
-            or status_line[8:9] != " "
-            or not code.isdigit()
-            or status_line[12:13] not in (" ", "")
-        ):
-            raise HTTPProtocolError(f"not an HTTP/1.x status line: {status_line[:80]!r}")
-        headers: dict[str, str] = {}
-        if rest:
-            for line in rest.split("\r\n"):
-                name, sep, value = line.partition(":")
-                if not sep:
-                    raise HTTPProtocolError(f"malformed header line: {line[:80]!r}")
-                key = name.strip().lower()
-                if key in headers:
-                    headers[key] = f"{headers[key]}, {value.strip()}"
-                else:
-                    headers[key] = value.strip()
-        self.status = status = int(code)
-        self.reason = status_line[13:].strip()
-        self.headers = headers
-        http11 = status_line[7] == "1"
-        connection = headers.get("connection")
-        if connection is None:
-            self.keep_alive = http11
-        else:
-            connection = connection.lower()
-            self.keep_alive = "close" not in connection and (http11 or "keep-alive" in connection)
-        length = headers.get("content-length")
-        encoding = headers.get("transfer-encoding")
-        if status in (204, 304):
-            self.length = 0
-        elif encoding is not None and "chunked" in encoding.lower():
-            self.length = _CHUNKED
-        elif length is None:
-            self.length = _UNTIL_CLOSE
-        elif length.isdigit():
-            self.length = int(length)
-        else:
-            raise HTTPProtocolError(f"bad Content-Length: {length[:40]!r}")
+def _parse_head(block: bytes) -> _Head:
+    """The status line and headers of an answer (the bytes before the empty line)."""
+    status_line, _, rest = block.decode("latin-1").partition("\r\n")
+    code = status_line[9:12]
+    if (
+        status_line[:7] != "HTTP/1."
+        or status_line[8:9] != " "
+        or not code.isdigit()
+        or status_line[12:13] not in (" ", "")
+    ):
+        raise HTTPProtocolError(f"not an HTTP/1.x status line: {status_line[:80]!r}")
+    headers: dict[str, str] = {}
+    if rest:
+        for line in rest.split("\r\n"):
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise HTTPProtocolError(f"malformed header line: {line[:80]!r}")
+            key = name.strip().lower()
+            if key in headers:
+                headers[key] = f"{headers[key]}, {value.strip()}"
+            else:
+                headers[key] = value.strip()
+    status = int(code)
+    http11 = status_line[7] == "1"
+    connection = headers.get("connection")
+    if connection is None:
+        keep_alive = http11
+    else:
+        connection = connection.lower()
+        keep_alive = "close" not in connection and (http11 or "keep-alive" in connection)
+    length = headers.get("content-length")
+    encoding = headers.get("transfer-encoding")
+    if status in (204, 304):
+        size = 0
+    elif encoding is not None and "chunked" in encoding.lower():
+        size = _CHUNKED
+    elif length is None:
+        size = _UNTIL_CLOSE
+    elif length.isdigit():
+        size = int(length)
+    else:
+        raise HTTPProtocolError(f"bad Content-Length: {length[:40]!r}")
+    return (status, status_line[13:].strip(), MappingProxyType(headers), keep_alive, size)
 
 
 class Gate(Protocol):
@@ -158,37 +163,50 @@ class Exchange:
         self.conn: _Connection | None = None
         self.deadline = 0.0
 
-    def __call__(self) -> None:
-        # The exchange is its own on_ready callback: no bound method per request.
-        self.start()
-
     def start(self) -> None:
         """Its turn has come: send it on an idle connection, or wake its task to open one."""
         if self.future.done():
             return  # its task gave up meanwhile
         pool = self.pool
         self.deadline = pool.loop.time() + pool.timeout
-        conn = pool._take_idle()
-        if conn is not None:
-            self.send(conn)
-        elif pool.closed:
+        idle = pool._idle
+        while idle:
+            conn = idle.pop()  # the most recently used: the least likely to be closed
+            if conn.usable:
+                self.send(conn)
+                return
+        if pool.closed:
             self.future.set_exception(HTTPConnectionError("the connection pool is closed"))
         else:
             self.future.set_result(None)
+
+    # The exchange is its own on_ready callback: no bound method per request, and no extra
+    # frame on the path from a freed slot to the next request.
+    __call__ = start
 
     def send(self, conn: _Connection) -> None:
         self.conn = conn
         conn.exchange = self
         conn.write(self.data)
-        self.pool._watch(self.deadline, conn)
+        pool = self.pool
+        conn.deadline = deadline = self.deadline
+        if pool._timer is None or deadline < pool._timer_at:
+            pool._watch(deadline)
 
     def finish(self, reply: HTTPReply | None, exc: BaseException | None = None) -> None:
         self.conn = None
         if exc is None:
-            self.pool._deliver(self.future, reply)
+            # Handed to the task later (see HTTPPool._hand_over): I/O first.
+            pool = self.pool
+            pool._answers.append((self.future, reply))
+            if not pool._delivering:
+                pool._delivering = True
+                pool.loop.call_soon(pool._hand_over)
         elif not self.future.done():
             self.future.set_exception(exc)
-        self.done()
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            gate.release()
 
     def abandon(self) -> None:
         """Its task stops waiting (cancelled, or failed before sending)."""
@@ -196,9 +214,6 @@ class Exchange:
         if conn is not None:
             conn.exchange = None
             conn.abort()  # its answer may still come: never hand the connection out again
-        self.done()
-
-    def done(self) -> None:
         gate, self._gate = self._gate, None
         if gate is not None:
             gate.release()
@@ -234,7 +249,7 @@ class _Connection(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         self.usable = False
         head = self._head
-        if self.exchange is not None and head is not None and head.length == _UNTIL_CLOSE:
+        if self.exchange is not None and head is not None and head[4] == _UNTIL_CLOSE:
             self._complete(bytes(self._buf))
         return False  # let the transport close itself; connection_lost fails any exchange
 
@@ -287,18 +302,31 @@ class _Connection(asyncio.BufferedProtocol):
                 if len(buf) > _MAX_HEAD:
                     raise HTTPProtocolError(f"no end of headers in the first {_MAX_HEAD} bytes")
                 return
-            head = _Head(bytes(buf[:end]))
+            block = bytes(buf[:end])
             del buf[: end + 4]
-            if 100 <= head.status < 200:
+            # Parsing a head costs more than the rest of reading an answer, and a server
+            # sends the same few heads again and again: each is parsed once per pool.
+            heads = self._pool.heads
+            head = heads.get(block)
+            if head is None:
+                head = _parse_head(block)
+                if len(heads) >= _MAX_HEADS:
+                    heads.clear()
+                heads[block] = head
+            if 100 <= head[0] < 200:
                 head = None  # an interim answer (100 Continue, 103 Early Hints): skip it
             else:
                 self._head = head
                 self._chunks = []
-        length = head.length
+        length = head[4]
         if length >= 0:
             if len(buf) >= length:
-                body = bytes(buf[:length])
-                del buf[:length]
+                if len(buf) == length:
+                    body = bytes(buf)
+                    buf.clear()
+                else:
+                    body = bytes(buf[:length])
+                    del buf[:length]
                 self._complete(body)
         elif length == _CHUNKED:
             self._parse_chunks()
@@ -333,16 +361,16 @@ class _Connection(asyncio.BufferedProtocol):
         assert head is not None and exchange is not None
         self.exchange = None
         self._head = None
-        if self._buf or not head.keep_alive:
+        if self._buf or not head[3]:
             # Extra bytes after the answer, or the server said so: never reuse.
             self.close()
         elif not self._pool.closed:
             # Idle again *before* the exchange releases its slot: the next request in line
             # goes out on this connection, right now.
             self._pool._idle.append(self)
-        exchange.finish(
-            HTTPReply(status=head.status, reason=head.reason, headers=head.headers, body=body)
-        )
+        # tuple.__new__ rather than HTTPReply(...): a named tuple's __new__ is a Python
+        # function, and this runs once per answer on the path to the next request.
+        exchange.finish(_new_tuple(HTTPReply, (head[0], head[1], head[2], body)))
 
     def _fail(self, exc: BaseException) -> None:
         exchange, self.exchange = self.exchange, None
@@ -375,6 +403,7 @@ class HTTPPool:
         self._addresses: list[tuple[int, Any]] | None = _ip_literal(host, port)
         self._resolving = asyncio.Lock()
         self.read_buffer = memoryview(bytearray(_READ_SIZE))
+        self.heads: dict[bytes, _Head] = {}
         self._idle: list[_Connection] = []
         self._all: set[_Connection] = set()
         # One timer, at the earliest deadline of the exchanges in flight, rather than one
@@ -405,14 +434,6 @@ class HTTPPool:
         reply = await exchange.future
         assert reply is not None
         return reply
-
-    def _take_idle(self) -> _Connection | None:
-        idle = self._idle
-        while idle:
-            conn = idle.pop()  # the most recently used: the least likely to be closed
-            if conn.usable:
-                return conn
-        return None
 
     async def _open(self, deadline: float) -> _Connection:
         try:
@@ -469,16 +490,11 @@ class HTTPPool:
 
     # -- delivering answers --------------------------------------------------------------
 
-    def _deliver(self, future: asyncio.Future[HTTPReply | None], reply: HTTPReply | None) -> None:
-        # Sending comes before reading. Waking every task whose answer arrived would queue
-        # all their JSON decoding ahead of the next I/O callbacks, and the requests those
-        # callbacks send (see _Connection._complete) would leave later and later in a
-        # burst. So answers are handed over a few per loop iteration: I/O first, decoding
-        # in the gaps.
-        self._answers.append((future, reply))
-        if not self._delivering:
-            self._delivering = True
-            self.loop.call_soon(self._hand_over)
+    # Sending comes before reading. Waking every task whose answer arrived would queue all
+    # their JSON decoding ahead of the next I/O callbacks, and the requests those callbacks
+    # send (see _Connection._complete) would leave later and later in a burst. So answers
+    # (Exchange.finish) are handed over a few per loop iteration: I/O first, decoding in the
+    # gaps.
 
     def _hand_over(self) -> None:
         answers = self._answers
@@ -493,15 +509,14 @@ class HTTPPool:
 
     # -- deadlines -----------------------------------------------------------------------
 
-    def _watch(self, deadline: float, conn: _Connection) -> None:
-        conn.deadline = deadline
-        if self._timer is None or deadline < self._timer_at:
-            # (Earlier than the timer only after opening a connection: the exchange's
-            # deadline was set before.)
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer_at = deadline
-            self._timer = self.loop.call_at(deadline, self._expire)
+    def _watch(self, deadline: float) -> None:
+        """An exchange falls due before the timer (or there is none): move the timer."""
+        # (Earlier than the timer only after opening a connection: the exchange's deadline
+        # was set before.)
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = deadline
+        self._timer = self.loop.call_at(deadline, self._expire)
 
     def _expire(self) -> None:
         self._timer = None

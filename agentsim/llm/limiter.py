@@ -126,7 +126,9 @@ class Permit:
             if limiter.max_concurrency is None or (
                 limiter._in_flight < limiter.max_concurrency and not limiter._waiters
             ):
-                limiter._take_slot()
+                limiter._in_flight = in_flight = limiter._in_flight + 1
+                if in_flight > limiter.max_in_flight:
+                    limiter.max_in_flight = in_flight
             else:
                 self._state = _QUEUED
                 limiter._waiters.append(self)
@@ -164,7 +166,10 @@ class Permit:
             return
         limiter = self._limiter
         if limiter._requests is None and limiter._tokens is None:
-            self._admit()
+            # _admit(), inlined: this is the path from a freed slot to the next request.
+            self._state = _ACTIVE
+            assert self._on_ready is not None
+            self._on_ready()
             return
         wait = limiter._book(self.estimated_tokens)
         if wait <= 0:
@@ -286,11 +291,6 @@ class RateLimiter:
             self._tokens.level = min(self._tokens.capacity, self._tokens.level - actual + estimated)
 
     # -- concurrency ---------------------------------------------------------------------
-
-    def _take_slot(self) -> None:
-        self._in_flight += 1
-        if self._in_flight > self.max_in_flight:
-            self.max_in_flight = self._in_flight
 
     def _leave(self) -> None:
         """Free a slot: hand it to the first waiting permit (in_flight unchanged) or drop it."""

@@ -14,6 +14,7 @@ full jitter (``uniform(0, min(backoff_max, backoff_base * 2**retry))``), or the 
 
 from __future__ import annotations
 
+import _json
 import asyncio
 import email.utils
 import json
@@ -23,7 +24,7 @@ import random
 import ssl
 import time
 import urllib.parse
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeGuard
@@ -54,10 +55,16 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _RESERVED = frozenset({"model", "messages", "tools", "tool_choice", "seed", "stream"})
 _MAX_ERROR_TEXT = 500
 _HTTP_FAILURES = (TimeoutError, HTTPConnectionError, HTTPProtocolError, HTTPCertificateError)
-# Built once: json.dumps with any non-default option builds a new encoder on every call. The
-# request is our own dicts and lists, so the check for circular references is not needed.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, check_circular=False)
+# The C encoder, built once and called directly: json.dumps (and JSONEncoder.encode) build a
+# new one, and two Python frames, on every call. The output is json.dumps(body,
+# ensure_ascii=False): the request is our own dicts and lists, so no check for circular
+# references is needed.
+_ENCODE = _json.make_encoder(
+    None, json.JSONEncoder().default, _json.encode_basestring, None, ": ", ", ", False, False, True
+)
+# The C scanner of a JSONDecoder, called directly (see _decode_json).
 _DECODER = json.JSONDecoder()
+_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 class _Retryable(Exception):
@@ -239,7 +246,13 @@ class OpenAIChatModel:
         if tools:
             body["tools"] = list(tools)
             body["tool_choice"] = "auto"
-        body.update(self.request_params)
+        # What request_params holds, without building that dict first.
+        if self.extra_params:
+            body.update(self.extra_params)
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
         return body
 
     # -- connection pool -----------------------------------------------------------------
@@ -287,7 +300,7 @@ class OpenAIChatModel:
         seed: int = 0,
     ) -> Completion:
         body = self.build_request(messages, tools, seed=seed)
-        data = _ENCODER.encode(body).encode()
+        data = "".join(_ENCODE(body, 0)).encode()
         del body  # not kept alive (and tracked by the GC) while the call waits
         # ~4 bytes per token is the usual rule of thumb; the tpm bucket is corrected after.
         estimate = len(data) // 4 + (self.max_tokens or 0)
@@ -490,7 +503,10 @@ def _decode_json(raw: bytes) -> Any:
     text = raw.decode()
     if text[:1] != "{":
         return json.loads(text)  # leading whitespace, or not an object: the general path
-    payload, end = _DECODER.raw_decode(text)
+    try:
+        payload, end = _SCAN(text, 0)
+    except StopIteration as exc:  # the scanner's "no value at exc.value" (raw_decode's too)
+        raise ValueError(f"expecting a value at {exc.value}") from None
     if end != len(text) and text[end:].strip():
         raise ValueError(f"extra data after the JSON object at {end}")
     return payload

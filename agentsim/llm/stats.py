@@ -47,12 +47,6 @@ class Prices:
         ) / 1000.0
 
 
-def _bucket(seconds: float) -> int:
-    if seconds <= _FLOOR:
-        return 0
-    return int(math.log(seconds / _FLOOR) / _LOG_RATIO)
-
-
 def _bucket_mid(index: int) -> float:
     # Geometric midpoint: the estimate is off by at most half a bucket width either way.
     return float(_FLOOR * _RATIO ** (index + 0.5))
@@ -103,12 +97,21 @@ class ModelStats:
 
     def record_call(self, usage: Usage, latency: float, *, cost: float = 0.0) -> None:
         """One successful call: its usage, wall-clock latency (retries included) and cost."""
+        # The bucket (see _FLOOR), computed before taking the lock.
+        index = int(math.log(latency / _FLOOR) / _LOG_RATIO) if latency > _FLOOR else 0
         with self._lock:
             self.calls += 1
             self.prompt_tokens += usage.prompt_tokens
             self.completion_tokens += usage.completion_tokens
             self.cost += cost
-            self._add_latency(latency, 1)
+            self.latency_count += 1
+            self.latency_sum += latency
+            if latency < self.latency_min:
+                self.latency_min = latency
+            if latency > self.latency_max:
+                self.latency_max = latency
+            buckets = self._buckets
+            buckets[index] = buckets.get(index, 0) + 1
 
     def record_retry(self) -> None:
         with self._lock:
@@ -118,14 +121,6 @@ class ModelStats:
         """A call that failed for good (after its retries)."""
         with self._lock:
             self.errors += 1
-
-    def _add_latency(self, latency: float, count: int) -> None:
-        self.latency_count += count
-        self.latency_sum += latency * count
-        self.latency_min = min(self.latency_min, latency)
-        self.latency_max = max(self.latency_max, latency)
-        b = _bucket(latency)
-        self._buckets[b] = self._buckets.get(b, 0) + count
 
     def latency_quantile(self, q: float) -> float | None:
         """Estimated latency quantile ``q`` in [0, 1], or None before the first call."""

@@ -22,39 +22,64 @@ For benchmarks, run it in its own process so that it does not share the client's
 
 from __future__ import annotations
 
+import _json
 import argparse
 import asyncio
 import collections
-import contextlib
 import json
-import os
-import selectors
+import platform
 import signal
+import socket
 import ssl
-import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from json.encoder import encode_basestring_ascii as _quote
-from pathlib import Path
 from typing import Any, Literal
+
+from agentsim.testing._launch import spawn_test_server
+from agentsim.testing._wire import (
+    _ABI,
+    _SO_TIMESTAMPNS,
+    _TIMESPEC,
+    _error,
+    _Head,
+    _read_head,
+    _Response,
+    _Socket,
+    _Transport,
+)
 
 __all__ = ["Fault", "OpenAITestServer", "RecordedRequest", "spawn_test_server", "usage_for"]
 
 _PATH = "/v1/chat/completions"
 _CLOSE = "Connection: close\r\n"
-# Reads go into one reused buffer (a BufferedProtocol): asyncio's plain Protocol path
-# allocates a 256 KiB bytes object per read, which costs more than answering the request.
+# Reads go into one reused buffer: asyncio's plain Protocol path allocates a 256 KiB bytes
+# object per read, which costs more than answering the request.
 _READ_SIZE = 64 * 1024
 _OK_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
 # Requests worked on per loop iteration (see OpenAITestServer._receive).
 _WORK_BATCH = 8
-# The loop's timers wake at millisecond resolution, rounded up: waking half a tick early and
-# sending what falls due within half a tick makes answers fall due at latency +- 0.5 ms, so
-# that the mean latency is the one asked for rather than ~0.5 ms more.
+# The loop's timers wake at millisecond resolution, rounded up. Answers leave up to half a
+# tick before they fall due (latency +- 0.5 ms), and how far ahead is tuned every _TUNE
+# answers so that on average they leave when they fall due (see OpenAITestServer._fire).
 _HALF_TICK = 0.0005
+_TUNE = 64
+# Parsed request heads remembered (clients send the same head but for its Content-Length).
+_MAX_HEADS = 256
+# Connections accepted per wake-up of the listening socket.
+_ACCEPT_BATCH = 256
+# The C encoder of json.dumps(x) (ensure_ascii, ", " and ": "), built once and called directly:
+# json.dumps builds one, behind two Python frames, on every call. No check for circular
+# references: what it encodes here comes from json.loads.
+_ENCODE = _json.make_encoder(
+    None, json.JSONEncoder().default, _quote, None, ": ", ", ", False, False, True
+)
+_DECODER = json.JSONDecoder()
+_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,7 +132,25 @@ class RecordedRequest:
 
 def usage_for(messages: Sequence[Any], content: str) -> tuple[int, int]:
     """The (prompt_tokens, completion_tokens) the server reports for a default answer."""
-    return len(json.dumps(messages)) // 4, max(1, len(content) // 4)
+    # len(json.dumps(messages)) // 4, through the encoder json.dumps uses.
+    return len("".join(_ENCODE(messages, 0))) // 4, max(1, len(content) // 4)
+
+
+def _load(raw: bytes) -> Any:
+    """``json.loads(raw)``, or None if it is not JSON; on the usual path (UTF-8, an object)
+    without json.loads' wrappers (an encoding guess and two regex scans)."""
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        text = ""
+    try:
+        if text[:1] == "{":
+            body, end = _SCAN(text, 0)
+            if end == len(text) or not text[end:].strip():
+                return body
+        return json.loads(raw)
+    except (ValueError, StopIteration):  # (the scanner's "no value here")
+        return None
 
 
 def _echo(messages: Sequence[Any]) -> str:
@@ -128,19 +171,6 @@ class _Counters:
     arrivals: list[float] = field(default_factory=list)
 
 
-@dataclass(slots=True, kw_only=True)
-class _Response:
-    status: int
-    body: bytes
-    headers: Mapping[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-    drop: bool = False
-    # True when ``delay`` is exactly the server's latency: such answers fall due in arrival
-    # order, so one queue and one timer serve them all (no heap push per request).
-    in_order: bool = False
-    usage: tuple[int, int] | None = None  # (prompt, completion) of a default answer
-
-
 # The placeholder answer of a request received but not worked on yet.
 _IN_WORK = _Response(status=0, body=b"")
 
@@ -148,14 +178,17 @@ _IN_WORK = _Response(status=0, body=b"")
 class OpenAITestServer:
     """An OpenAI-compatible server bound to 127.0.0.1 (port 0 picks a free port).
 
-    ``latency`` delays every answer. ``record=False`` keeps no request bodies (benchmarks).
-    HTTP/1.1 with keep-alive; request bodies need a ``Content-Length`` (every OpenAI client
-    sends one), otherwise the answer is 411. ``ssl_context`` serves HTTPS instead (tests of
-    the client's TLS path bring their own certificate).
+    ``latency`` delays every answer, counted from the request's arrival: on Linux the time
+    the kernel received it (``SO_TIMESTAMPNS``), so that the server's own work, or the CPU it
+    shares with the client under test, does not add to the latency it simulates; elsewhere,
+    and with TLS, the loop iteration that read it. ``record=False`` keeps no request bodies
+    (benchmarks). HTTP/1.1 with keep-alive; request bodies need a ``Content-Length`` (every
+    OpenAI client sends one), otherwise the answer is 411. ``ssl_context`` serves HTTPS
+    instead (tests of the client's TLS path bring their own certificate).
 
     It is built to outrun the clients it tests (well over 5,000 answers/s with 50 ms
-    latency on one core): reads into one shared buffer, answers assembled from
-    pre-encoded bytes, and one timer for all answers that fall due in arrival order.
+    latency on one core): reads into one shared buffer, request heads parsed once, answers
+    made in advance, and one timer for all answers that fall due in arrival order.
     """
 
     def __init__(
@@ -173,14 +206,24 @@ class OpenAITestServer:
         self._faults: collections.deque[Fault] = collections.deque()
         self.requests: list[RecordedRequest] = []
         self._c = _Counters()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
+        self._listener: socket.socket | None = None
         self._conns: set[_Connection] = set()
         self._completion_id = 0
         self.read_buffer = memoryview(bytearray(_READ_SIZE))
+        self._read_buffers = [self.read_buffer]
+        self._anc_size = 0  # room for the kernel's time stamp in a read (see start)
+        self._heads: dict[bytes, _Head] = {}
         self._due: collections.deque[tuple[float, _Connection, _Response]] = collections.deque()
         self._due_timer: asyncio.TimerHandle | None = None
+        self._ahead = _HALF_TICK  # how early an answer may leave (see _fire)
+        self._late = 0.0  # sum of how late the answers sent since the last tuning left
+        self._sent = 0
         self._tick_time: float | None = None
-        self._inbox: collections.deque[tuple[_Connection, bytes, bytes, float]] = (
+        self._clock_offset = 0.0  # the loop's clock minus the wall clock, this iteration
+        self._received: bytes | None = None  # the kernel's time stamp of the read in progress
+        self._inbox: collections.deque[tuple[_Connection, _Head, bytes, float]] = (
             collections.deque()
         )
         self._working = False
@@ -188,17 +231,40 @@ class OpenAITestServer:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: _Connection(self), "127.0.0.1", self._port, backlog=1024, ssl=self._ssl
-        )
-        self._port = int(self._server.sockets[0].getsockname()[1])
+        self._loop = loop = asyncio.get_running_loop()
+        # Plain TCP on Linux: the server's own sockets (_Socket), for the kernel's receive
+        # times; otherwise asyncio's transports, with the loop's clock as arrival time.
+        if self._ssl is not None or sys.platform != "linux" or platform.machine() not in _ABI:
+            self._server = await loop.create_server(
+                lambda: _Connection(self), "127.0.0.1", self._port, backlog=1024, ssl=self._ssl
+            )
+            self._port = int(self._server.sockets[0].getsockname()[1])
+            return
+        self._anc_size = socket.CMSG_SPACE(_TIMESPEC.size)
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(("127.0.0.1", self._port))
+            listener.listen(1024)
+            listener.setblocking(False)
+        except OSError:
+            listener.close()
+            raise
+        self._listener = listener
+        self._port = int(listener.getsockname()[1])
+        loop.add_reader(listener.fileno(), self._accept)
 
     async def close(self) -> None:
         server, self._server = self._server, None
-        if server is None:
+        listener, self._listener = self._listener, None
+        if server is None and listener is None:
             return
-        server.close()
+        if server is not None:
+            server.close()
+        if listener is not None:
+            assert self._loop is not None
+            self._loop.remove_reader(listener.fileno())
+            listener.close()
         for conn in list(self._conns):
             conn.abort()
         if self._due_timer is not None:
@@ -206,7 +272,10 @@ class OpenAITestServer:
             self._due_timer = None
         self._due.clear()
         self._inbox.clear()
-        await server.wait_closed()
+        if server is not None:
+            await server.wait_closed()
+        else:
+            await asyncio.sleep(0)  # the aborted sockets close in the next loop iteration
 
     async def __aenter__(self) -> OpenAITestServer:
         await self.start()
@@ -214,6 +283,24 @@ class OpenAITestServer:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+    def _accept(self) -> None:
+        assert self._listener is not None and self._loop is not None
+        for _ in range(_ACCEPT_BATCH):
+            try:
+                sock, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # pragma: no cover - out of file descriptors, say
+                # Leave the rest in the backlog for a while rather than spin on it.
+                fd = self._listener.fileno()
+                self._loop.remove_reader(fd)
+                self._loop.call_later(0.1, self._loop.add_reader, fd, self._accept)
+                return
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            _Socket(self, sock, _Connection(self))
 
     # -- inspection ----------------------------------------------------------------------
 
@@ -277,27 +364,35 @@ class OpenAITestServer:
         c = self._c
         now = self._tick_time
         if now is None:
-            # One clock reading per loop iteration: every request read in this iteration
-            # arrived when the loop woke up for it, however long parsing the ones before it
-            # took. So ``latency`` is counted from arrival, as a real server's would be,
-            # and not from when this server got round to it.
+            # One clock reading per loop iteration: without the kernel's time stamp, every
+            # request read in this iteration arrived when the loop woke up for it, however
+            # long parsing the ones before it took.
             loop = asyncio.get_running_loop()
             now = self._tick_time = loop.time()
+            self._clock_offset = now - time.time()
             loop.call_soon(self._next_tick)
-        c.arrivals.append(now)
+        arrived = now
+        received = self._received
+        if received is not None and len(received) == _TIMESPEC.size:
+            # When the kernel received it, on the loop's clock. (Out by more than a second:
+            # the wall clock was set meanwhile; keep the loop's reading.)
+            sec, nsec = _TIMESPEC.unpack(received)
+            stamp = sec + nsec * 1e-9 + self._clock_offset
+            if now - 1.0 < stamp < now + 1.0:
+                arrived = stamp
+        c.arrivals.append(arrived)
         c.in_flight += 1
         if c.in_flight > c.max_in_flight:
             c.max_in_flight = c.in_flight
-        return now
+        return arrived
 
     def _next_tick(self) -> None:
         self._tick_time = None
 
-    def _receive(self, conn: _Connection, head: bytes, raw: bytes) -> None:
+    def _receive(self, conn: _Connection, head: _Head, raw: bytes) -> None:
         # Reading comes before working. A burst of requests is first all read and stamped
-        # (cheap), and the work of answering them (parsing the head, JSON) is done a few per
-        # loop iteration in between, so that a request's arrival time is not pushed back by
-        # the work on the requests read before it, and answers falling due go out on time.
+        # (cheap), and the work of answering them (JSON) is done a few per loop iteration in
+        # between, so that answers falling due go out on time.
         self._inbox.append((conn, head, raw, self._arrive()))
         if not self._working:
             self._working = True
@@ -307,32 +402,17 @@ class OpenAITestServer:
         inbox = self._inbox
         for _ in range(min(len(inbox), _WORK_BATCH)):
             conn, head, raw, arrived = inbox.popleft()
-            parsed = _parse_head(head)
-            if parsed is None:
-                conn.reject_in_work(_error(400, "malformed HTTP request"))
-                continue
-            method, target, version, headers = parsed
-            conn.close_after = (
-                headers.get("connection", "").lower() == "close" or version == "HTTP/1.0"
-            )
-            path = target.split("?", 1)[0]
-            conn.answer(self._answer(method, path, headers, raw, arrived), arrived)
+            conn.close_after = head[3]
+            conn.answer(self._answer(head, raw, arrived), arrived)
         if inbox:
             asyncio.get_running_loop().call_soon(self._work)
         else:
             self._working = False
 
-    def _done(self) -> None:
-        self._c.in_flight -= 1
-
-    def _answer(
-        self, method: str, path: str, headers: Mapping[str, str], raw: bytes, arrived: float
-    ) -> _Response:
+    def _answer(self, head: _Head, raw: bytes, arrived: float) -> _Response:
+        _, method, path, _, headers = head
         fault = self._faults.popleft() if self._faults else None
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            body = None
+        body = _load(raw)
         if self.record:
             self.requests.append(
                 RecordedRequest(path=path, headers=headers, body=body, arrived=arrived, fault=fault)
@@ -343,23 +423,26 @@ class OpenAITestServer:
             return _Response(status=0, body=b"", drop=True)
         delay = self.latency + (fault.seconds if fault is not None else 0.0)
         if fault is not None and fault.kind == "status":
-            headers = {}
+            extra = {}
             if fault.retry_after is not None:
-                headers["Retry-After"] = str(fault.retry_after)
+                extra["Retry-After"] = str(fault.retry_after)
             text = fault.message or f"scripted status {fault.status_code}"
-            return _error(fault.status_code, text, headers=headers, delay=delay)
+            return _error(fault.status_code, text, headers=extra, delay=delay)
         if fault is not None and fault.kind == "reply":
             return _Response(status=200, body=json.dumps(fault.body).encode(), delay=delay)
-        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        messages = body.get("messages") if type(body) is dict else None
+        if type(messages) is not list:
             return _error(400, "the body must be a JSON object with a 'messages' list")
-        content = _echo(body["messages"])
-        usage = usage_for(body["messages"], content)
+        content = _echo(messages)
+        usage = usage_for(messages, content)
+        data = self._completion(body, content, usage)
         return _Response(
             status=200,
-            body=self._completion(body, content, usage),
+            body=data,
             delay=delay,
             in_order=fault is None,
             usage=usage,
+            wire=b"%b%d\r\n\r\n%b" % (_OK_HEAD, len(data), data),
         )
 
     def _completion(self, body: dict[str, Any], content: str, usage: tuple[int, int]) -> bytes:
@@ -390,46 +473,34 @@ class OpenAITestServer:
             return
         due.append((when, conn, response))
         if self._due_timer is None:
-            self._due_timer = loop.call_at(when - _HALF_TICK, self._fire)
+            self._due_timer = loop.call_at(when - self._ahead, self._fire)
 
     def _fire(self) -> None:
+        # A timer set for t wakes the loop at t + U(0, 1 ms). Woken ``ahead`` early, the
+        # server sends what falls due within ``ahead``: a lone answer then leaves on average
+        # 0.5 ms - ahead late, while in a dense run of answers (a burst, an idle server) the
+        # ones sent with the first leave early, on average by ``ahead`` - 0.25 ms. Neither
+        # ``ahead`` suits both, so it is tuned on the lateness measured: answers leave, on
+        # average, when they fall due, and never more than half a tick early.
         self._due_timer = None
         due = self._due
         loop = asyncio.get_running_loop()
         now = loop.time()
+        ahead = self._ahead
         while due:
             when, conn, response = due[0]
-            if when > now + _HALF_TICK:
-                self._due_timer = loop.call_at(when - _HALF_TICK, self._fire)
-                return
+            if when > now + ahead:
+                self._due_timer = loop.call_at(when - ahead, self._fire)
+                break
             due.popleft()
             if conn.pending is response:  # else: the connection was lost meanwhile
+                self._late += now - when
+                self._sent += 1
                 conn.finish(response)
-
-
-def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]] | None:
-    """(method, target, version, headers with lower-case names), or None if malformed."""
-    request_line, _, rest = head.decode("latin-1").partition("\r\n")
-    parts = request_line.split(" ", 2)
-    if len(parts) != 3:
-        return None
-    headers: dict[str, str] = {}
-    for line in rest.split("\r\n") if rest else ():
-        # No space is allowed between a header's name and its colon (RFC 9112).
-        name, sep, value = line.partition(":")
-        if not sep:
-            return None
-        headers[name.lower()] = value.strip()
-    return parts[0], parts[1], parts[2], headers
-
-
-def _error(
-    status: int, message: str, *, headers: Mapping[str, str] | None = None, delay: float = 0.0
-) -> _Response:
-    payload = {"error": {"message": message, "type": "test_server", "code": status}}
-    return _Response(
-        status=status, body=json.dumps(payload).encode(), headers=headers or {}, delay=delay
-    )
+        if self._sent >= _TUNE:
+            self._ahead = min(_HALF_TICK, max(0.0, ahead + self._late / self._sent))
+            self._late = 0.0
+            self._sent = 0
 
 
 class _Connection(asyncio.BufferedProtocol):
@@ -440,14 +511,13 @@ class _Connection(asyncio.BufferedProtocol):
     def __init__(self, server: OpenAITestServer) -> None:
         self._server = server
         self._buf = bytearray()
-        self._transport: asyncio.Transport | None = None
+        self._transport: _Transport | None = None
         self._busy = False
         self.close_after = False
         self.pending: _Response | None = None
         self.timer: asyncio.TimerHandle | None = None
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+    def connection_made(self, transport: Any) -> None:
         self._transport = transport
         self._server._conns.add(self)
         self._server._c.connections += 1
@@ -460,7 +530,7 @@ class _Connection(asyncio.BufferedProtocol):
             if self.timer is not None:
                 self.timer.cancel()
                 self.timer = None
-            self._server._done()
+            self._server._c.in_flight -= 1
 
     def abort(self) -> None:
         if self._transport is not None:
@@ -480,39 +550,27 @@ class _Connection(asyncio.BufferedProtocol):
         end = buf.find(b"\r\n\r\n")
         if end < 0:
             return
-        head = bytes(buf[:end])
-        # Only what frames the request is read here, on the reading path; the rest of the
-        # head is parsed later, with the JSON (OpenAITestServer._work).
-        lower = head.lower()
-        at = lower.find(b"\r\ncontent-length:")
-        if at < 0:
-            if b"\r\ntransfer-encoding:" in lower:
-                self._reject(_error(411, "send the body with a Content-Length"))
+        block = bytes(buf[:end])
+        # A client sends the same head again and again, but for its Content-Length: each is
+        # parsed once. Only what frames the request is needed here; the JSON comes later.
+        heads = self._server._heads
+        head = heads.get(block)
+        if head is None:
+            parsed = _read_head(block)
+            if isinstance(parsed, _Response):
+                self._reject(parsed)
                 return
-            length = 0
-        else:
-            stop = lower.find(b"\r\n", at + 17)
-            try:
-                length = int(lower[at + 17 : stop if stop >= 0 else end])
-            except ValueError:
-                length = -1
-            if length < 0:
-                self._reject(_error(400, "malformed HTTP request"))
-                return
-        if len(buf) < end + 4 + length:
+            if len(heads) >= _MAX_HEADS:
+                heads.clear()
+            heads[block] = head = parsed
+        stop = end + 4 + head[0]
+        if len(buf) < stop:
             return
-        raw = bytes(buf[end + 4 : end + 4 + length])
-        del buf[: end + 4 + length]
+        raw = bytes(buf[end + 4 : stop])
+        del buf[:stop]
         self._busy = True
         self.pending = _IN_WORK
         self._server._receive(self, head, raw)
-
-    def reject_in_work(self, response: _Response) -> None:
-        """The request in work turned out malformed: answer it and close."""
-        if self.pending is _IN_WORK:
-            self.pending = None
-            self._server._done()
-            self._reject(response)
 
     def answer(self, response: _Response, arrived: float) -> None:
         """The answer to the request in work is ready: send it now or when it falls due."""
@@ -531,13 +589,13 @@ class _Connection(asyncio.BufferedProtocol):
     def finish(self, response: _Response) -> None:
         self.timer = None
         self.pending = None
-        self._server._done()
+        c = self._server._c
+        c.in_flight -= 1
         self._busy = False
         if response.drop:
             self.abort()
             return
         if response.usage is not None and self._transport is not None:
-            c = self._server._c
             c.served += 1
             c.prompt_tokens += response.usage[0]
             c.completion_tokens += response.usage[1]
@@ -548,8 +606,8 @@ class _Connection(asyncio.BufferedProtocol):
     def _write(self, response: _Response, *, close: bool) -> None:
         if self._transport is None:
             return
-        if response.status == 200 and not response.headers and not close:
-            self._transport.write(b"%b%d\r\n\r\n%b" % (_OK_HEAD, len(response.body), response.body))
+        if response.wire and not close:
+            self._transport.write(response.wire)
             return
         try:
             reason = HTTPStatus(response.status).phrase
@@ -600,50 +658,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     asyncio.run(_serve(args.port, args.latency, stop_on_eof=args.stop_on_stdin_eof))
-
-
-@contextlib.contextmanager
-def spawn_test_server(*, latency: float = 0.0, startup_timeout: float = 30.0) -> Iterator[str]:
-    """Run the server in a child process; yields its ``base_url`` and stops it on exit."""
-    # The child must import this very package, installed or not.
-    root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    cmd = [sys.executable, "-m", "agentsim.testing.openai_server", "--latency", str(latency)]
-    cmd.append("--stop-on-stdin-eof")
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        assert proc.stdout is not None
-        line = _read_line(proc, startup_timeout)
-        yield str(json.loads(line)["base_url"])
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # pragma: no cover - only if the child hangs
-            proc.kill()
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
-
-
-def _read_line(proc: subprocess.Popen[str], timeout: float) -> str:
-    assert proc.stdout is not None
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        if not sel.select(timeout):
-            raise RuntimeError(
-                f"the test server did not start within {timeout} s; run "
-                "`python -m agentsim.testing.openai_server` by hand to see why"
-            )
-    line = proc.stdout.readline()
-    if not line:
-        raise RuntimeError(
-            f"the test server exited with code {proc.wait()} before printing its address; run "
-            "`python -m agentsim.testing.openai_server` by hand to see why"
-        )
-    return line
 
 
 if __name__ == "__main__":

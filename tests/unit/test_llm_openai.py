@@ -10,6 +10,7 @@ import json
 import logging
 import pickle
 import random
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -331,13 +332,25 @@ def http(status: str, body: bytes, *, length: int | None = None) -> bytes:
     [
         (http("200 OK", b"<html>proxy login</html>"), ModelResponseError, r"not JSON \('<html>"),
         (http("200 OK", b'{"choices": []} {}'), ModelResponseError, r"not JSON \('\{\"choices"),
+        (http("200 OK", b'{"choices": ['), ModelResponseError, r"not JSON \('\{\"choices"),
+        (http("200 OK", b'{"choices": x}'), ModelResponseError, r"not JSON \('\{\"choices"),
         (http("400 Bad Request", b"plain failure"), ModelHTTPError, r"HTTP 400 Bad Request: plain"),
         (http("400 Bad Request", b'{"error": "flat"}'), ModelHTTPError, r"400 Bad Request: flat;"),
         (http("422 Nope", b'{"detail": "x"}'), ModelHTTPError, r"HTTP 422 Nope: \{\"detail"),
         (http("400 Bad Request", b""), ModelHTTPError, r"400 Bad Request: \(empty body\)"),
         (b"SMTP ready\r\n\r\n", ModelResponseError, r"unreadable HTTP answer"),
     ],
-    ids=["html", "two-objects", "text-error", "flat-error", "other-json", "empty", "not-http"],
+    ids=[
+        "html",
+        "two-objects",
+        "cut-short",
+        "bad-value",
+        "text-error",
+        "flat-error",
+        "other-json",
+        "empty",
+        "not-http",
+    ],
 )
 async def test_odd_answers_from_non_openai_servers(
     answer: bytes, error: type[ModelError], match: str
@@ -986,3 +999,170 @@ async def test_host_name_is_resolved_once_for_all_connections(srv: OpenAITestSer
     assert [r.content for r in results] == ["echo: hello"] * 5
     assert srv.connections_accepted == 5
     assert {r.headers["host"] for r in srv.requests} == {f"localhost:{srv.port}"}
+
+
+# -- the client's lean paths ----------------------------------------------------------------
+
+
+async def test_answer_heads_are_parsed_once_and_remembered_within_bounds() -> None:
+    # Every answer has its own head (as with a per-request id): all are read right, and the
+    # pool remembers no more than a bounded number of them.
+    answers: list[bytes | tuple[bytes, str]] = [
+        ok(extra=f"X-Request-Id: {i}\r\nX-Seen: a\r\nX-Seen: b\r\n") for i in range(300)
+    ]
+    async with ScriptedHTTP(answers) as base_url:
+        model = OpenAIChatModel(model="m", base_url=base_url, max_retries=0)
+        contents = [(await model.complete(USER, seed=i)).content for i in range(300)]
+        pool = model._pool()
+        assert pool is not None and 0 < len(pool.heads) <= 256
+        await model.aclose()
+    assert contents == ["fine"] * 300
+
+
+async def test_request_that_is_not_json_fails_before_sending(srv: OpenAITestServer) -> None:
+    model = make(srv)
+    with pytest.raises(TypeError, match=r"Object of type set is not JSON serializable"):
+        await model.complete([{"role": "user", "content": {1, 2}}])
+    await model.aclose()
+    assert srv.arrivals == [] and model.stats.calls == 0
+
+
+async def test_non_ascii_text_is_sent_as_utf8_and_echoed(srv: OpenAITestServer) -> None:
+    model = make(srv)
+    c = await model.complete([{"role": "user", "content": 'Grüße, 世界 ✓ "quoted"\n'}])
+    await model.aclose()
+    assert c.content == 'echo: Grüße, 世界 ✓ "quoted"\n'
+    (req,) = srv.requests
+    sent = json.dumps(req.body, ensure_ascii=False).encode()
+    assert int(req.headers["content-length"]) == len(sent)
+    assert (c.usage.prompt_tokens, c.usage.completion_tokens) == usage_for(
+        req.body["messages"], c.content
+    )
+
+
+# -- the test server's own I/O ----------------------------------------------------------------
+
+
+def _post(body: bytes, *, version: str = "HTTP/1.1", extra: str = "") -> bytes:
+    return (
+        f"POST /v1/chat/completions {version}\r\n{extra}Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="kernel receive times are read on Linux")
+async def test_latency_counts_from_arrival_not_from_when_the_server_read_it() -> None:
+    async with OpenAITestServer(latency=0.1) as srv:
+        reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+        sent = time.monotonic()
+        writer.write(_post(json.dumps({"messages": USER}).encode()))
+        # The loop, and the server in it, is busy for 80 ms: it reads the request late.
+        time.sleep(0.08)  # noqa: ASYNC251 - blocking the loop is the point
+        await reader.readuntil(b"\r\n\r\n")
+        answered = time.monotonic()
+        writer.close()
+        await writer.wait_closed()
+    (arrived,) = srv.arrivals
+    # (1 ms of slack: the kernel's wall-clock time is mapped onto the loop's clock.)
+    assert sent - 0.001 <= arrived < sent + 0.05  # not when the loop got round to it (80 ms)
+    assert answered - sent >= 0.1 - 0.0005 - 0.001  # never earlier than latency - half a tick
+
+
+async def test_large_answers_are_written_in_full(srv: OpenAITestServer) -> None:
+    # Larger than a socket's send buffer: what the socket does not take waits for it.
+    big = {"choices": [{"message": {"content": "x" * 8_000_000}}]}
+    srv.enqueue(Fault.reply(big), Fault.reply(big))
+    model = make(srv)
+    assert len((await model.complete(USER)).content or "") == 8_000_000
+    await model.aclose()
+    # An HTTP/1.0 request: the connection closes once the whole answer has gone out.
+    reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+    writer.write(_post(json.dumps({"messages": USER}).encode(), version="HTTP/1.0"))
+    data = await reader.read()
+    writer.close()
+    await writer.wait_closed()
+    assert b"Connection: close\r\n" in data and data.endswith(json.dumps(big).encode())
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        (json.dumps({"messages": USER}).encode("utf-16"), 200),
+        (b" \n" + json.dumps({"messages": USER}).encode(), 200),
+        (json.dumps({"messages": USER}).encode() + b" x", 400),
+        (b'{"messages": [', 400),
+        (b'{"messages": x}', 400),
+    ],
+    ids=["utf-16", "space-before", "extra-data", "cut-short", "bad-value"],
+)
+async def test_server_reads_bodies_as_json_loads_does(
+    srv: OpenAITestServer, body: bytes, status: int
+) -> None:
+    got, answer = await exchange(srv.port, "POST", body)
+    assert got == status
+    if status == 200:
+        assert answer["choices"][0]["message"]["content"] == "echo: hello"
+    else:
+        assert "'messages' list" in answer["error"]["message"]
+
+
+async def test_server_remembers_a_bounded_number_of_request_heads(srv: OpenAITestServer) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+    body = json.dumps({"messages": USER}).encode()
+    for i in range(300):  # a head of its own for each request
+        writer.write(_post(body, extra=f"X-Request-Id: {i}\r\n"))
+        head = await reader.readuntil(b"\r\n\r\n")
+        await reader.readexactly(int(head.lower().split(b"content-length: ")[1].split(b"\r")[0]))
+    writer.close()
+    await writer.wait_closed()
+    assert srv.served == 300 and {r.headers["x-request-id"] for r in srv.requests} == {
+        str(i) for i in range(300)
+    }
+    assert 0 < len(srv._heads) <= 256
+
+
+async def test_server_forgets_a_connection_reset_before_its_answer() -> None:
+    import socket
+    import struct
+
+    async with OpenAITestServer(latency=5.0) as srv:
+        sock = socket.create_connection(("127.0.0.1", srv.port))
+        sock.sendall(_post(json.dumps({"messages": USER}).encode()))
+        for _ in range(1000):
+            if srv.in_flight == 1:
+                break
+            await asyncio.sleep(0.001)
+        assert srv.in_flight == 1
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()  # a reset, not a polite close
+        for _ in range(1000):
+            if srv.in_flight == 0:
+                break
+            await asyncio.sleep(0.001)
+        assert srv.in_flight == 0 and srv.served == 0
+
+
+async def test_server_port_in_use_is_an_os_error() -> None:
+    async with OpenAITestServer() as srv:
+        other = OpenAITestServer(port=srv.port)
+        with pytest.raises(OSError, match=r"[Aa]ddress already in use"):
+            await other.start()
+        await other.close()  # never started: nothing to do
+        assert other.connections_accepted == 0
+
+
+async def test_answers_never_leave_more_than_half_a_tick_early() -> None:
+    # 64 answers falling due close together, twice: however the server tunes how early it
+    # may send (to keep the mean latency the one asked for), none comes back early.
+    async with OpenAITestServer(latency=0.03) as srv:
+        model = OpenAIChatModel(model="m", base_url=srv.base_url, max_retries=0)
+
+        async def timed(i: int) -> float:
+            start = time.monotonic()
+            await model.complete(USER, seed=i)
+            return time.monotonic() - start
+
+        for _ in range(2):
+            times = await asyncio.gather(*(timed(i) for i in range(64)))
+            assert min(times) >= 0.03 - 0.0005
+        await model.aclose()
+    assert srv.served == 128
