@@ -43,7 +43,15 @@ from agentsim.llm._http import (
     HTTPProtocolError,
     HTTPReply,
 )
-from agentsim.llm.base import Completion, Message, ToolCall, ToolSchema, Usage
+from agentsim.llm.base import (
+    Completion,
+    Message,
+    ToolCall,
+    ToolSchema,
+    Usage,
+    make_completion,
+    make_usage,
+)
 from agentsim.llm.limiter import RateLimiter
 from agentsim.llm.stats import ModelStats, Prices
 
@@ -447,9 +455,9 @@ def parse_completion(
     usage = _NO_USAGE
     if _is_object(usage_raw):
         try:
-            usage = Usage(
-                prompt_tokens=int(usage_raw.get("prompt_tokens") or 0),
-                completion_tokens=int(usage_raw.get("completion_tokens") or 0),
+            usage = make_usage(
+                int(usage_raw.get("prompt_tokens") or 0),
+                int(usage_raw.get("completion_tokens") or 0),
             )
         except (TypeError, ValueError):
             raise _not_completion(where, "usage holds non-integer token counts") from None
@@ -457,12 +465,8 @@ def parse_completion(
     if type(finish) is not str:
         finish = "tool_calls" if calls else "stop"
     model = payload.get("model")
-    return Completion(
-        content=content,
-        tool_calls=calls,
-        usage=usage,
-        finish_reason=finish,
-        model=model if type(model) is str and model else default_model,
+    return make_completion(
+        content, calls, usage, finish, model if type(model) is str and model else default_model
     )
 
 

@@ -22,7 +22,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from agentsim.llm.base import Completion, Message, ToolCall, ToolSchema, Usage
+from agentsim.llm.base import (
+    Completion,
+    Message,
+    ToolCall,
+    ToolSchema,
+    Usage,
+    make_completion,
+    make_tool_call,
+    make_usage,
+)
 
 __all__ = ["ScriptedModel"]
 
@@ -366,12 +375,12 @@ class ScriptedModel:
             usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=(len(text) + 3) // 4)
             return Completion(content=text, usage=usage, finish_reason="stop", model=self.name)
         arguments = json.dumps(args)
-        return Completion(
-            content=None,
-            tool_calls=(ToolCall(id=f"call_{len(step.calls)}", name=name, arguments=arguments),),
-            usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=(len(arguments) + 3) // 4),
-            finish_reason="tool_calls",
-            model=self.name,
+        return make_completion(
+            None,
+            (make_tool_call(f"call_{len(step.calls)}", name, arguments),),
+            make_usage(prompt_tokens, (len(arguments) + 3) // 4),
+            "tool_calls",
+            self.name,
         )
 
     def _choose(self, step: _Step, seed: int) -> _Choice:

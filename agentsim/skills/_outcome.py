@@ -12,13 +12,14 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
+from agentsim._draft import draft_class
+
 __all__ = [
     "CappedWriter",
     "Outcome",
     "ScriptResult",
     "Tier",
     "cap_text",
-    "draft_class",
     "exit_status",
     "fast_result",
     "format_exc",
@@ -60,20 +61,6 @@ class ScriptResult:
             "isolation": self.isolation,
             "truncated": self.truncated,
         }
-
-
-def draft_class(cls: type) -> Any:
-    """A plain class with the slot layout of the frozen slots dataclass ``cls``.
-
-    A frozen dataclass ``__init__`` pays one ``object.__setattr__`` per field (~2.5 µs for
-    ``ScriptResult``, measured), more than the script call it reports on. Hot paths instead
-    fill an instance of this twin with ordinary attribute stores (~0.3 µs for all fields) and
-    then retype it with ``obj.__class__ = cls``: CPython allows that between classes whose
-    slot layouts are identical, and the object is from then on a genuine, frozen ``cls``.
-    Every field must be assigned before retyping (slots have no defaults).
-    """
-    slots = cls.__dict__["__slots__"]
-    return type(f"_{cls.__name__}Draft", (), {"__slots__": slots, "__module__": __name__})
 
 
 _ResultDraft = draft_class(ScriptResult)

@@ -20,6 +20,7 @@ from pathlib import Path
 from stat import S_ISLNK
 from typing import Any, cast
 
+from agentsim._draft import draft_class
 from agentsim.skills._fastyaml import Memo
 from agentsim.skills._frontmatter import (
     MAX_SKILL_MD_BYTES,
@@ -28,7 +29,6 @@ from agentsim.skills._frontmatter import (
     read_frontmatter,
     too_big,
 )
-from agentsim.skills._outcome import draft_class
 from agentsim.skills._validate import (
     check_fields,
     check_skill_files,

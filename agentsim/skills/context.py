@@ -20,7 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, cast
 
-from agentsim.skills._outcome import draft_class
+from agentsim._draft import draft_class
 
 __all__ = [
     "CONTEXT_ENV_VAR",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any, Literal, cast
 
-from agentsim.skills._outcome import draft_class
+from agentsim._draft import draft_class
 
 __all__ = [
     "HOOK_TYPES",

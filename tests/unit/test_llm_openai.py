@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import email.utils
 import io
 import json
@@ -1166,3 +1167,26 @@ async def test_answers_never_leave_more_than_half_a_tick_early() -> None:
             assert min(times) >= 0.03 - 0.0005
         await model.aclose()
     assert srv.served == 128
+
+
+def test_fast_constructors_build_the_same_frozen_values() -> None:
+    from agentsim.llm.base import Completion, ToolCall, make_completion, make_tool_call, make_usage
+
+    usage = make_usage(12, 3)
+    call = make_tool_call("call_0", "finish", '{"action": "rest"}')
+    built = make_completion(None, (call,), usage, "tool_calls", "m")
+    expected = Completion(
+        content=None,
+        tool_calls=(ToolCall(id="call_0", name="finish", arguments='{"action": "rest"}'),),
+        usage=Usage(prompt_tokens=12, completion_tokens=3),
+        finish_reason="tool_calls",
+        model="m",
+    )
+    assert built == expected and hash(built) == hash(expected)
+    assert type(built) is Completion and type(built.usage) is Usage
+    assert built.usage.total_tokens == 15
+    assert built.message["tool_calls"][0]["function"]["name"] == "finish"
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'model'"):
+        built.model = "other"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError, match="prompt_tokens"):
+        usage.prompt_tokens = 0  # type: ignore[misc]
