@@ -10,6 +10,10 @@ Prints one JSON object:
   Ideal = concurrency / latency calls/s. Each repeat starts a new server and a new model and
   runs ``rounds`` rounds: the first is cold (it opens the connections), the others warm.
   Reported: the median cold round over the repeats, and the median of all warm rounds.
+  The agents are stepped as ``AgentHost`` steps them (``agentsim._aio.gather_eager``: each
+  call starts in place and becomes a task only when it waits).
+- ``throughput_tasks``: the same, with one ``asyncio`` task per call, all created before
+  any runs (so ~4 ms of task creation delays the first request of each round).
 - ``raw_client_throughput``: the same load from bare keep-alive connections on asyncio
   streams (no HTTP library, no limiter), for comparison. Streams read through asyncio's
   plain ``Protocol`` path (a 256 KiB allocation per read), which the model's client avoids.
@@ -43,6 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agentsim._aio import gather_eager
 from agentsim.llm.limiter import RateLimiter
 from agentsim.llm.openai import OpenAIChatModel
 from agentsim.testing.openai_server import spawn_test_server
@@ -57,7 +62,25 @@ Rounds = list[tuple[float, float]]
 """(calls/s, client CPU seconds) of each round."""
 
 
+def _fail(i: int, exc: Exception) -> object:
+    raise RuntimeError(f"call {i} failed: {exc}") from exc
+
+
 async def throughput(base_url: str, *, agents: int, concurrency: int, rounds: int) -> Rounds:
+    """Agents stepped the way ``AgentHost`` steps them (``gather_eager``): each call starts in
+    place and becomes a task only when it waits, so requests leave before the waiting calls'
+    tasks are made."""
+    return await _throughput(base_url, agents, concurrency, rounds, eager=True)
+
+
+async def throughput_tasks(base_url: str, *, agents: int, concurrency: int, rounds: int) -> Rounds:
+    """The same calls with one ``asyncio`` task each, all made before any runs."""
+    return await _throughput(base_url, agents, concurrency, rounds, eager=False)
+
+
+async def _throughput(
+    base_url: str, agents: int, concurrency: int, rounds: int, *, eager: bool
+) -> Rounds:
     limiter = RateLimiter(max_concurrency=concurrency)
     model = OpenAIChatModel(model="bench", base_url=base_url, limiter=limiter, max_retries=0)
     convs = [
@@ -68,9 +91,13 @@ async def throughput(base_url: str, *, agents: int, concurrency: int, rounds: in
         for r in range(rounds):
             cpu = time.process_time()
             start = time.perf_counter()
-            async with asyncio.TaskGroup() as tg:
-                for i, conv in enumerate(convs):
-                    tg.create_task(model.complete(conv, seed=r * agents + i))
+            if eager:
+                calls = (model.complete(c, seed=r * agents + i) for i, c in enumerate(convs))
+                await gather_eager(calls, on_error=_fail)
+            else:
+                async with asyncio.TaskGroup() as tg:
+                    for i, conv in enumerate(convs):
+                        tg.create_task(model.complete(conv, seed=r * agents + i))
             out.append((agents / (time.perf_counter() - start), time.process_time() - cpu))
     finally:
         await model.aclose()
@@ -241,6 +268,9 @@ def main() -> None:
     for concurrency in sorted({args.concurrency, 64}, reverse=True):
         key = "throughput" if concurrency == args.concurrency else f"throughput_c{concurrency}"
         result[key] = run_throughput(args, concurrency, throughput, startup_cpu)
+    result["throughput_tasks"] = run_throughput(
+        args, args.concurrency, throughput_tasks, startup_cpu
+    )
     result["raw_client_throughput"] = run_throughput(
         args, args.concurrency, raw_throughput, startup_cpu
     )
