@@ -11,10 +11,13 @@ that produces the diagnostics; the body is never kept. All parsing in one scan s
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import stat
 import sys
+import time
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from operator import attrgetter
 from pathlib import Path
 from stat import S_ISLNK
@@ -29,6 +32,7 @@ from agentsim.skills._frontmatter import (
     read_frontmatter,
     too_big,
 )
+from agentsim.skills._split import SPLIT_MIN, fork_ok, split_work
 from agentsim.skills._validate import (
     check_fields,
     check_skill_files,
@@ -44,6 +48,12 @@ _FOLLOW_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBL
 _NOFOLLOW_FLAGS = _FOLLOW_FLAGS | getattr(os, "O_NOFOLLOW", 0)
 _HAS_NOFOLLOW = hasattr(os, "O_NOFOLLOW")
 _LINK_ERRNOS = (errno.ELOOP, errno.EMLINK)  # EMLINK: what the BSDs answer instead
+
+_SUFFIX = os.sep + "SKILL.md"
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+RACY_NS = 2_000_000_000
+"""A root whose own timestamps are younger than this is listed again on every refresh."""
 
 NAMESPACE_ORDER = ("agent", "custom", "built-in")
 """Precedence of namespaces for bare names; ``env:<module>`` namespaces come last."""
@@ -99,6 +109,10 @@ class SkillDescriptor:
             )
         return Path(self.path, target)
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Pickled as its field values, restored without ``__init__`` (see ``_restore``).
+        return _restore, _FIELD_VALUES(self)
+
     @property
     def skill_md(self) -> str:
         return os.path.join(self.path, "SKILL.md")
@@ -137,57 +151,119 @@ Entry = tuple[int, int, SkillDescriptor | None, tuple[Diagnostic, ...]]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RootScan:
-    """One scanned root: its entries by folder name (sorted) and root-level diagnostics."""
+    """One scanned root: its entries by folder name (sorted) and root-level diagnostics.
+
+    ``stamp`` is how the root folder itself looked when it was listed (see ``_root_stamp``);
+    while it stays the same the root holds the same names, so a refresh skips listing it and
+    stats each known ``SKILL.md`` directly. ``others`` are the folders listed then that held
+    no ``SKILL.md``: a refresh looks into them again (creating a file inside a folder leaves
+    the root's own stamp alone).
+    """
 
     root: str
     namespace: str
     entries: dict[str, Entry]
     diagnostics: tuple[Diagnostic, ...] = ()
+    stamp: tuple[int, ...] | None = None
+    others: tuple[str, ...] = ()
 
 
 _Draft = draft_class(SkillDescriptor)
 _new = object.__new__
 
 
-def _descriptor(
-    fields: dict[str, Any], *, namespace: str, folder: str, body_line: int
+def _restore(
+    skill_id: str,
+    name: str,
+    namespace: str,
+    description: str,
+    path: str,
+    script: str | None,
+    hooks: tuple[tuple[str, str], ...],
+    tags: tuple[str, ...],
+    requires: tuple[str, ...],
+    timeout: float | None,
+    isolation: str,
+    status: str,
+    input_schema: dict[str, Any] | None,
+    output_schema: dict[str, Any] | None,
+    idempotent: bool,
+    retries: int,
+    version: str | None,
+    license: str | None,
+    compatibility: str | None,
+    metadata: dict[str, str] | None,
+    allowed_tools: tuple[str, ...] | None,
+    body_line: int,
 ) -> SkillDescriptor:
-    """A descriptor from ``check_fields`` output (whose keys are the field names).
+    """A descriptor from all its field values, in field order, without ``__init__``.
 
-    The frozen dataclass ``__init__`` pays an ``object.__setattr__`` per field: for 22
-    fields that was ~36k instructions, as much as reading the whole frontmatter. The scan
-    fills a draft with plain slot stores and retypes it instead (see ``draft_class``);
-    every field is assigned, with the dataclass defaults, and a test checks the result
-    equals what ``__init__`` builds.
+    The frozen dataclass ``__init__`` (and its pickle ``__setstate__``) pays an
+    ``object.__setattr__`` per field: for 22 fields that was ~36k instructions, as much as
+    reading the whole frontmatter. This fills a draft with plain slot stores and retypes it
+    instead (see ``draft_class``); a test checks the result equals what ``__init__`` builds.
+    Scans and unpickling (a registry sent to a Ray actor, a forked scan's results) use it.
     """
     d = _new(_Draft)
-    name = fields["name"]
-    get = fields.get
-    d.skill_id = sys.intern(f"{namespace}@{name}")
-    d.name = name
-    d.namespace = namespace
-    d.description = fields["description"]
-    d.path = folder
-    d.script = get("script")
-    hooks = get("hooks")
-    d.hooks = tuple(hooks.items()) if hooks else ()
-    d.tags = get("tags", ())
-    d.requires = get("requires", ())
-    d.timeout = get("timeout")
-    d.isolation = get("isolation", "inline")
-    d.status = get("status", "active")
-    d.input_schema = get("input_schema")
-    d.output_schema = get("output_schema")
-    d.idempotent = get("idempotent", False)
-    d.retries = get("retries", 0)
-    d.version = get("version")
-    d.license = get("license")
-    d.compatibility = get("compatibility")
-    d.metadata = get("metadata")
-    d.allowed_tools = get("allowed_tools")
+    d.skill_id = sys.intern(skill_id)
+    d.name = sys.intern(name)
+    d.namespace = sys.intern(namespace)
+    d.description = description
+    d.path = path
+    d.script = script
+    d.hooks = hooks
+    d.tags = tags
+    d.requires = requires
+    d.timeout = timeout
+    d.isolation = isolation
+    d.status = status
+    d.input_schema = input_schema
+    d.output_schema = output_schema
+    d.idempotent = idempotent
+    d.retries = retries
+    d.version = version
+    d.license = license
+    d.compatibility = compatibility
+    d.metadata = metadata
+    d.allowed_tools = allowed_tools
     d.body_line = body_line
     d.__class__ = SkillDescriptor
     return cast(SkillDescriptor, d)
+
+
+_FIELD_VALUES = attrgetter(*(f.name for f in dataclass_fields(SkillDescriptor)))  # as _restore
+
+
+def _descriptor(
+    fields: dict[str, Any], *, namespace: str, folder: str, body_line: int
+) -> SkillDescriptor:
+    """A descriptor from ``check_fields`` output (whose keys are the field names)."""
+    get = fields.get
+    hooks = get("hooks")
+    return _restore(
+        f"{namespace}@{fields['name']}",
+        fields["name"],
+        namespace,
+        fields["description"],
+        folder,
+        get("script"),
+        tuple(hooks.items()) if hooks else (),
+        get("tags", ()),
+        get("requires", ()),
+        get("timeout"),
+        get("isolation", "inline"),
+        get("status", "active"),
+        get("input_schema"),
+        get("output_schema"),
+        get("idempotent", False),
+        get("retries", 0),
+        get("version"),
+        get("license"),
+        get("compatibility"),
+        get("metadata"),
+        get("allowed_tools"),
+        body_line,
+    )
 
 
 def _cannot_read(source: str, exc: OSError) -> Diagnostic:
@@ -330,6 +406,29 @@ class _Walk:
             return False
         return entry.is_dir()
 
+    def first(self, entry: os.DirEntry[str]) -> Entry | None:
+        """The entry of a folder this root has not had before (None: not a skill)."""
+        name = entry.name
+        if name[0] in "._":
+            return None
+        if entry.is_symlink() and not self.linked_folder(entry):
+            return None
+        return self.load(entry.path, name)
+
+    def recheck(self, folder: str, name: str, prev: Entry) -> Entry | None:
+        """A known folder's entry now (None: its SKILL.md is gone): ``prev`` itself while its
+        SKILL.md keeps its (mtime_ns, size). One ``lstat`` decides; an entry that failed is
+        always read again, as its fix may be a new script file that leaves SKILL.md alone."""
+        try:
+            st = os.lstat(folder + _SUFFIX)
+        except OSError:
+            return None
+        if S_ISLNK(st.st_mode):
+            return self.linked_md(folder, name)  # a link's own stat says nothing
+        if prev[0] == st.st_mtime_ns and prev[1] == st.st_size and prev[2] is not None:
+            return prev
+        return self.load(folder, name)
+
     def load(self, folder: str, name: str) -> Entry | None:
         if not _HAS_NOFOLLOW and os.path.islink(folder + os.sep + "SKILL.md"):
             return self.linked_md(folder, name)
@@ -342,20 +441,60 @@ class _Walk:
 _BY_NAME = attrgetter("name")  # a C-level sort key: no Python frame per entry
 
 
+def _first_scan(
+    walk: _Walk, found: list[os.DirEntry[str]]
+) -> tuple[dict[str, Entry], tuple[Diagnostic, ...]]:
+    """Entries and root diagnostics of a root read for the first time.
+
+    A large root is shared with a forked child (``split_work``). The garbage collector is
+    paused meanwhile: the scan makes no reference cycles, and the collections its fresh
+    objects set off cost ~10% of a 10,000-skill scan.
+    """
+    entries: dict[str, Entry] = {}
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        if len(found) < SPLIT_MIN or not fork_ok():
+            for item in found:
+                new = walk.first(item)
+                if new is not None:
+                    entries[sys.intern(item.name)] = new
+            return entries, tuple(walk.diagnostics)
+
+        def work(i: int) -> tuple[Entry | None, tuple[Diagnostic, ...]]:
+            mark = len(walk.diagnostics)  # diagnostics travel with their folder
+            return walk.first(found[i]), tuple(walk.diagnostics[mark:])
+
+        diagnostics: list[Diagnostic] = []
+        for item, (new, item_diags) in zip(found, split_work(len(found), work), strict=True):
+            diagnostics += item_diags
+            if new is not None:
+                entries[sys.intern(item.name)] = new
+        return entries, tuple(diagnostics)
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def scan_root(
     root: str, namespace: str, previous: RootScan | None = None
 ) -> tuple[RootScan, list[str], list[str], list[str]]:
     """Scan ``root``; reuse ``previous`` entries whose SKILL.md did not change.
 
     Returns the new scan and the folder names added, changed and removed. An entry that
-    failed before is always re-checked: its fix may be a new script file, which does not
-    touch SKILL.md.
+    failed before is always re-checked (see ``_Walk.recheck``).
 
     ``DirEntry`` answers "is it a symlink" from the listing (d_type), without a system
     call. Whether an entry is a folder at all is left to opening its ``SKILL.md`` (a file
     has no children): one system call fewer per skill.
     """
     namespace = sys.intern(namespace)
+    walk = _Walk(root, namespace)
+    stamp = _root_stamp(root)
+    if previous is not None and stamp is not None and stamp == previous.stamp:
+        restat = _restat(walk, previous)
+        if restat is not None:
+            return restat
     old = previous.entries if previous is not None else {}
     try:
         with os.scandir(root) as it:
@@ -368,50 +507,130 @@ def scan_root(
         diag = Diagnostic(file=root, line=0, message=message, severity="warning")
         scan = RootScan(root=root, namespace=namespace, entries={}, diagnostics=(diag,))
         return scan, [], [], sorted(old)
-    walk = _Walk(root, namespace)
+    if old:
+        entries, added, changed = _relist(walk, found, old)
+        diagnostics = tuple(walk.diagnostics)
+    else:
+        entries, diagnostics = _first_scan(walk, found)
+        added, changed = list(entries), []
+    if stamp is not None and any(item.is_symlink() for item in found):
+        stamp = None  # where a link points can change without the root changing
+    others = tuple(n for item in found if (n := item.name)[0] not in "._" and n not in entries)
+    scan = RootScan(
+        root=root,
+        namespace=namespace,
+        entries=entries,
+        diagnostics=diagnostics,
+        stamp=stamp,
+        others=others,
+    )
+    return scan, added, changed, [name for name in old if name not in entries]
+
+
+def _root_stamp(root: str) -> tuple[int, ...] | None:
+    """The root folder's own (inode, mtime_ns, ctime_ns, links, size), or None when it
+    cannot be trusted to show a change: unreadable, or changed less than ``RACY_NS`` ago.
+
+    Adding, removing or renaming a folder in the root moves its mtime, but only at the
+    file system's timestamp granularity (a clock tick here, up to 2 s on some file
+    systems), so a root that changed within that window may change again unseen: it is
+    listed again until it is older.
+    """
+    try:
+        st = os.stat(root)
+    except OSError:
+        return None
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink, st.st_size)
+
+
+def _relist(
+    walk: _Walk, found: list[os.DirEntry[str]], old: dict[str, Entry]
+) -> tuple[dict[str, Entry], list[str], list[str]]:
+    """A refresh from a new listing of the root: (entries, added, changed)."""
     entries: dict[str, Entry] = {}
     added: list[str] = []
     changed: list[str] = []
-    lstat = os.lstat
-    suffix = os.sep + "SKILL.md"
-    for entry in found:
-        name = entry.name
+    for item in found:
+        name = item.name
         if name[0] in "._":
             continue
-        folder = entry.path
-        if entry.is_symlink() and not walk.linked_folder(entry):
+        if item.is_symlink() and not walk.linked_folder(item):
             continue
         prev = old.get(name)
-        if prev is None:
-            new = walk.load(folder, name)
-        else:
-            # Refresh: one lstat decides whether the entry can be reused.
-            try:
-                st = lstat(folder + suffix)
-            except OSError:
-                continue  # SKILL.md is gone: the folder is no skill any more
-            if prev[0] == st.st_mtime_ns and prev[1] == st.st_size and prev[2] is not None:
-                if not S_ISLNK(st.st_mode):
-                    entries[name] = prev
-                    continue
-                new = walk.linked_md(folder, name)  # a link's own stat says nothing
-            elif S_ISLNK(st.st_mode):
-                new = walk.linked_md(folder, name)
-            else:
-                new = walk.load(folder, name)
+        new = walk.load(item.path, name) if prev is None else walk.recheck(item.path, name, prev)
         if new is None:
             continue
         name = sys.intern(name)
         entries[name] = new
         if prev is None:
             added.append(name)
-        elif new != prev:
+        elif new is not prev and new != prev:
             changed.append(name)
-    removed = [name for name in old if name not in entries]
+    return entries, added, changed
+
+
+def _restat(
+    walk: _Walk, previous: RootScan
+) -> tuple[RootScan, list[str], list[str], list[str]] | None:
+    """A refresh of a root whose stamp has not moved: its folders are the ones it had.
+    None if the root cannot be opened any more (the caller lists it)."""
+    old = previous.entries
+    base = previous.root + os.sep
+    entries: dict[str, Entry] = {}
+    changed: list[str] = []
+    others: list[str] = []  # folders (still there: the stamp says so) with no skill now
+    lstat = os.lstat
+    try:
+        fd = os.open(previous.root, _DIR_FLAGS)
+    except OSError:
+        return None  # gone since its stamp was taken: listing it will say so
+    try:
+        for name, prev in old.items():
+            # The common case inline, with a path relative to the root (a shorter walk
+            # for the kernel); anything else goes to ``recheck``, which looks again.
+            try:
+                st = lstat(name + _SUFFIX, dir_fd=fd)
+            except OSError:
+                others.append(name)  # SKILL.md is gone
+                continue
+            if (
+                prev[0] == st.st_mtime_ns
+                and prev[1] == st.st_size
+                and prev[2] is not None
+                and not S_ISLNK(st.st_mode)
+            ):
+                entries[name] = prev
+                continue
+            new = walk.recheck(base + name, name, prev)
+            if new is None:
+                others.append(name)
+                continue
+            entries[name] = new
+            if new != prev:
+                changed.append(name)
+    finally:
+        os.close(fd)
+    added: list[str] = []
+    for name in previous.others:
+        new = walk.load(base + name, name)
+        if new is None:
+            others.append(name)
+        else:
+            entries[name] = new
+            added.append(name)
+    if added:
+        entries = dict(sorted(entries.items()))
     scan = RootScan(
-        root=root, namespace=namespace, entries=entries, diagnostics=tuple(walk.diagnostics)
+        root=previous.root,
+        namespace=previous.namespace,
+        entries=entries,
+        diagnostics=tuple(walk.diagnostics),  # links that leave are met again, as before
+        stamp=previous.stamp,
+        others=tuple(sorted(others)),
     )
-    return scan, added, changed, removed
+    return scan, added, changed, [name for name in old if name not in entries]
 
 
 def _skipped_link(path: str) -> Diagnostic:

@@ -1,0 +1,238 @@
+"""The registry's two fast paths: a cold scan shared with a forked child, and a refresh
+that skips listing a root whose own stamp has not moved. Each must give what the plain
+path gives, and recover when its helper fails."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from test_registry import make_skill, touch
+
+from agentsim.skills import SkillDescriptor, SkillRegistry, _split
+from agentsim.skills import _scan as scan_module
+
+
+def _mixed_root(root: Path) -> Path:
+    """Good skills with some of every kind of trouble between them."""
+    for i in range(40):
+        make_skill(root, f"skill-{i:02d}", extra="tags: [a, b]\nisolation: inline\n")
+    make_skill(root, "broken-yaml", extra="tags: [unclosed\n")
+    make_skill(root, "wrong-name").joinpath("SKILL.md").write_text(
+        "---\nname: other\ndescription: d\n---\n"
+    )
+    gone = make_skill(root, "no-script")
+    (gone / "scripts" / "no_script.py").unlink()
+    (root / "not-a-skill").mkdir()
+    (root / "README.md").write_text("Not a skill.\n")
+    make_skill(root, ".hidden")
+    outside = make_skill(root.parent / "elsewhere", "far-away")
+    (root / "far-away").symlink_to(outside, target_is_directory=True)
+    (root / "alias").symlink_to(root / "skill-00", target_is_directory=True)
+    return root
+
+
+def _scan(root: Path) -> SkillRegistry:
+    reg = SkillRegistry()
+    reg.scan_builtin(root)
+    return reg
+
+
+def _same(a: SkillRegistry, b: SkillRegistry) -> None:
+    assert a.list_all() == b.list_all()
+    assert [type(d) for d in a.list_all()] == [SkillDescriptor] * len(a.list_all())
+    assert a.diagnostics == b.diagnostics
+    assert a.snapshot().scans[0].entries == b.snapshot().scans[0].entries
+
+
+@pytest.fixture
+def force_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scan_module, "SPLIT_MIN", 2)
+    monkeypatch.setattr(scan_module, "fork_ok", lambda: True)
+
+
+@pytest.fixture
+def serial(tmp_path: Path) -> tuple[Path, SkillRegistry]:
+    root = _mixed_root(tmp_path / "skills")
+    return root, _scan(root)
+
+
+def test_a_split_scan_registers_exactly_what_one_process_does(
+    serial: tuple[Path, SkillRegistry], force_split: None
+) -> None:
+    root, expected = serial
+    got = _scan(root)
+    _same(got, expected)
+    assert len(got.list_all()) == 40
+    messages = "\n".join(str(d) for d in got.diagnostics)
+    # the alias is followed (it stays in the root) and then fails on its name
+    for folder in ("broken-yaml", "wrong-name", "no-script", "far-away", "alias"):
+        assert folder in messages
+    # the split scan refreshes like any other
+    touch(root / "skill-03" / "SKILL.md", "---\nname: skill-03\ndescription: New.\n---\n")
+    result = got.refresh()
+    assert result.changed == ("built-in@skill-03",)
+    assert got.get("built-in@skill-03").description == "New."
+
+
+def test_a_child_that_dies_at_once_loses_nothing(
+    serial: tuple[Path, SkillRegistry], force_split: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_split, "_child", lambda *args: os._exit(3))
+    _same(_scan(serial[0]), serial[1])
+
+
+def test_a_child_that_sends_garbage_loses_nothing(
+    serial: tuple[Path, SkillRegistry], force_split: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def garbage(fd: int, done: object) -> None:
+        data = b"not a pickle"
+        os.write(fd, _split._HEADER.pack(len(data)) + data)
+
+    monkeypatch.setattr(_split, "_send", garbage)
+    _same(_scan(serial[0]), serial[1])
+
+
+def test_a_child_that_hangs_is_killed_and_its_share_read_here(
+    serial: tuple[Path, SkillRegistry], force_split: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def hang(count: int, work: object, claims: bytearray, write_fd: int) -> None:
+        for i in range(count):
+            claims[i] = _split._CHILD  # takes everything, delivers nothing
+        time.sleep(60)
+        os._exit(0)
+
+    monkeypatch.setattr(_split, "_child", hang)
+    monkeypatch.setattr(_split, "_GRACE_S", 0.2)
+    started = time.monotonic()
+    _same(_scan(serial[0]), serial[1])
+    assert time.monotonic() - started < 20
+
+
+def test_split_work_returns_results_in_order_whoever_computed_them() -> None:
+    squares = _split.split_work(5000, lambda i: (i, i * i, os.getpid()))
+    assert [(i, sq) for i, sq, _ in squares] == [(i, i * i) for i in range(5000)]
+    assert {pid for *_, pid in squares} >= {os.getpid()}
+    assert _split.split_work(1, str) == ["0"]
+
+
+def test_fork_ok_says_no_when_turned_off_or_with_a_second_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AGENTSIM_SCAN_SPLIT", "0")
+    assert _split.fork_ok() is False
+    monkeypatch.delenv("AGENTSIM_SCAN_SPLIT")
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert _split.fork_ok() is False
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_fork_ok_says_yes_in_a_single_threaded_process_with_two_cpus() -> None:
+    code = "from agentsim.skills._split import fork_ok; print(fork_ok())"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={k: v for k, v in os.environ.items() if k != "AGENTSIM_SCAN_SPLIT"},
+    )
+    assert out.stdout.strip() == str(len(os.sched_getaffinity(0)) >= 2)
+
+
+def test_descriptors_pickle_to_equal_frozen_descriptors(
+    serial: tuple[Path, SkillRegistry],
+) -> None:
+    for desc in serial[1].list_all():
+        back = pickle.loads(pickle.dumps(desc))
+        assert back == desc and type(back) is SkillDescriptor
+        with pytest.raises(AttributeError, match="cannot assign to field 'name'"):
+            back.name = "x"  # type: ignore[misc]
+
+
+# -- refresh of a root whose stamp has not moved ---------------------------------------------
+
+
+@pytest.fixture
+def settled(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[Path, SkillRegistry]:
+    """A scanned root whose stamp is trusted at once (no racy window), with a pause after
+    the scan so that any later change moves the file system's clock."""
+    monkeypatch.setattr(scan_module, "RACY_NS", 0)
+    root = tmp_path / "skills"
+    for name in ("alpha", "beta", "gamma"):
+        make_skill(root, name)
+    (root / "drafts").mkdir()
+    reg = _scan(root)
+    assert reg.snapshot().scans[0].stamp is not None
+    assert reg.snapshot().scans[0].others == ("drafts",)
+    time.sleep(0.05)
+    return root, reg
+
+
+def test_unchanged_settled_root_refreshes_without_a_new_generation(
+    settled: tuple[Path, SkillRegistry],
+) -> None:
+    _, reg = settled
+    gen = reg.generation
+    result = reg.refresh()
+    assert (result.generation, result.added, result.changed, result.removed) == (gen, (), (), ())
+
+
+def test_settled_root_picks_up_edits_deletions_and_a_skill_born_in_a_plain_folder(
+    settled: tuple[Path, SkillRegistry],
+) -> None:
+    root, reg = settled
+    touch(root / "beta" / "SKILL.md", "---\nname: beta\ndescription: Edited.\n---\n")
+    (root / "gamma" / "SKILL.md").unlink()  # the folder stays: the root's stamp does not move
+    make_skill(root, "drafts")  # a SKILL.md appears in a folder that had none
+    result = reg.refresh()
+    assert result.changed == ("built-in@beta",)
+    assert result.removed == ("built-in@gamma",)
+    assert result.added == ("built-in@drafts",)
+    assert [d.name for d in reg.list_all()] == ["alpha", "beta", "drafts"]
+    assert reg.get("built-in@beta").description == "Edited."
+    assert reg.snapshot().scans[0].others == ("gamma",)
+
+
+def test_settled_root_lists_again_when_a_folder_is_added_or_removed(
+    settled: tuple[Path, SkillRegistry],
+) -> None:
+    root, reg = settled
+    make_skill(root, "delta")
+    assert reg.refresh().added == ("built-in@delta",)
+    time.sleep(0.05)
+    shutil.rmtree(root / "alpha")
+    assert reg.refresh().removed == ("built-in@alpha",)
+
+
+def test_settled_root_that_disappears_is_reported(settled: tuple[Path, SkillRegistry]) -> None:
+    root, reg = settled
+    shutil.rmtree(root)
+    result = reg.refresh()
+    assert sorted(result.removed) == ["built-in@alpha", "built-in@beta", "built-in@gamma"]
+    assert "does not exist" in str(reg.diagnostics[-1])
+
+
+def test_a_young_root_or_one_with_links_is_listed_on_every_refresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "skills"
+    make_skill(root, "alpha")
+    assert _scan(root).snapshot().scans[0].stamp is None  # changed under RACY_NS ago
+    monkeypatch.setattr(scan_module, "RACY_NS", 0)
+    assert _scan(root).snapshot().scans[0].stamp is not None
+    linked = tmp_path / "linked"
+    make_skill(linked, "alpha")
+    (linked / "alias").symlink_to(linked / "alpha", target_is_directory=True)
+    assert _scan(linked).snapshot().scans[0].stamp is None
