@@ -296,7 +296,14 @@ def _careful_fields(
 
 
 def _parse(
-    raw: bytes, folder: str, name: str, namespace: str, source: str, memo: Memo
+    raw: bytes,
+    folder: str,
+    name: str,
+    namespace: str,
+    source: str,
+    memo: Memo,
+    where: str,
+    dir_fd: int | None,
 ) -> tuple[SkillDescriptor | None, tuple[Diagnostic, ...]]:
     """Check the bytes of one SKILL.md: (descriptor or None, diagnostics)."""
     try:
@@ -313,7 +320,7 @@ def _parse(
         if careful is None:
             return None, tuple(diags)
         fields = careful
-    if ("script" in fields or "hooks" in fields) and not skill_files_ok(folder, fields):
+    if ("script" in fields or "hooks" in fields) and not skill_files_ok(where, fields, dir_fd):
         missing = check_skill_files(
             folder, fields, key_lines=key_lines or {}, fm_line=2, source=source
         )
@@ -330,18 +337,26 @@ def _parse(
 
 
 def load_entry(
-    folder: str, name: str, namespace: str, memo: Memo, *, follow: bool = False
+    folder: str,
+    name: str,
+    namespace: str,
+    memo: Memo,
+    *,
+    follow: bool = False,
+    dir_fd: int | None = None,
 ) -> Entry | None:
     """Read and check one skill folder; None when it holds no ``SKILL.md``. Never raises.
 
     One ``open`` + ``fstat`` + ``read`` + ``close``: the stat of the open file gives the
     (mtime_ns, size) the entry is kept under, so the content and its key always agree.
     Unless ``follow`` is set, a symlinked ``SKILL.md`` fails to open (``O_NOFOLLOW``) and
-    the caller checks where it points first.
+    the caller checks where it points first. With ``dir_fd`` (the open root) the files are
+    reached by ``name``, relative to it: a shorter path for the kernel to walk.
     """
-    source = folder + os.sep + "SKILL.md"
+    source = folder + _SUFFIX
+    where = folder if dir_fd is None else name
     try:
-        fd = os.open(source, _FOLLOW_FLAGS if follow else _NOFOLLOW_FLAGS)
+        fd = os.open(where + _SUFFIX, _FOLLOW_FLAGS if follow else _NOFOLLOW_FLAGS, dir_fd=dir_fd)
     except (FileNotFoundError, NotADirectoryError):
         return None  # no SKILL.md, or a file: not a skill folder
     except OSError as exc:
@@ -365,7 +380,7 @@ def load_entry(
         os.close(fd)
     if len(raw) > MAX_SKILL_MD_BYTES:
         return (mtime_ns, size, None, (too_big(source, len(raw)),))
-    desc, diags = _parse(raw, folder, name, namespace, source, memo)
+    desc, diags = _parse(raw, folder, name, namespace, source, memo, where, dir_fd)
     return (mtime_ns, size, desc, diags)
 
 
@@ -377,7 +392,7 @@ def _leaves(path: str, real_root: str) -> bool:
 class _Walk:
     """State of one ``scan_root`` pass (kept off the hot loop's locals)."""
 
-    __slots__ = ("diagnostics", "memo", "namespace", "real", "root")
+    __slots__ = ("diagnostics", "fd", "memo", "namespace", "real", "root")
 
     def __init__(self, root: str, namespace: str) -> None:
         self.root = root
@@ -385,6 +400,7 @@ class _Walk:
         self.memo = Memo()
         self.real: str | None = None
         self.diagnostics: list[Diagnostic] = []
+        self.fd: int | None = None  # the open root, while ``scan_root`` holds it
 
     def real_root(self) -> str:
         if self.real is None:
@@ -433,7 +449,7 @@ class _Walk:
         if not _HAS_NOFOLLOW and os.path.islink(folder + os.sep + "SKILL.md"):
             return self.linked_md(folder, name)
         try:
-            return load_entry(folder, name, self.namespace, self.memo)
+            return load_entry(folder, name, self.namespace, self.memo, dir_fd=self.fd)
         except OSError:  # ELOOP: SKILL.md is a symlink
             return self.linked_md(folder, name)
 
@@ -488,8 +504,22 @@ def scan_root(
     call. Whether an entry is a folder at all is left to opening its ``SKILL.md`` (a file
     has no children): one system call fewer per skill.
     """
-    namespace = sys.intern(namespace)
-    walk = _Walk(root, namespace)
+    walk = _Walk(root, sys.intern(namespace))
+    try:
+        walk.fd = os.open(root, _DIR_FLAGS)
+    except OSError:
+        pass  # listing it says why; a root that cannot be opened is reached by full paths
+    try:
+        return _scan(walk, previous)
+    finally:
+        if walk.fd is not None:
+            os.close(walk.fd)
+
+
+def _scan(
+    walk: _Walk, previous: RootScan | None
+) -> tuple[RootScan, list[str], list[str], list[str]]:
+    root, namespace = walk.root, walk.namespace
     stamp = _root_stamp(root)
     if previous is not None and stamp is not None and stamp == previous.stamp:
         restat = _restat(walk, previous)
@@ -582,36 +612,32 @@ def _restat(
     changed: list[str] = []
     others: list[str] = []  # folders (still there: the stamp says so) with no skill now
     lstat = os.lstat
-    try:
-        fd = os.open(previous.root, _DIR_FLAGS)
-    except OSError:
+    fd = walk.fd
+    if fd is None:
         return None  # gone since its stamp was taken: listing it will say so
-    try:
-        for name, prev in old.items():
-            # The common case inline, with a path relative to the root (a shorter walk
-            # for the kernel); anything else goes to ``recheck``, which looks again.
-            try:
-                st = lstat(name + _SUFFIX, dir_fd=fd)
-            except OSError:
-                others.append(name)  # SKILL.md is gone
-                continue
-            if (
-                prev[0] == st.st_mtime_ns
-                and prev[1] == st.st_size
-                and prev[2] is not None
-                and not S_ISLNK(st.st_mode)
-            ):
-                entries[name] = prev
-                continue
-            new = walk.recheck(base + name, name, prev)
-            if new is None:
-                others.append(name)
-                continue
-            entries[name] = new
-            if new != prev:
-                changed.append(name)
-    finally:
-        os.close(fd)
+    for name, prev in old.items():
+        # The common case inline, with a path relative to the root (a shorter walk
+        # for the kernel); anything else goes to ``recheck``, which looks again.
+        try:
+            st = lstat(name + _SUFFIX, dir_fd=fd)
+        except OSError:
+            others.append(name)  # SKILL.md is gone
+            continue
+        if (
+            prev[0] == st.st_mtime_ns
+            and prev[1] == st.st_size
+            and prev[2] is not None
+            and not S_ISLNK(st.st_mode)
+        ):
+            entries[name] = prev
+            continue
+        new = walk.recheck(base + name, name, prev)
+        if new is None:
+            others.append(name)
+            continue
+        entries[name] = new
+        if new != prev:
+            changed.append(name)
     added: list[str] = []
     for name in previous.others:
         new = walk.load(base + name, name)

@@ -352,7 +352,7 @@ def _inside_check(folder: str, rel: str) -> str | None:
     return None
 
 
-def _plain_file(folder: str, rel: str) -> bool:
+def _plain_file(folder: str, rel: str, dir_fd: int | None) -> bool:
     """Whether ``folder/rel`` is a regular file reached through real folders only: the
     common ``file`` or ``dir/file`` shape, one ``lstat`` per part. False means "not shown
     here", never "bad": ``_inside_check`` then decides (and follows links that stay in)."""
@@ -361,26 +361,27 @@ def _plain_file(folder: str, rel: str) -> bool:
         if not head or head == "." or "/" in tail or "\\" in rel:
             return False
         try:
-            if not S_ISDIR(os.lstat(folder + os.sep + head).st_mode):
+            if not S_ISDIR(os.lstat(folder + os.sep + head, dir_fd=dir_fd).st_mode):
                 return False
         except OSError:
             return False
     try:
-        return S_ISREG(os.lstat(folder + os.sep + rel).st_mode)
+        return S_ISREG(os.lstat(folder + os.sep + rel, dir_fd=dir_fd).st_mode)
     except OSError:
         return False
 
 
-def skill_files_ok(folder: str, fields: dict[str, Any]) -> bool:
-    """The scan's fast check: every declared script is a plain file inside ``folder``.
-    When it says False, ``check_skill_files`` finds out what is wrong (if anything)."""
+def skill_files_ok(folder: str, fields: dict[str, Any], dir_fd: int | None = None) -> bool:
+    """The scan's fast check: every declared script is a plain file inside ``folder``
+    (relative to ``dir_fd`` when given). When it says False, ``check_skill_files`` finds
+    out what is wrong (if anything)."""
     script = fields.get("script")
-    if script is not None and not _plain_file(folder, script):
+    if script is not None and not _plain_file(folder, script, dir_fd):
         return False
     hooks = fields.get("hooks")
     if hooks:
         for rel in hooks.values():
-            if rel != script and not _plain_file(folder, rel):
+            if rel != script and not _plain_file(folder, rel, dir_fd):
                 return False
     return True
 
