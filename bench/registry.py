@@ -113,6 +113,26 @@ def _median_ms(
     return round(statistics.median(wall), 3), round(statistics.median(cpu), 3)
 
 
+def _interleaved(
+    fns: dict[str, Callable[[], object]], repeats: int
+) -> dict[str, tuple[float, float]]:
+    """``_median_ms`` of several functions run in turn within each repeat, so that a
+    machine that changes speed mid-run (this one does) slows all of them alike."""
+    wall: dict[str, list[float]] = {name: [] for name in fns}
+    cpu: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            gc.collect()
+            c0, t0 = _cpu_s(), time.perf_counter()
+            fn()
+            wall[name].append((time.perf_counter() - t0) * 1e3)
+            cpu[name].append((_cpu_s() - c0) * 1e3)
+    return {
+        name: (round(statistics.median(wall[name]), 3), round(statistics.median(cpu[name]), 3))
+        for name in fns
+    }
+
+
 def _one_process(fn: Callable[[], object]) -> Callable[[], object]:
     """``fn`` with the scan kept in this process (``AGENTSIM_SCAN_SPLIT=0``)."""
 

@@ -12,6 +12,7 @@ then ``env:<module>`` namespaces (alphabetically), then the name.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 from collections.abc import Iterable, Mapping
@@ -365,6 +366,11 @@ class SkillRegistry(_Reads):
             s.diagnostics != p.diagnostics for s, p in zip(scans, old.scans, strict=True)
         )
         if not (added or changed or removed or root_diags_moved):
+            pairs = zip(scans, old.scans, strict=True)
+            if any(s.stamp != p.stamp or s.others != p.others for s, p in pairs):
+                # Nothing a reader sees moved (same generation), but how the roots look now
+                # is kept: a root that has settled is then no longer listed on each refresh.
+                self._snap = dataclasses.replace(old, scans=tuple(scans))
             return RefreshResult(generation=old.generation)
         generation = old.generation + 1
         self._snap = _build(tuple(scans), generation, old.docs)
@@ -463,6 +469,7 @@ class SkillView(_Reads):
             return RefreshResult(generation=self.generation)
         scan, added, changed, removed = scan_root(self._agent.root, "agent", self._agent)
         if not (added or changed or removed):
+            self._agent = scan  # the same skills; its stamp may have settled
             return RefreshResult(generation=self.generation)
         self._set(scan)
         self._agent_gen += 1

@@ -236,3 +236,21 @@ def test_a_young_root_or_one_with_links_is_listed_on_every_refresh(
     make_skill(linked, "alpha")
     (linked / "alias").symlink_to(linked / "alpha", target_is_directory=True)
     assert _scan(linked).snapshot().scans[0].stamp is None
+
+
+def test_a_root_scanned_young_is_stamped_by_a_later_refresh_that_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "skills"
+    make_skill(root, "alpha")
+    reg = _scan(root)
+    before = reg.snapshot()
+    assert before.scans[0].stamp is None
+    monkeypatch.setattr(scan_module, "RACY_NS", 0)  # as if two seconds had passed
+    result = reg.refresh()
+    assert (result.generation, result.added, result.changed) == (before.generation, (), ())
+    after = reg.snapshot()
+    assert after.scans[0].stamp is not None and after is not before
+    assert after.list_all() == before.list_all() and before.scans[0].stamp is None
+    view = reg.view(tmp_path / "agent-skills")
+    assert view.refresh().generation == view.generation
