@@ -521,10 +521,13 @@ def _scan(
 ) -> tuple[RootScan, list[str], list[str], list[str]]:
     root, namespace = walk.root, walk.namespace
     stamp = _root_stamp(root)
-    if previous is not None and stamp is not None and stamp == previous.stamp:
-        restat = _restat(walk, previous)
-        if restat is not None:
-            return restat
+    if (
+        previous is not None
+        and stamp is not None
+        and stamp == previous.stamp
+        and walk.fd is not None
+    ):
+        return _restat(walk, previous, walk.fd)
     old = previous.entries if previous is not None else {}
     try:
         with os.scandir(root) as it:
@@ -602,19 +605,16 @@ def _relist(
 
 
 def _restat(
-    walk: _Walk, previous: RootScan
-) -> tuple[RootScan, list[str], list[str], list[str]] | None:
-    """A refresh of a root whose stamp has not moved: its folders are the ones it had.
-    None if the root cannot be opened any more (the caller lists it)."""
+    walk: _Walk, previous: RootScan, fd: int
+) -> tuple[RootScan, list[str], list[str], list[str]]:
+    """A refresh of a root (open as ``fd``) whose stamp has not moved: its folders are the
+    ones it had."""
     old = previous.entries
     base = previous.root + os.sep
     entries: dict[str, Entry] = {}
     changed: list[str] = []
     others: list[str] = []  # folders (still there: the stamp says so) with no skill now
     lstat = os.lstat
-    fd = walk.fd
-    if fd is None:
-        return None  # gone since its stamp was taken: listing it will say so
     for name, prev in old.items():
         # The common case inline, with a path relative to the root (a shorter walk
         # for the kernel); anything else goes to ``recheck``, which looks again.

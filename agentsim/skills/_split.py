@@ -120,6 +120,9 @@ def _child(  # pragma: no cover - runs in the child, whose coverage is not colle
     code = 1
     try:
         gc.disable()  # a collection would touch, and so copy, every page of the parent's heap
+        for signum in signal.valid_signals():  # the parent's Python handlers are not ours
+            if callable(signal.getsignal(signum)):
+                signal.signal(signum, signal.SIG_DFL)
         done: list[tuple[int, T]] = []
         for i in range(count - 1, -1, -1):
             if claims[i]:

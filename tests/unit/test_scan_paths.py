@@ -254,3 +254,74 @@ def test_a_root_scanned_young_is_stamped_by_a_later_refresh_that_changes_nothing
     assert after.list_all() == before.list_all() and before.scans[0].stamp is None
     view = reg.view(tmp_path / "agent-skills")
     assert view.refresh().generation == view.generation
+
+
+def test_fork_ok_says_no_with_one_cpu_or_without_proc(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENTSIM_SCAN_SPLIT", raising=False)
+    real_listdir = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda path: ["1"])  # one thread, as far as we know
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert _split.fork_ok() is False
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert _split.fork_ok() is True
+
+    def no_proc(path: str) -> list[str]:
+        raise FileNotFoundError(path)
+
+    monkeypatch.setattr(os, "listdir", no_proc)
+    assert _split.fork_ok() is False
+    monkeypatch.setattr(os, "listdir", real_listdir)
+
+
+def test_frames_are_taken_only_whole_and_a_closed_pipe_is_seen() -> None:
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    inbox = _split._Inbox(read_fd)
+    data = pickle.dumps([(3, "three"), (4, "four")])
+    frame = _split._HEADER.pack(len(data)) + data
+    try:
+        os.write(write_fd, frame[:5])
+        assert inbox.drain() is False and inbox.done == {}
+        os.write(write_fd, frame[5:-1])
+        assert inbox.drain() is False and inbox.done == {}
+        os.write(write_fd, frame[-1:])
+        os.close(write_fd)
+        assert inbox.drain() is True
+        assert inbox.done == {3: "three", 4: "four"} and not inbox.buffer
+    finally:
+        os.close(read_fd)
+
+
+def test_reaping_a_child_that_is_already_gone_is_quiet() -> None:
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os._exit(0)
+    os.waitpid(pid, 0)
+    _split._reap(pid, kill=True)  # no such process any more: neither kill nor wait fails
+
+
+def test_the_pipe_keeps_its_size_where_it_cannot_grow(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object) -> None:
+        raise PermissionError("pipe-max-size")
+
+    monkeypatch.setattr(_split.fcntl, "fcntl", refuse)
+    read_fd, write_fd = os.pipe()
+    try:
+        _split._widen(write_fd)
+        assert os.write(write_fd, b"x") == 1
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+def test_settled_root_follows_a_symlinked_skill_md_on_each_refresh(
+    settled: tuple[Path, SkillRegistry],
+) -> None:
+    root, reg = settled
+    md = root / "beta" / "SKILL.md"
+    md.rename(root / "beta" / "REAL.md")
+    md.symlink_to("REAL.md")  # inside the skill: followed, and read again each refresh
+    assert reg.refresh().changed == ()
+    touch(root / "beta" / "REAL.md", "---\nname: beta\ndescription: Via a link.\n---\n")
+    assert reg.refresh().changed == ("built-in@beta",)
+    assert reg.get("built-in@beta").description == "Via a link."
