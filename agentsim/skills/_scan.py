@@ -548,7 +548,11 @@ def _scan(
         added, changed = list(entries), []
     if stamp is not None and any(item.is_symlink() for item in found):
         stamp = None  # where a link points can change without the root changing
-    others = tuple(n for item in found if (n := item.name)[0] not in "._" and n not in entries)
+    others = (  # usually every entry is a skill: then there is nothing to look for
+        tuple(n for item in found if (n := item.name)[0] not in "._" and n not in entries)
+        if len(entries) < len(found)
+        else ()
+    )
     scan = RootScan(
         root=root,
         namespace=namespace,

@@ -17,7 +17,7 @@ import difflib
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 
 from agentsim.errors import SkillError, SkillNotFoundError
@@ -45,7 +45,11 @@ class RefreshResult:
         return bool(self.added or self.changed or self.removed)
 
 
-_BY_NAME = attrgetter("name")
+_BY_NAME = _NAME = attrgetter("name")
+_ID = attrgetter("skill_id")
+_REQUIRES = attrgetter("requires")
+_DESC = itemgetter(2)  # of an ``Entry``: the descriptor, or None
+_DIAGS = itemgetter(3)  # of an ``Entry``: its diagnostics
 
 
 def _in_order(groups: Mapping[str, list[SkillDescriptor]]) -> tuple[SkillDescriptor, ...]:
@@ -252,7 +256,12 @@ def _rebuild(
 
 
 def _by_name(ordered: tuple[SkillDescriptor, ...]) -> dict[str, tuple[SkillDescriptor, ...]]:
-    names: dict[str, tuple[SkillDescriptor, ...]] = {}
+    # Names are nearly always unique: build with C-level iterators (``zip(seq)`` yields
+    # 1-tuples) and take the loop only when a name repeats.
+    names = dict(zip(map(_NAME, ordered), zip(ordered), strict=True))
+    if len(names) == len(ordered):
+        return names
+    names = {}
     for desc in ordered:
         same = names.get(desc.name)
         names[desc.name] = (desc,) if same is None else (*same, desc)
@@ -270,7 +279,7 @@ def _snapshot(
     return RegistrySnapshot(
         generation=generation,
         scans=scans,
-        skills={d.skill_id: d for d in ordered},
+        skills=dict(zip(map(_ID, ordered), ordered, strict=True)),
         diagnostics=diagnostics,
         docs=docs,
         ordered=ordered,
@@ -285,6 +294,14 @@ def _build(scans: tuple[RootScan, ...], generation: int, docs: DocCache) -> Regi
     for scan in scans:
         diags.extend(scan.diagnostics)
         group = groups.setdefault(scan.namespace, [])
+        if not group:
+            # The first root of its namespace: folder names, hence ids, are unique in a
+            # root, so nothing can be a duplicate. C-level iterators instead of a loop.
+            for entry_diags in filter(None, map(_DIAGS, scan.entries.values())):
+                diags.extend(entry_diags)
+            group += filter(None, map(_DESC, scan.entries.values()))
+            winners.update(zip(map(_ID, group), group, strict=True))
+            continue
         for _, _, desc, entry_diags in scan.entries.values():
             if entry_diags:
                 diags.extend(entry_diags)
@@ -305,8 +322,9 @@ def _build(scans: tuple[RootScan, ...], generation: int, docs: DocCache) -> Regi
             )
     ordered = _in_order(groups)
     names = _by_name(ordered)
-    first_by_name = {name: same[0] for name, same in names.items()}
-    diags.extend(_requires_diagnostics(first_by_name.values(), first_by_name))
+    if any(map(_REQUIRES, ordered)):
+        first_by_name = {name: same[0] for name, same in names.items()}
+        diags.extend(_requires_diagnostics(first_by_name.values(), first_by_name))
     return _snapshot(generation, scans, ordered, names, tuple(diags), docs)
 
 
