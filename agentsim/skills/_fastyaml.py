@@ -154,26 +154,6 @@ def resolve(value: str, memo: Memo) -> str | int | tuple[str | int, ...]:
     return result
 
 
-def _child(line: str, memo: Memo) -> tuple[int, str, str]:
-    """(indent, key or "" for a sequence item, raw value) of one line inside a block."""
-    body = line.lstrip(" ")
-    indent = len(line) - len(body)
-    if body[0] == "-":
-        if len(body) < 2 or body[1] != " ":
-            raise Decline
-        raw = body[2:].strip(" ")
-        if not raw:
-            raise Decline
-        return indent, "", raw
-    key, sep, rest = body.partition(":")
-    if not indent or not sep or not rest or rest[0] != " " or not _key_ok(key, memo):
-        raise Decline
-    raw = rest.strip(" ")
-    if not raw:
-        raise Decline
-    return indent, key, raw
-
-
 def _value(raw: str, memo: Memo) -> Any:
     """A block item's value as YAML builds it: sequences are fresh lists, never shared."""
     result = resolve(raw, memo)
@@ -182,21 +162,47 @@ def _value(raw: str, memo: Memo) -> Any:
 
 def close_block(block: list[str], memo: Memo) -> Any:
     """The value of a ``key:`` line from its block lines (None when there are none): a
-    sequence if the first line is an item, else a mapping; one indentation throughout."""
+    sequence if the first line is an item, else a mapping; one indentation throughout.
+
+    Each line is cut inline (no helper call per line): a hook block is read for nearly
+    every skill.
+    """
     if not block:
         return None
-    children = [_child(line, memo) for line in block]
-    indent, first_key, _ = children[0]
-    if not first_key:
+    first = block[0]
+    indent = len(first) - len(first.lstrip(" "))
+    if first[indent] == "-":
         seq: list[Any] = []
-        for i, key, raw in children:
-            if key or i != indent:
+        for line in block:
+            body = line.lstrip(" ")
+            # an item: "- value", at the block's indentation
+            if len(line) - len(body) != indent or body[:2] != "- ":
+                raise Decline
+            raw = body[2:].strip(" ")
+            if not raw:
                 raise Decline
             seq.append(_value(raw, memo))
         return seq
+    if not indent:
+        raise Decline
+    keys = memo.keys
     mapping: dict[str, Any] = {}
-    for i, key, raw in children:
-        if not key or i != indent or key in mapping:
+    for line in block:
+        body = line.lstrip(" ")
+        key, sep, rest = body.partition(":")
+        # "key: value" at the block's indentation, a plain word for a key, said once
+        if (
+            len(line) - len(body) != indent
+            or body[0] == "-"
+            or not sep
+            or not rest
+            or rest[0] != " "
+            or key in mapping
+            or (key not in keys and not _key_ok(key, memo))
+        ):
+            raise Decline
+        raw = rest.strip(" ")
+        if not raw:
             raise Decline
         mapping[key] = _value(raw, memo)
     return mapping

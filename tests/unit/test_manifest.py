@@ -398,6 +398,28 @@ def test_fast_reader_agrees_with_yaml_whenever_it_accepts(
     assert fast[0] == yaml.safe_load(text)
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    block=st.lists(
+        st.tuples(
+            st.sampled_from(["", " ", "  ", "   "]),
+            st.sampled_from(["sub: ", "other: ", "-a: ", "- ", "-", "- k: ", "yes: ", "sub:"]),
+            st.one_of(st.sampled_from(["x", "y z", "12", "[a, b]"]), _scalars),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_fast_reader_agrees_with_yaml_on_blocks_whenever_it_accepts(
+    block: list[tuple[str, str, str]],
+) -> None:
+    text = "top:\n" + "".join(f"{indent}{head}{value}\n" for indent, head, value in block)
+    fast = fast_load(text)
+    if fast is None:
+        return
+    assert fast[0] == yaml.safe_load(text)
+
+
 @pytest.mark.parametrize(
     "text",
     [
