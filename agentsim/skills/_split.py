@@ -71,7 +71,13 @@ def split_work(count: int, work: Callable[[int], T]) -> list[T]:
     claims = mmap.mmap(-1, max(count, 1))  # MAP_SHARED | MAP_ANONYMOUS: seen by the child
     read_fd, write_fd = os.pipe()
     _widen(write_fd)
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # no memory or process slot for a child: all of it is read here
+        os.close(read_fd)
+        os.close(write_fd)
+        claims.close()
+        return [work(i) for i in range(count)]
     if pid == 0:  # pragma: no cover - runs in the child, whose coverage is not collected
         os.close(read_fd)
         _child(count, work, claims, write_fd)

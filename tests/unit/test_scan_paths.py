@@ -325,3 +325,13 @@ def test_settled_root_follows_a_symlinked_skill_md_on_each_refresh(
     touch(root / "beta" / "REAL.md", "---\nname: beta\ndescription: Via a link.\n---\n")
     assert reg.refresh().changed == ("built-in@beta",)
     assert reg.get("built-in@beta").description == "Via a link."
+
+
+def test_a_scan_that_cannot_fork_reads_everything_itself(
+    serial: tuple[Path, SkillRegistry], force_split: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_fork() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    _same(_scan(serial[0]), serial[1])
