@@ -11,7 +11,6 @@ that produces the diagnostics; the body is never kept. All parsing in one scan s
 from __future__ import annotations
 
 import errno
-import gc
 import os
 import stat
 import sys
@@ -462,34 +461,26 @@ def _first_scan(
 ) -> tuple[dict[str, Entry], tuple[Diagnostic, ...]]:
     """Entries and root diagnostics of a root read for the first time.
 
-    A large root is shared with a forked child (``split_work``). The garbage collector is
-    paused meanwhile: the scan makes no reference cycles, and the collections its fresh
-    objects set off cost ~10% of a 10,000-skill scan.
+    A large root is shared with a forked child (``split_work``).
     """
     entries: dict[str, Entry] = {}
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        if len(found) < SPLIT_MIN or not fork_ok():
-            for item in found:
-                new = walk.first(item)
-                if new is not None:
-                    entries[sys.intern(item.name)] = new
-            return entries, tuple(walk.diagnostics)
-
-        def work(i: int) -> tuple[Entry | None, tuple[Diagnostic, ...]]:
-            mark = len(walk.diagnostics)  # diagnostics travel with their folder
-            return walk.first(found[i]), tuple(walk.diagnostics[mark:])
-
-        diagnostics: list[Diagnostic] = []
-        for item, (new, item_diags) in zip(found, split_work(len(found), work), strict=True):
-            diagnostics += item_diags
+    if len(found) < SPLIT_MIN or not fork_ok():
+        for item in found:
+            new = walk.first(item)
             if new is not None:
                 entries[sys.intern(item.name)] = new
-        return entries, tuple(diagnostics)
-    finally:
-        if collecting:
-            gc.enable()
+        return entries, tuple(walk.diagnostics)
+
+    def work(i: int) -> tuple[Entry | None, tuple[Diagnostic, ...]]:
+        mark = len(walk.diagnostics)  # diagnostics travel with their folder
+        return walk.first(found[i]), tuple(walk.diagnostics[mark:])
+
+    diagnostics: list[Diagnostic] = []
+    for item, (new, item_diags) in zip(found, split_work(len(found), work), strict=True):
+        diagnostics += item_diags
+        if new is not None:
+            entries[sys.intern(item.name)] = new
+    return entries, tuple(diagnostics)
 
 
 def scan_root(

@@ -4,6 +4,7 @@ path gives, and recover when its helper fails."""
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import shutil
@@ -335,3 +336,26 @@ def test_a_scan_that_cannot_fork_reads_everything_itself(
 
     monkeypatch.setattr(os, "fork", no_fork)
     _same(_scan(serial[0]), serial[1])
+
+
+def test_a_large_first_scan_puts_its_objects_in_the_oldest_generation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentsim.skills import registry as registry_module
+
+    monkeypatch.setattr(registry_module, "PROMOTE_MIN", 3)
+    root = tmp_path / "skills"
+    for i in range(4):
+        make_skill(root, f"s-{i}")
+    assert gc.isenabled()
+    reg = _scan(root)
+    assert gc.isenabled()
+    desc = reg.list_all()[0]
+    assert any(obj is desc for obj in gc.get_objects(generation=2))
+    gc.disable()
+    try:
+        small = _scan(root / "s-0")  # under PROMOTE_MIN: left where it was made
+        assert not gc.isenabled()  # a collector turned off stays off
+    finally:
+        gc.enable()
+    assert small.list_all() == ()
