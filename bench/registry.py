@@ -4,6 +4,13 @@ Generates N skills (~1.5 KB SKILL.md, a script and a references file each) in a 
 and prints one JSON object with medians over several repeats (milliseconds / bytes).
 
     python bench/registry.py [--sizes 100,1000,10000] [--repeats 7]
+
+``cold_scan_ms`` is the target's figure: a first scan as the registry does it (shared with
+a forked helper from 400 folders on); ``cold_scan_one_process_ms`` is the same scan with
+``AGENTSIM_SCAN_SPLIT=0``, measured in turn with it. CPU figures add the helper's CPU time.
+``refresh_unchanged_ms`` is taken once the root is older than ``RACY_NS`` (a simulation's
+steady state); ``refresh_unchanged_recent_root_ms`` just after the scan, when the root is
+still listed on every refresh.
 """
 
 from __future__ import annotations
