@@ -511,7 +511,7 @@ def _scan(
     walk: _Walk, previous: RootScan | None
 ) -> tuple[RootScan, list[str], list[str], list[str]]:
     root, namespace = walk.root, walk.namespace
-    stamp = _root_stamp(root)
+    stamp = _root_stamp(root if walk.fd is None else walk.fd)
     if (
         previous is not None
         and stamp is not None
@@ -555,14 +555,15 @@ def _scan(
     return scan, added, changed, [name for name in old if name not in entries]
 
 
-def _root_stamp(root: str) -> tuple[int, ...] | None:
+def _root_stamp(root: str | int) -> tuple[int, ...] | None:
     """The root folder's own (inode, mtime_ns, ctime_ns, links, size), or None when it
     cannot be trusted to show a change: unreadable, or changed less than ``RACY_NS`` ago.
 
     Adding, removing or renaming a folder in the root moves its mtime, but only at the
     file system's timestamp granularity (a clock tick here, up to 2 s on some file
     systems), so a root that changed within that window may change again unseen: it is
-    listed again until it is older.
+    listed again until it is older. ``root`` may be the open root (then the stamp is of the
+    folder that the refresh will stat through, even if a symlinked root was swapped).
     """
     try:
         st = os.stat(root)
@@ -603,16 +604,29 @@ def _restat(
     walk: _Walk, previous: RootScan, fd: int
 ) -> tuple[RootScan, list[str], list[str], list[str]]:
     """A refresh of a root (open as ``fd``) whose stamp has not moved: its folders are the
-    ones it had."""
+    ones it had. They are visited in name order, as a listing would, so that diagnostics
+    come out in the same order either way."""
     old = previous.entries
-    base = previous.root + os.sep
+    base = os.path.join(previous.root, "")  # "root/" as DirEntry.path would join it
     entries: dict[str, Entry] = {}
+    added: list[str] = []
     changed: list[str] = []
     others: list[str] = []  # folders (still there: the stamp says so) with no skill now
+    # Two sorted runs, merged in one pass by the sort; usually there are no others at all.
+    names = sorted((*old, *previous.others)) if previous.others else old
     lstat = os.lstat
-    for name, prev in old.items():
-        # The common case inline, with a path relative to the root (a shorter walk
-        # for the kernel); anything else goes to ``recheck``, which looks again.
+    for name in names:
+        prev = old.get(name)
+        if prev is None:  # a folder that had no SKILL.md: has one appeared?
+            new = walk.load(base + name, name)
+            if new is None:
+                others.append(name)
+            else:
+                entries[name] = new
+                added.append(name)
+            continue
+        # The common case inline, with a path relative to the root (a shorter walk for the
+        # kernel); anything else goes to ``recheck``, which looks again.
         try:
             st = lstat(name + _SUFFIX, dir_fd=fd)
         except OSError:
@@ -633,23 +647,13 @@ def _restat(
         entries[name] = new
         if new != prev:
             changed.append(name)
-    added: list[str] = []
-    for name in previous.others:
-        new = walk.load(base + name, name)
-        if new is None:
-            others.append(name)
-        else:
-            entries[name] = new
-            added.append(name)
-    if added:
-        entries = dict(sorted(entries.items()))
     scan = RootScan(
         root=previous.root,
         namespace=previous.namespace,
         entries=entries,
         diagnostics=tuple(walk.diagnostics),  # links that leave are met again, as before
         stamp=previous.stamp,
-        others=tuple(sorted(others)),
+        others=tuple(others),
     )
     return scan, added, changed, [name for name in old if name not in entries]
 

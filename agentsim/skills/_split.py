@@ -67,27 +67,33 @@ def split_work(count: int, work: Callable[[int], T]) -> list[T]:
 
     ``work`` must not rely on state it changes (each side changes its own copy after the
     fork) and its results must pickle.
+
+    Signals are blocked across the fork: a handler (or a KeyboardInterrupt) can then run
+    neither in the child before it has dropped the parent's handlers, nor in the parent
+    before the ``try`` that reaps the child. They are delivered once unblocked.
     """
     claims = mmap.mmap(-1, max(count, 1))  # MAP_SHARED | MAP_ANONYMOUS: seen by the child
     read_fd, write_fd = os.pipe()
     _widen(write_fd)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
     try:
         pid = os.fork()
     except OSError:  # no memory or process slot for a child: all of it is read here
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         os.close(read_fd)
         os.close(write_fd)
         claims.close()
         return [work(i) for i in range(count)]
     if pid == 0:  # pragma: no cover - runs in the child, whose coverage is not collected
-        os.close(read_fd)
-        _child(count, work, claims, write_fd)
-    os.close(write_fd)
-    os.set_blocking(read_fd, False)
-    inbox = _Inbox(read_fd)
+        _child(count, work, claims, read_fd, write_fd, mask)
+    os.close(write_fd)  # signals are still blocked: nothing runs before the ``try``
     results: list[T] = []
-    started = time.monotonic()
     complete = False
+    inbox = _Inbox(read_fd)
     try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        os.set_blocking(read_fd, False)
+        started = time.monotonic()
         for i in range(count):
             if claims[i]:
                 break  # the child has read from here on
@@ -118,17 +124,25 @@ def _widen(fd: int) -> None:
 
 
 def _child(  # pragma: no cover - runs in the child, whose coverage is not collected
-    count: int, work: Callable[[int], T], claims: mmap.mmap, write_fd: int
+    count: int,
+    work: Callable[[int], T],
+    claims: mmap.mmap,
+    read_fd: int,
+    write_fd: int,
+    mask: set[int | signal.Signals],
 ) -> NoReturn:
     """Claim folders from the back and send ``[(index, result), ...]`` in frames of
     ``_FRAME`` results; exit without cleanup (``os._exit``: the parent's atexit hooks and
-    buffers are not the child's to run)."""
+    buffers are not the child's to run). Starts with signals blocked (see ``split_work``)
+    and drops the parent's Python handlers before it lets them in."""
     code = 1
     try:
-        gc.disable()  # a collection would touch, and so copy, every page of the parent's heap
         for signum in signal.valid_signals():  # the parent's Python handlers are not ours
             if callable(signal.getsignal(signum)):
                 signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        os.close(read_fd)
+        gc.disable()  # a collection would touch, and so copy, every page of the parent's heap
         done: list[tuple[int, T]] = []
         for i in range(count - 1, -1, -1):
             if claims[i]:
@@ -189,21 +203,25 @@ class _Inbox:
         return closed
 
     def finish(self, deadline: float) -> bool:
-        """Wait for the child to close the pipe; False if it is late (then it is killed)."""
+        """Wait for the child to close the pipe; False if it is late (then it is killed).
+        ``poll``, not ``select``: the pipe's fd may be over 1023 in a busy process."""
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
         while not self.drain():
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+            if left <= 0 or not poller.poll(left * 1000):
                 return False
         return True
 
 
 def _reap(pid: int, *, kill: bool) -> None:
-    if kill:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:  # already gone
-            pass
+    """Wait for the child, killing it first if asked. A child already reaped by someone
+    else (a SIGCHLD handler) is left alone: its pid may belong to another process now."""
     try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:  # reaped by someone else (a SIGCHLD handler)
+        if kill and os.waitpid(pid, os.WNOHANG) == (0, 0):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        elif not kill:
+            os.waitpid(pid, 0)
+    except ChildProcessError:
         pass

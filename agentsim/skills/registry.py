@@ -346,7 +346,8 @@ class _CollectorPaused:
     so with ``promote`` set its objects are moved to the oldest generation on the way out
     (``gc.freeze`` then ``gc.unfreeze``: a splice of lists, no pass over them). That moves
     any other young object of the process there too, to be collected by the next full
-    collection instead of a young one.
+    collection instead of a young one. The switch is process-wide: a ``gc.disable()`` made
+    by another thread during a scan is undone when the scan ends.
     """
 
     __slots__ = ("collecting", "promote")
@@ -358,7 +359,9 @@ class _CollectorPaused:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.promote:
+        # ``unfreeze`` would also thaw what the application froze itself (before forking
+        # workers, say): then the objects stay where they are.
+        if self.promote and not gc.get_freeze_count():
             gc.freeze()
             gc.unfreeze()
         if self.collecting:
@@ -522,7 +525,11 @@ class SkillView(_Reads):
             return RefreshResult(generation=self.generation)
         scan, added, changed, removed = scan_root(self._agent.root, "agent", self._agent)
         if not (added or changed or removed):
-            self._agent = scan  # the same skills; its stamp may have settled
+            # The same skills; its stamp may have settled, its root diagnostics moved.
+            if scan.diagnostics != self._agent.diagnostics:
+                self._set(scan)
+            else:
+                self._agent = scan
             return RefreshResult(generation=self.generation)
         self._set(scan)
         self._agent_gen += 1

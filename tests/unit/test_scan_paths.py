@@ -104,7 +104,7 @@ def test_a_child_that_sends_garbage_loses_nothing(
 def test_a_child_that_hangs_is_killed_and_its_share_read_here(
     serial: tuple[Path, SkillRegistry], force_split: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def hang(count: int, work: object, claims: bytearray, write_fd: int) -> None:
+    def hang(count: int, work: object, claims: bytearray, *fds_and_mask: object) -> None:
         for i in range(count):
             claims[i] = _split._CHILD  # takes everything, delivers nothing
         time.sleep(60)
@@ -359,3 +359,74 @@ def test_a_large_first_scan_puts_its_objects_in_the_oldest_generation(
     finally:
         gc.enable()
     assert small.list_all() == ()
+
+
+def test_a_split_scan_works_when_its_pipe_gets_an_fd_over_1023(
+    serial: tuple[Path, SkillRegistry], force_split: None
+) -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the fd limit ({hard}) is too low to open 1,100 files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        _same(_scan(serial[0]), serial[1])  # select() would refuse the pipe's fd here
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_large_scan_leaves_what_the_application_froze_frozen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentsim.skills import registry as registry_module
+
+    monkeypatch.setattr(registry_module, "PROMOTE_MIN", 1)
+    make_skill(tmp_path / "skills", "alpha")
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        _scan(tmp_path / "skills")
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
+def test_a_root_named_with_a_trailing_slash_refreshes_to_the_same_paths(
+    settled: tuple[Path, SkillRegistry],
+) -> None:
+    root, _ = settled
+    reg = SkillRegistry()
+    reg.scan_builtin(str(root) + os.sep)
+    time.sleep(0.05)
+    touch(root / "beta" / "SKILL.md", "---\nname: beta\ndescription: Edited.\n---\n")
+    assert reg.refresh().changed == ("built-in@beta",)
+    assert reg.get("built-in@beta").path == str(root / "beta")
+    assert reg.list_all() == _scan(root).list_all()
+
+
+def test_settled_root_reports_diagnostics_in_folder_order_and_keeps_its_generation(
+    settled: tuple[Path, SkillRegistry], tmp_path: Path
+) -> None:
+    root, reg = settled
+    outside = make_skill(tmp_path / "elsewhere", "far") / "SKILL.md"
+    (root / "drafts" / "SKILL.md").symlink_to(outside)  # a folder listed among the others
+    (root / "gamma" / "SKILL.md").unlink()
+    (root / "gamma" / "SKILL.md").symlink_to(outside)  # a known skill, now a link out
+    first = reg.refresh()
+    assert first.removed == ("built-in@gamma",)
+    folders = [Path(d.file).parent.name for d in reg.diagnostics]
+    assert folders == ["drafts", "gamma"]
+    assert all("leaves the skills root" in d.message for d in reg.diagnostics)
+    again = reg.refresh()
+    assert (again.generation, again.added, again.changed, again.removed) == (
+        first.generation,
+        (),
+        (),
+        (),
+    )
+    assert [Path(d.file).parent.name for d in reg.diagnostics] == folders
