@@ -430,3 +430,36 @@ def test_settled_root_reports_diagnostics_in_folder_order_and_keeps_its_generati
         (),
     )
     assert [Path(d.file).parent.name for d in reg.diagnostics] == folders
+
+
+def test_a_second_root_of_a_namespace_loses_its_duplicate_ids(tmp_path: Path) -> None:
+    first, second = tmp_path / "one", tmp_path / "two"
+    make_skill(first, "alpha", description="First alpha.")
+    make_skill(second, "alpha", description="Second alpha.")
+    make_skill(second, "beta")
+    broken = make_skill(second, "gamma")
+    (broken / "SKILL.md").write_text("---\nname: gamma\n---\n")
+    reg = SkillRegistry()
+    reg.scan_builtin(first)
+    result = reg.scan_builtin(second)
+    assert "built-in@beta" in result.added
+    assert [d.skill_id for d in reg.list_all()] == ["built-in@alpha", "built-in@beta"]
+    assert reg.get("built-in@alpha").description == "First alpha."
+    messages = [d.message for d in reg.diagnostics]
+    assert any("no description" in m for m in messages)
+    assert any(m.startswith("duplicate skill id 'built-in@alpha'") for m in messages)
+
+
+def test_an_agent_view_shows_a_new_root_diagnostic_though_no_skill_moved(
+    settled: tuple[Path, SkillRegistry], tmp_path: Path
+) -> None:
+    root, reg = settled
+    view = reg.view(root)  # the settled root, seen as one agent's own folder
+    before = view.diagnostics
+    time.sleep(0.05)
+    outside = make_skill(tmp_path / "elsewhere", "far") / "SKILL.md"
+    (root / "drafts" / "SKILL.md").symlink_to(outside)
+    result = view.refresh()
+    assert (result.added, result.changed, result.removed) == ((), (), ())
+    new = [d for d in view.diagnostics if d not in before]
+    assert len(new) == 1 and "leaves the skills root" in new[0].message
