@@ -72,8 +72,11 @@ def split_work(count: int, work: Callable[[int], T]) -> list[T]:
     neither in the child before it has dropped the parent's handlers, nor in the parent
     before the ``try`` that reaps the child. They are delivered once unblocked.
     """
+    try:
+        read_fd, write_fd = os.pipe()
+    except OSError:  # out of fds: no helper, all of it is read here
+        return [work(i) for i in range(count)]
     claims = mmap.mmap(-1, max(count, 1))  # MAP_SHARED | MAP_ANONYMOUS: seen by the child
-    read_fd, write_fd = os.pipe()
     _widen(write_fd)
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
     try:

@@ -463,3 +463,13 @@ def test_an_agent_view_shows_a_new_root_diagnostic_though_no_skill_moved(
     assert (result.added, result.changed, result.removed) == ((), (), ())
     new = [d for d in view.diagnostics if d not in before]
     assert len(new) == 1 and "leaves the skills root" in new[0].message
+
+
+def test_a_scan_out_of_fds_for_a_pipe_reads_everything_itself(
+    serial: tuple[Path, SkillRegistry], force_split: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_pipe() -> tuple[int, int]:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(os, "pipe", no_pipe)
+    _same(_scan(serial[0]), serial[1])
