@@ -5,9 +5,15 @@ from __future__ import annotations
 import os
 
 from agentsim.errors import SkillFileError
-from agentsim.skills._frontmatter import MAX_SKILL_MD_BYTES, decode_skill_md, read_frontmatter
+from agentsim.skills._frontmatter import (
+    MAX_SKILL_MD_BYTES,
+    Diagnostic,
+    decode_skill_md,
+    read_frontmatter,
+    read_skill_bytes,
+)
+from agentsim.skills._paths import path_problem
 from agentsim.skills._scan import SkillDescriptor
-from agentsim.skills._validate import path_problem
 
 __all__ = ["DocCache", "list_skill_files", "read_doc", "read_file"]
 
@@ -44,17 +50,17 @@ def read_doc(desc: SkillDescriptor, cache: DocCache) -> str:
     hit = cache._bodies.get(md)
     if hit is not None and hit[0] == st.st_mtime_ns and hit[1] == st.st_size:
         return hit[2]
-    if st.st_size > MAX_SKILL_MD_BYTES:
-        raise SkillFileError(desc.skill_id, "SKILL.md", "it is over the 1 MiB limit")
-    with open(md, "rb") as fh:
-        raw = fh.read()
-    text, diags = decode_skill_md(raw, source=md)
-    if text is None:
-        raise SkillFileError(desc.skill_id, "SKILL.md", diags[0].message)
+    got = read_skill_bytes(md)
+    if isinstance(got, Diagnostic):
+        raise SkillFileError(desc.skill_id, "SKILL.md", got.message)
+    text = decode_skill_md(got[0], source=md)
+    if isinstance(text, Diagnostic):
+        raise SkillFileError(desc.skill_id, "SKILL.md", text.message)
     front = read_frontmatter(text, source=md)
     if front.data is None:
         raise SkillFileError(desc.skill_id, "SKILL.md", str(front.diagnostics[-1]))
-    body = front.text[front.body_start :]
+    body = front.body
+    st = got[1]  # the file that was read: the cache key and the body agree
     cache._bodies[md] = (st.st_mtime_ns, st.st_size, body)
     return body
 

@@ -1,29 +1,28 @@
-"""Low-level SKILL.md reading: bytes -> text, text -> frontmatter mapping + body position.
+"""Low-level SKILL.md reading: file -> bytes -> text -> frontmatter mapping + body position.
 
-Shared by the public parser (``manifest``) and the registry's scan loop, which must not pay
-for pydantic or keep bodies. Nothing here raises on bad input: problems become
-``Diagnostic`` values that carry the file and the 1-based line.
+Nothing here raises on bad input: problems become ``Diagnostic`` values that carry the file
+and the 1-based line. The YAML is read with PyYAML's C loader when it is available.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import yaml
 
-from agentsim.skills._fastyaml import fast_load
-
 __all__ = [
     "MAX_SKILL_MD_BYTES",
     "Diagnostic",
     "Frontmatter",
+    "KeyPath",
     "decode_skill_md",
-    "plain_frontmatter",
     "read_frontmatter",
-    "split_plain",
-    "too_big",
+    "read_skill_bytes",
 ]
 
 MAX_SKILL_MD_BYTES = 1 << 20
@@ -31,13 +30,20 @@ MAX_SKILL_MD_BYTES = 1 << 20
 
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _FENCE = re.compile(r"^---[ \t]*$", re.M)
+# O_NONBLOCK: opening a FIFO named SKILL.md must not wait for a writer.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
-Severity = Literal["error", "warning"]
+Severity = Literal["error", "warning", "note"]
+KeyPath = tuple[str | int, ...]
+"""Where a value sits in the frontmatter: mapping keys and list indexes from the top."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Diagnostic:
-    """A problem found in a skill file; ``str()`` is ``file:line: severity: message``."""
+    """A problem found in a skill file; ``str()`` is ``file:line: severity: message``.
+
+    ``note`` is for facts that are not problems here (an agentsim extension under
+    ``skills validate --strict``)."""
 
     file: str
     line: int
@@ -60,29 +66,44 @@ class Diagnostic:
 class Frontmatter:
     """The result of reading a SKILL.md text up to its body."""
 
-    data: dict[str, Any] | None
-    key_lines: dict[str, int]  # top-level key -> 1-based line in the file
+    data: dict[Any, Any] | None
+    lines: dict[KeyPath, int]  # key path -> 1-based line of that key (or list item)
     fm_line: int  # 1-based line of the first frontmatter line
-    body_start: int  # character offset of the body in the normalised text
+    body: str
     body_line: int  # 1-based line of the body's first line
-    text: str  # the normalised text (BOM removed, LF line endings)
     diagnostics: tuple[Diagnostic, ...]
 
 
-def decode_skill_md(raw: bytes, *, source: str) -> tuple[str | None, list[Diagnostic]]:
-    """Decode SKILL.md bytes; a size over 1 MiB or invalid UTF-8 gives an error diagnostic."""
-    if len(raw) > MAX_SKILL_MD_BYTES:
-        return None, [too_big(source, len(raw))]
-    try:
-        return raw.decode("utf-8"), []
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        bad = raw[exc.start : exc.start + 1].hex()
-        msg = (
-            f"SKILL.md is not valid UTF-8 (byte 0x{bad} at offset {exc.start}); "
-            "re-save the file as UTF-8"
-        )
-        return None, [Diagnostic(file=source, line=line, message=msg)]
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def not_regular(source: str, mode: int) -> Diagnostic:
+    return Diagnostic(
+        file=source,
+        line=1,
+        message=f"cannot read SKILL.md: it is {_kind(mode)}, not a regular file; replace it "
+        "with a text file",
+    )
+
+
+def cannot_read(source: str, exc: OSError) -> Diagnostic:
+    problem = exc.strerror or type(exc).__name__
+    if exc.errno == errno.ELOOP:
+        fix = "a symlink on the way loops back on itself; point it at a real file"
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        fix = "check the file's permissions"
+    else:
+        fix = "check that the file exists and is readable"
+    return Diagnostic(file=source, line=1, message=f"cannot read SKILL.md ({problem}); {fix}")
 
 
 def too_big(source: str, size: int) -> Diagnostic:
@@ -96,32 +117,99 @@ def too_big(source: str, size: int) -> Diagnostic:
     )
 
 
-def _empty(text: str, source: str, diags: list[Diagnostic], line: int, msg: str) -> Frontmatter:
-    diags.append(Diagnostic(file=source, line=line, message=msg))
-    return Frontmatter(
-        data=None,
-        key_lines={},
-        fm_line=2,
-        body_start=len(text),
-        body_line=line,
-        text=text,
-        diagnostics=tuple(diags),
-    )
+def read_skill_bytes(path: str) -> tuple[bytes, os.stat_result] | Diagnostic:
+    """The bytes of a SKILL.md and the stat of the open file, or why they cannot be read.
+
+    Never blocks on a FIFO, never raises on a symlink loop, a folder or a device, and
+    never reads more than the 1 MiB limit (plus one byte to see that it is over).
+    """
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        return cannot_read(path, exc)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return not_regular(path, st.st_mode)
+        if st.st_size > MAX_SKILL_MD_BYTES:
+            return too_big(path, st.st_size)
+        chunks: list[bytes] = []
+        left = MAX_SKILL_MD_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        return cannot_read(path, exc)
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks)
+    if len(raw) > MAX_SKILL_MD_BYTES:  # it grew after the stat
+        return too_big(path, len(raw))
+    return raw, st
 
 
-def _yaml_load(fm: str) -> tuple[Any, dict[str, int]]:
+def decode_skill_md(raw: bytes, *, source: str) -> str | Diagnostic:
+    """Decode SKILL.md bytes; invalid UTF-8 gives an error diagnostic at its line."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        bad = raw[exc.start : exc.start + 1].hex()
+        return Diagnostic(
+            file=source,
+            line=line,
+            message=f"SKILL.md is not valid UTF-8 (byte 0x{bad} at offset {exc.start}); "
+            "re-save the file as UTF-8",
+        )
+
+
+class _AliasError(Exception):
+    """The frontmatter reuses a node (a YAML alias): refused, see ``_key_lines``."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(line)
+        self.line = line
+
+
+def _key_lines(root: yaml.Node) -> dict[KeyPath, int]:
+    """0-based line of every mapping key and list item, by its path from the top.
+
+    Aliases are refused: a frontmatter has no use for them, and a few nested ones expand
+    into billions of values for whatever walks the result (a JSON Schema check, say).
+    """
+    lines: dict[KeyPath, int] = {}
+    seen: set[int] = set()
+    todo: list[tuple[yaml.Node, KeyPath]] = [(root, ())]
+    while todo:
+        node, path = todo.pop()
+        if id(node) in seen:
+            raise _AliasError(node.start_mark.line)
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                here = (*path, key.value if isinstance(key, yaml.ScalarNode) else str(key.value))
+                lines.setdefault(here, key.start_mark.line)
+                todo.append((value, here))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                lines.setdefault((*path, i), item.start_mark.line)
+                todo.append((item, (*path, i)))
+    return lines
+
+
+def _yaml_load(fm: str) -> tuple[Any, dict[KeyPath, int]]:
     loader = _LOADER(fm)
     try:
         node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
+        if node is None:
+            return None, {}
+        lines = _key_lines(node)
+        return loader.construct_document(node), lines
     finally:
         loader.dispose()
-    lines: dict[str, int] = {}
-    if isinstance(node, yaml.MappingNode):
-        for key_node, _ in node.value:
-            if isinstance(key_node, yaml.ScalarNode):
-                lines.setdefault(key_node.value, key_node.start_mark.line)
-    return data, lines
 
 
 def _unclosed_quote(exc: yaml.YAMLError) -> bool:
@@ -133,76 +221,30 @@ def _unclosed_quote(exc: yaml.YAMLError) -> bool:
 
 
 def _next_fence(text: str, newline: int) -> tuple[int, int] | None:
-    """(start, end) of the first '---' line after the newline at ``newline``, or None.
-
-    ``str.find`` instead of a multi-line regex: this runs once per skill in the scan.
-    """
-    while True:
-        pos = text.find("\n---", newline)
-        if pos < 0:
-            return None
-        start = pos + 1
-        end = text.find("\n", start)
-        if end < 0:
-            end = len(text)
-        if not text[start + 3 : end].strip(" \t"):
-            return start, end
-        newline = end
+    """(start, end) of the first '---' line after the newline at ``newline``, or None."""
+    for match in _FENCE.finditer(text, newline + 1):
+        return match.start(), match.end()
+    return None
 
 
-def split_plain(text: str) -> tuple[str, int] | None:
-    """(frontmatter text, end of the closing fence line) in the common case, or None.
-
-    The common case: the text starts with a bare ``---`` line and has no CR (hence no
-    BOM either, which would come before the fence). The first later ``---`` line closes
-    the frontmatter; if that line sat inside a quoted value, the fast YAML reader declines
-    the unclosed quote and the caller falls back to ``read_frontmatter``. The body line is
-    the frontmatter's line count plus 2 (both fences), its start ``min(end + 1, len(text))``.
-    """
-    if not text.startswith("---\n") or "\r" in text:
-        return None
-    start = text.find("\n---", 3) + 1
-    end = start + 3
-    if not start or text[end : end + 1] not in ("\n", ""):
-        # No '---' line, or one with trailing blanks or text: let the loop decide.
-        fence = _next_fence(text, 3)
-        if fence is None:
-            return None
-        start, end = fence
-    return text[4:start], end
+def _yaml_problem(exc: yaml.YAMLError, fm: str) -> tuple[int, str]:
+    """(0-based line in the frontmatter, message) of a YAML error."""
+    mark = getattr(exc, "problem_mark", None)
+    opened = getattr(exc, "context_mark", None)
+    if opened is not None and (mark is None or mark.index >= len(fm.rstrip())):
+        # The parser ran into the end of the frontmatter: the line that opened the
+        # unfinished construct is the one to fix.
+        mark = opened
+    problem = getattr(exc, "problem", None) or str(exc)
+    context = getattr(exc, "context", None)
+    what = f"{context}: {problem}" if context else problem
+    return (mark.line if mark is not None else 0), (
+        f"invalid YAML in the frontmatter ({what}); check the indentation and quote values "
+        "that contain ': ' or start with a special character"
+    )
 
 
-def plain_frontmatter(text: str) -> tuple[dict[str, Any], dict[str, int], int, int] | None:
-    """The common case only: (data, key lines, body start, body line), or None.
-
-    Applies when ``split_plain`` does and the frontmatter is inside the fast YAML subset.
-    It gives what ``read_frontmatter`` would, without the diagnostics machinery; anything
-    else returns None and the caller uses ``read_frontmatter``, the careful path.
-    """
-    split = split_plain(text)
-    if split is None:
-        return None
-    fm, end = split
-    fast = fast_load(fm, first_line=2)
-    if fast is None:
-        return None
-    return fast[0], fast[1], min(end + 1, len(text)), fm.count("\n") + 3
-
-
-def read_frontmatter(text: str, *, source: str) -> Frontmatter:
-    """Split ``text`` at its frontmatter fences and load the YAML between them."""
-    plain = plain_frontmatter(text)
-    if plain is not None:
-        return Frontmatter(
-            data=plain[0],
-            key_lines=plain[1],
-            fm_line=2,
-            body_start=plain[2],
-            body_line=plain[3],
-            text=text,
-            diagnostics=(),
-        )
-    diags: list[Diagnostic] = []
+def _normalise(text: str, source: str, diags: list[Diagnostic]) -> str:
     if text.startswith("\ufeff"):
         text = text[1:]
         diags.append(
@@ -225,42 +267,43 @@ def read_frontmatter(text: str, *, source: str) -> Frontmatter:
                 "(save the file with LF endings)",
             )
         )
+    return text
+
+
+def read_frontmatter(text: str, *, source: str) -> Frontmatter:
+    """Split ``text`` at its frontmatter fences and load the YAML between them."""
+    diags: list[Diagnostic] = []
+    text = _normalise(text, source, diags)
+
+    def failed(line: int, message: str, body: str = "") -> Frontmatter:
+        diags.append(Diagnostic(file=source, line=line, message=message))
+        return Frontmatter(
+            data=None, lines={}, fm_line=2, body=body, body_line=line, diagnostics=tuple(diags)
+        )
+
     if not text or text.isspace():
-        return _empty(
-            text,
-            source,
-            diags,
+        return failed(
             1,
-            "SKILL.md is empty; start it with a '---' line, then name: and "
-            "description:, then a closing '---' line",
+            "SKILL.md is empty; start it with a '---' line, then name: and description:, "
+            "then a closing '---' line",
         )
     first_end = text.find("\n")
     first = text if first_end < 0 else text[:first_end]
     if first.rstrip(" \t") != "---":
-        return _empty(
-            text,
-            source,
-            diags,
+        return failed(
             1,
-            "SKILL.md has no YAML frontmatter: its first line must be '---', followed "
-            "by name: and description: and a closing '---' line",
+            "SKILL.md has no YAML frontmatter: its first line must be '---', followed by "
+            "name: and description: and a closing '---' line",
         )
-    start = first_end + 1
     fence = _next_fence(text, first_end) if first_end >= 0 else None
     if fence is None:
-        return _empty(
-            text,
-            source,
-            diags,
+        return failed(
             1,
-            "the frontmatter opened on line 1 is never closed; add a '---' line "
-            "after the last frontmatter key",
+            "the frontmatter opened on line 1 is never closed; add a '---' line after the "
+            "last frontmatter key",
         )
-    fm_line = 2
-    data: Any = None
-    key_lines: dict[str, int] = {}
+    start = first_end + 1
     retried = False
-    failed = False
     while True:
         fm = text[start : fence[0]]
         if retried:
@@ -268,69 +311,40 @@ def read_frontmatter(text: str, *, source: str) -> Frontmatter:
             # (flow scalars drop continuation-line indentation) and stops YAML reading them
             # as document markers.
             fm = _FENCE.sub(lambda m: " " + m.group(0), fm)
-        fast = fast_load(fm)
-        if fast is not None:
-            data, key_lines = fast
-            break
         try:
-            data, key_lines = _yaml_load(fm)
+            data, lines = _yaml_load(fm)
             break
         except yaml.YAMLError as exc:
             later = _next_fence(text, fence[1]) if _unclosed_quote(exc) else None
             if later is not None:
-                fence = later
-                retried = True
+                fence, retried = later, True
                 continue
-            mark = getattr(exc, "problem_mark", None)
-            opened = getattr(exc, "context_mark", None)
-            if opened is not None and (mark is None or mark.index >= len(fm.rstrip())):
-                # The parser ran into the end of the frontmatter: the line that opened the
-                # unfinished construct is the one to fix.
-                mark = opened
-            line = fm_line + (mark.line if mark is not None else 0)
-            problem = getattr(exc, "problem", None) or str(exc)
-            context = getattr(exc, "context", None)
-            what = f"{context}: {problem}" if context else problem
-            diags.append(
-                Diagnostic(
-                    file=source,
-                    line=line,
-                    message=f"invalid YAML in the frontmatter ({what}); check the "
-                    "indentation and quote values that contain ': ' or start with a "
-                    "special character",
-                )
+            line, message = _yaml_problem(exc, fm)
+            return failed(2 + line, message)
+        except _AliasError as exc:
+            return failed(
+                2 + exc.line,
+                "the frontmatter reuses this value through a YAML anchor and alias "
+                "(&name ... *name); write each value out in full",
             )
-            failed = True
-            break
-    fence_line = text.count("\n", 0, fence[0]) + 1
-    body_start = min(fence[1] + 1, len(text))
-    lines = {k: v + fm_line for k, v in key_lines.items()}
-    if failed:
-        data = None
-    elif data is None:
-        diags.append(
-            Diagnostic(
-                file=source,
-                line=fm_line,
-                message="the frontmatter is empty; add name: and description:",
-            )
+        except RecursionError:
+            return failed(2, "the frontmatter is nested too deeply; flatten it")
+    body_line = text.count("\n", 0, fence[0]) + 2
+    body = text[min(fence[1] + 1, len(text)) :]
+    if data is None:
+        return failed(2, "the frontmatter is empty; add name: and description:", body)
+    if not isinstance(data, dict):
+        return failed(
+            2,
+            f"the frontmatter is a {type(data).__name__}, not a mapping; write it as "
+            "'key: value' lines",
+            body,
         )
-    elif not isinstance(data, dict):
-        diags.append(
-            Diagnostic(
-                file=source,
-                line=fm_line,
-                message=f"the frontmatter is a {type(data).__name__}, not a mapping; "
-                "write it as 'key: value' lines",
-            )
-        )
-        data = None
     return Frontmatter(
         data=data,
-        key_lines=lines,
-        fm_line=fm_line,
-        body_start=body_start,
-        body_line=fence_line + 1,
-        text=text,
+        lines={path: line + 2 for path, line in lines.items()},
+        fm_line=2,
+        body=body,
+        body_line=body_line,
         diagnostics=tuple(diags),
     )

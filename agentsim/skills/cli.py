@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
 import sys
 from collections import Counter
 from pathlib import Path
@@ -17,9 +19,7 @@ from typing import Any
 import agentsim
 from agentsim.errors import SkillNotFoundError
 from agentsim.skills._files import list_skill_files
-from agentsim.skills._frontmatter import decode_skill_md, read_frontmatter
-from agentsim.skills._validate import NAME_PATTERN, SPEC_KEYS
-from agentsim.skills.manifest import Diagnostic, load_skill_md
+from agentsim.skills.manifest import Diagnostic, load_skill_md, name_problem
 from agentsim.skills.registry import SkillDescriptor, SkillRegistry
 
 __all__ = ["add_skills_commands", "default_roots", "main"]
@@ -151,21 +151,35 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _candidates(folder: Path) -> list[Path]:
+    """The SKILL.md of every skill sub-folder, as the registry would find them; a link
+    that cannot be followed (a loop) is kept, so that validating it says what is wrong."""
+    found = []
+    for sub in sorted(folder.iterdir()):
+        if sub.name.startswith((".", "_")):
+            continue
+        try:
+            mode = sub.stat().st_mode  # follows a link; a loop raises
+        except OSError:
+            if sub.is_symlink():
+                found.append(sub / "SKILL.md")
+            continue
+        if stat.S_ISDIR(mode) and os.path.lexists(sub / "SKILL.md"):
+            found.append(sub / "SKILL.md")
+    return found
+
+
 def _skill_files(path: Path) -> list[Path]:
-    if not path.exists():
+    if not os.path.lexists(path):
         raise _BadInput(
             f"{path}: no such file or folder; pass a skill folder, a SKILL.md, or a folder "
             "of skills"
         )
-    if path.is_file():
-        return [path]
-    if (path / "SKILL.md").is_file():
+    if not path.is_dir():
+        return [path]  # a file, or something odd: loading it says what is wrong
+    if os.path.lexists(path / "SKILL.md"):
         return [path / "SKILL.md"]
-    found = sorted(
-        p / "SKILL.md"
-        for p in path.iterdir()
-        if p.is_dir() and not p.name.startswith((".", "_")) and (p / "SKILL.md").is_file()
-    )
+    found = _candidates(path)
     if not found:
         raise _BadInput(
             f"{path}: no SKILL.md in it or in its sub-folders; pass a skill folder, a "
@@ -174,37 +188,15 @@ def _skill_files(path: Path) -> list[Path]:
     return found
 
 
-def _portability(md: Path) -> list[Diagnostic]:
-    """What the Agent Skills specification would not accept: non-spec top-level keys."""
-    text, _ = decode_skill_md(md.read_bytes(), source=str(md))
-    front = read_frontmatter(text or "", source=str(md))
-    out = []
-    for key in front.data or {}:
-        if key not in SPEC_KEYS:
-            out.append(
-                Diagnostic(
-                    file=str(md),
-                    line=front.key_lines.get(str(key), 1),
-                    message=f"top-level {key!r} is not portable under the Agent Skills "
-                    f"specification (it allows {', '.join(SPEC_KEYS)}); move it under "
-                    "metadata or drop it if the skill must run elsewhere",
-                )
-            )
-    return out
-
-
 def _cmd_validate(args: argparse.Namespace) -> int:
     files = [md for raw in args.paths for md in _skill_files(Path(raw))]
     results = []
-    errors = warnings = 0
+    counts: Counter[str] = Counter()
     for md in files:
-        parsed = load_skill_md(md)
-        diags = list(parsed.diagnostics)
-        if args.strict and parsed.manifest is not None:
-            diags.extend(_portability(md))
+        parsed = load_skill_md(md, strict=args.strict)
+        diags = parsed.diagnostics
+        counts.update(d.severity for d in diags)
         n_err = sum(d.severity == "error" for d in diags)
-        errors += n_err
-        warnings += len(diags) - n_err
         results.append(
             {
                 "path": str(md),
@@ -217,17 +209,20 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             print(f"{'ok  ' if n_err == 0 else 'FAIL'} {md}")
             for diag in diags:
                 print(f"  {diag}")
+    errors, warnings, notes = counts["error"], counts["warning"], counts["note"]
     if args.json:
         out = {
             "ok": errors == 0,
             "checked": len(files),
             "errors": errors,
             "warnings": warnings,
+            "notes": notes,
             "results": results,
         }
         print(json.dumps(out, indent=2))
     else:
-        print(f"{len(files)} skills checked: {errors} errors, {warnings} warnings")
+        noted = f", {notes} notes (agentsim extensions)" if notes else ""
+        print(f"{len(files)} skills checked: {errors} errors, {warnings} warnings{noted}")
     return 1 if errors else 0
 
 
@@ -275,7 +270,7 @@ def test_entrypoint_echoes_its_arguments():
 
 def _cmd_new(args: argparse.Namespace) -> int:
     name: str = args.name
-    if len(name) > 64 or not NAME_PATTERN.fullmatch(name):
+    if name_problem(name):
         raise _BadInput(
             f"skill name {name!r} is invalid; use at most 64 lowercase letters, digits and "
             "single hyphens, like 'daily-guidance'"
@@ -332,7 +327,12 @@ def add_skills_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
 
     p = sub.add_parser("validate", help="check skill folders or SKILL.md files")
     p.add_argument("paths", nargs="+", metavar="PATH")
-    p.add_argument("--strict", action="store_true", help="also flag non-portable keys")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="also check portability to other Agent Skills clients (agentsim's own keys are "
+        "noted, not errors)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_run(_cmd_validate))
 

@@ -1,75 +1,170 @@
 """SKILL.md parsing: text -> ``SkillManifest`` + body, or diagnostics with file and line.
 
-``parse_skill_md`` is pure; ``load_skill_md`` reads a file (size, encoding and the
-existence of declared scripts are checked there) and calls it. Nothing here raises on a
-bad skill: problems are ``Diagnostic`` values.
+``SkillManifest`` is the one model of a skill's frontmatter: the Agent Skills fields plus
+agentsim's own. ``parse_skill_md`` is pure; ``load_skill_md`` reads a file (size, encoding,
+odd file types and the existence of declared scripts are checked there) and calls it.
+Nothing here raises on a bad skill: problems are ``Diagnostic`` values whose line is the
+line of the offending key, mapped back from pydantic's error locations.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_core import ErrorDetails
 
 from agentsim.skills._frontmatter import (
-    MAX_SKILL_MD_BYTES,
     Diagnostic,
+    KeyPath,
     decode_skill_md,
     read_frontmatter,
-    too_big,
+    read_skill_bytes,
 )
-from agentsim.skills._validate import check_fields, check_skill_files
+from agentsim.skills._paths import file_problem, path_problem
 
 __all__ = [
+    "AGENTSIM_KEYS",
+    "HOOK_TYPES",
+    "SPEC_KEYS",
     "Diagnostic",
     "HookSpec",
     "ParsedSkill",
+    "SkillFile",
     "SkillManifest",
     "load_skill_md",
     "parse_skill_md",
     "render_skill_md",
 ]
 
-_NAME_REGEX = r"^[a-z0-9]+(-[a-z0-9]+)*$"
+_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+def name_problem(value: str) -> str | None:
+    """Why ``value`` is not a valid skill name (Agent Skills rules), or None."""
+    if len(value) > 64:
+        return f"{value!r} is {len(value)} characters long, over the limit of 64"
+    if not _NAME.fullmatch(value):
+        return (
+            f"{value!r} is not a valid skill name; use lowercase letters, digits and single "
+            "hyphens (like 'daily-guidance')"
+        )
+    return None
+
+
+def _skill_name(value: str) -> str:
+    problem = name_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _relative(value: str) -> str:
+    problem = path_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _description(value: str) -> str:
+    if not value.strip():
+        raise ValueError("is empty; say in one or two sentences when to use the skill")
+    return value
+
+
+def _schema(value: dict[str, Any]) -> dict[str, Any]:
+    import jsonschema  # only skills that declare a schema pay for the import
+
+    try:
+        jsonschema.validators.validator_for(value).check_schema(value)
+    except jsonschema.SchemaError as exc:
+        raise ValueError(f"is not a valid JSON Schema: {exc.message}") from None
+    return value
+
+
+def _split_tools(value: Any) -> Any:
+    # The spec's form is one space-separated string; a YAML list is read too.
+    return tuple(value.split()) if isinstance(value, str) else value
+
+
+SkillName = Annotated[StrictStr, AfterValidator(_skill_name)]
+RelPath = Annotated[StrictStr, AfterValidator(_relative)]
+Schema = Annotated[dict[str, Any], AfterValidator(_schema)]
 
 
 class HookSpec(BaseModel):
     """Scripts run at the start (``pre_step``) and end (``post_step``) of an agent's step."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    pre_step: str | None = None
-    post_step: str | None = None
+    pre_step: RelPath | None = None
+    post_step: RelPath | None = None
+
+
+HOOK_TYPES = tuple(HookSpec.model_fields)
 
 
 class SkillManifest(BaseModel):
     """The validated frontmatter of a SKILL.md. Unknown keys are kept in ``extra``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
 
-    name: str = Field(pattern=_NAME_REGEX, max_length=64)
-    description: str = Field(min_length=1, max_length=1024)
-    script: str | None = None
+    # The Agent Skills specification
+    name: SkillName
+    description: Annotated[StrictStr, Field(max_length=1024), AfterValidator(_description)]
+    license: Annotated[StrictStr, Field(max_length=1024)] | None = None
+    compatibility: Annotated[StrictStr, Field(max_length=500)] | None = None
+    metadata: dict[StrictStr, StrictStr] | None = None
+    allowed_tools: Annotated[tuple[StrictStr, ...] | None, BeforeValidator(_split_tools)] = (
+        Field(default=None, alias="allowed-tools", strict=False)
+    )
+    # agentsim's own
+    script: RelPath | None = None
     hooks: HookSpec = HookSpec()
-    license: str | None = None
-    compatibility: str | None = Field(default=None, max_length=500)
-    metadata: dict[str, str] | None = None
-    allowed_tools: tuple[str, ...] | None = Field(default=None, alias="allowed-tools")
-    version: str | None = None
-    tags: tuple[str, ...] = ()
-    requires: tuple[str, ...] = ()
+    version: StrictStr | None = None
+    tags: tuple[StrictStr, ...] = Field(default=(), strict=False)
+    requires: tuple[SkillName, ...] = Field(default=(), strict=False)
     timeout: float | None = Field(default=None, gt=0)
     isolation: Literal["inline", "thread", "process"] = "inline"
-    input_schema: dict[str, Any] | None = None
-    output_schema: dict[str, Any] | None = None
+    input_schema: Schema | None = None
+    output_schema: Schema | None = None
     status: Literal["active", "deprecated"] = "active"
     idempotent: bool = False
     retries: int = Field(default=0, ge=0)
     extra: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _matches_folder(cls, value: str, info: ValidationInfo) -> str:
+        folder = (info.context or {}).get("folder_name")
+        if folder is not None and value != folder:
+            raise ValueError(
+                f"{value!r} does not match its folder {folder!r}; rename the folder or the "
+                "name so that they are equal"
+            )
+        return value
+
+    def declared_files(self) -> list[tuple[str, str]]:
+        """(label, relative path) of the default script and every hook script."""
+        out = [("script", self.script)] if self.script else []
+        out += [(f"hooks.{k}", v) for k, v in self.hooks if v is not None]
+        return out
 
     def to_frontmatter(self) -> dict[str, Any]:
         """The manifest as SKILL.md keys (spec spelling), defaults and empty values left out."""
@@ -82,6 +177,15 @@ class SkillManifest(BaseModel):
             out["hooks"] = {k: v for k, v in hooks.items() if v is not None}
         out.update(self.extra)
         return out
+
+
+SPEC_KEYS = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
+AGENTSIM_KEYS = tuple(
+    info.alias or key
+    for key, info in SkillManifest.model_fields.items()
+    if (info.alias or key) not in SPEC_KEYS and key != "extra"
+)
+_KNOWN_KEYS = SPEC_KEYS + AGENTSIM_KEYS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,90 +206,243 @@ class ParsedSkill:
         return tuple(d for d in self.diagnostics if d.severity == "error")
 
 
-def _manifest(fields: dict[str, Any]) -> SkillManifest:
-    hooks = fields.pop("hooks", None)
-    if hooks is not None:
-        fields["hooks"] = HookSpec(**hooks)
-    return SkillManifest.model_validate(fields)
+# -- pydantic errors -> diagnostics ----------------------------------------------------------
 
 
-def _parse(text: str, source: str, folder_name: str | None) -> tuple[ParsedSkill, dict[str, int]]:
+def _kind(value: Any) -> str:
+    names = {dict: "mapping", list: "list", str: "string", bool: "boolean", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _label(loc: tuple[str | int, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+_MAPPINGS = {
+    "hooks": "hook type to script path",
+    "metadata": "string keys to string values",
+    "input_schema": "JSON Schema keywords",
+    "output_schema": "JSON Schema keywords",
+}
+
+
+def _message(err: ErrorDetails) -> str:
+    loc, kind, value = err["loc"], err["type"], err["input"]
+    label = _label(loc)
+    ctx = err.get("ctx", {})
+    top = loc[0] if loc else ""
+    if kind == "missing":
+        return f"the frontmatter has no {label}:; add it (both name and description are required)"
+    if kind == "extra_forbidden" and top == "hooks":
+        return f"hooks has unknown hook type {loc[-1]!r}; use {' or '.join(HOOK_TYPES)}"
+    if kind == "value_error":
+        return f"{label} {ctx.get('error', err['msg'])}"
+    if kind in ("dict_type", "model_type"):
+        what = _MAPPINGS.get(str(top), "keys to values")
+        return f"{label} must be a mapping of {what}, got {_kind(value)}"
+    if kind == "string_type":
+        if top == "version" and isinstance(value, int | float) and not isinstance(value, bool):
+            return f'version was read as the number {value!r}; quote it, like version: "{value}"'
+        hint = "; quote it (the Agent Skills spec allows only strings here)"
+        hint = hint if top == "metadata" else ""
+        return f"{label} must be a string, got {_kind(value)}{hint}"
+    if kind in ("tuple_type", "list_type"):
+        return f"{label} must be a list like [a, b], got {_kind(value)}"
+    if kind == "literal_error":
+        return f"{label} must be {ctx['expected']}, got {value!r}"
+    if kind == "bool_type":
+        return f"{label} must be true or false, got {value!r}"
+    if kind == "int_type":
+        return f"{label} must be a whole number, got {value!r}"
+    if kind == "float_type":
+        return f"{label} must be a number, got {value!r}"
+    if kind == "string_too_long":
+        return f"{label} is {len(value)} characters long, over the limit of {ctx['max_length']}"
+    if top == "timeout" and kind == "greater_than":
+        return f"timeout must be a positive number of seconds, got {value!r}"
+    if kind in ("greater_than", "greater_than_equal"):
+        sign, bound = (">", ctx["gt"]) if kind == "greater_than" else (">=", ctx["ge"])
+        return f"{label} must be {sign} {bound}, got {value!r}"
+    return f"{label}: {err['msg']}"
+
+
+def _line(lines: dict[KeyPath, int], loc: tuple[str | int, ...], default: int) -> int:
+    """The line of the deepest key on ``loc`` that the frontmatter has."""
+    for end in range(len(loc), 0, -1):
+        line = lines.get(loc[:end])
+        if line is not None:
+            return line
+    return default
+
+
+def _validate(
+    data: dict[Any, Any],
+    lines: dict[KeyPath, int],
+    *,
+    source: str,
+    folder_name: str | None,
+) -> tuple[SkillManifest | None, list[Diagnostic]]:
+    diags: list[Diagnostic] = []
+    known: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    ok = True
+    for key, value in data.items():
+        if key in _KNOWN_KEYS:
+            known[key] = value
+            continue
+        line = lines.get((str(key),), 2)
+        if not isinstance(key, str):
+            ok = False
+            message = f"frontmatter key {key!r} is not a string; keys are words like name"
+            diags.append(Diagnostic(file=source, line=line, message=message))
+            continue
+        extra[key] = value
+        close = difflib.get_close_matches(key, _KNOWN_KEYS, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(_KNOWN_KEYS)}"
+        diags.append(
+            Diagnostic(
+                file=source,
+                line=line,
+                severity="warning",
+                message=f"unknown frontmatter key {key!r} (kept as extra); {hint}",
+            )
+        )
+    try:
+        manifest = SkillManifest.model_validate(
+            {**known, "extra": extra}, context={"folder_name": folder_name}
+        )
+    except ValidationError as exc:
+        for err in exc.errors(include_url=False):
+            line = _line(lines, err["loc"], 2)
+            diags.append(Diagnostic(file=source, line=line, message=_message(err)))
+        # One problem per line, in file order, whatever the order of the model's fields.
+        return None, sorted(diags, key=lambda d: d.line)
+    return (manifest if ok else None), diags
+
+
+def _portability(data: dict[Any, Any], lines: dict[KeyPath, int], source: str) -> list[Diagnostic]:
+    """What another Agent Skills client may not accept (``skills validate --strict``)."""
+    out = []
+    for key, value in data.items():
+        line = lines.get((str(key),), 2)
+        if key in AGENTSIM_KEYS:
+            out.append(
+                Diagnostic(
+                    file=source,
+                    line=line,
+                    severity="note",
+                    message=f"{key!r} is an agentsim extension, not an Agent Skills field; "
+                    "other clients may ignore or refuse it",
+                )
+            )
+        elif key == "allowed-tools" and not isinstance(value, str):
+            out.append(
+                Diagnostic(
+                    file=source,
+                    line=line,
+                    message="allowed-tools is not portable as a list: the Agent Skills spec "
+                    "wants one space-separated string, like 'allowed-tools: Read Bash'",
+                )
+            )
+        elif key not in SPEC_KEYS:
+            out.append(
+                Diagnostic(
+                    file=source,
+                    line=line,
+                    message=f"{key!r} is neither an Agent Skills field nor an agentsim one; "
+                    "remove it, or keep it under metadata as a string value",
+                )
+            )
+    return out
+
+
+def _parse(
+    text: str, source: str, folder_name: str | None, strict: bool
+) -> tuple[ParsedSkill, dict[KeyPath, int]]:
     front = read_frontmatter(text, source=source)
     diags = list(front.diagnostics)
-    body = front.text[front.body_start :]
     manifest = None
     if front.data is not None:
-        fields, problems = check_fields(
-            front.data,
-            key_lines=front.key_lines,
-            fm_line=front.fm_line,
-            source=source,
-            folder_name=folder_name,
+        manifest, problems = _validate(
+            front.data, front.lines, source=source, folder_name=folder_name
         )
-        diags.extend(problems)
-        manifest = _manifest(fields) if fields is not None else None
+        diags += problems
+        if strict:
+            diags += _portability(front.data, front.lines, source)
     parsed = ParsedSkill(
-        manifest=manifest, body=body, body_line=front.body_line, diagnostics=tuple(diags)
+        manifest=manifest, body=front.body, body_line=front.body_line, diagnostics=tuple(diags)
     )
-    return parsed, front.key_lines
+    return parsed, front.lines
 
 
-def parse_skill_md(text: str, *, source: str, folder_name: str | None = None) -> ParsedSkill:
+def parse_skill_md(
+    text: str, *, source: str, folder_name: str | None = None, strict: bool = False
+) -> ParsedSkill:
     """Parse SKILL.md ``text``. ``source`` names the file in diagnostics; when
-    ``folder_name`` is given, the skill's name must equal it."""
-    return _parse(text, source, folder_name)[0]
+    ``folder_name`` is given, the skill's name must equal it. ``strict`` adds what is not
+    portable under the Agent Skills specification (agentsim's own keys as notes)."""
+    return _parse(text, source, folder_name, strict)[0]
 
 
-def _failed(diags: list[Diagnostic]) -> ParsedSkill:
-    return ParsedSkill(manifest=None, body="", body_line=1, diagnostics=tuple(diags))
+def _failed(diag: Diagnostic) -> ParsedSkill:
+    return ParsedSkill(manifest=None, body="", body_line=1, diagnostics=(diag,))
 
 
-def load_skill_md(path: str | os.PathLike[str]) -> ParsedSkill:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SkillFile:
+    """A SKILL.md as read from disk: the parse, the stat of the file that was read (None
+    if it could not be opened) and the declared script paths (also when one is missing)."""
+
+    parsed: ParsedSkill
+    stat: os.stat_result | None
+    scripts: tuple[str, ...] = ()
+
+
+def read_skill(md: str, *, strict: bool = False) -> SkillFile:
+    """``load_skill_md`` for the path of a SKILL.md, with what a registry keeps of it."""
+    got = read_skill_bytes(md)
+    if isinstance(got, Diagnostic):
+        return SkillFile(parsed=_failed(got), stat=None)
+    raw, st = got
+    text = decode_skill_md(raw, source=md)
+    if isinstance(text, Diagnostic):
+        return SkillFile(parsed=_failed(text), stat=st)
+    folder = os.path.dirname(md)
+    parsed, lines = _parse(text, md, os.path.basename(folder), strict)
+    if parsed.manifest is None:
+        return SkillFile(parsed=parsed, stat=st)
+    declared = parsed.manifest.declared_files()
+    missing = []
+    for label, rel in declared:
+        problem = file_problem(folder, rel)
+        if problem:
+            line = _line(lines, tuple(label.split(".")), 2)
+            missing.append(Diagnostic(file=md, line=line, message=f"{label} {rel!r} {problem}"))
+    scripts = tuple(dict.fromkeys(rel for _, rel in declared))
+    if missing:
+        parsed = ParsedSkill(
+            manifest=None,
+            body=parsed.body,
+            body_line=parsed.body_line,
+            diagnostics=parsed.diagnostics + tuple(missing),
+        )
+    return SkillFile(parsed=parsed, stat=st, scripts=scripts)
+
+
+def load_skill_md(path: str | os.PathLike[str], *, strict: bool = False) -> ParsedSkill:
     """Read and parse a SKILL.md file, or a skill folder holding one.
 
-    Besides ``parse_skill_md``'s checks: the file is at most 1 MiB of UTF-8, the name
-    equals the folder name, and the declared script and hook files exist in the folder.
+    Besides ``parse_skill_md``'s checks: the file is a regular file of at most 1 MiB of
+    UTF-8, the name equals the folder name, and the declared script and hook files exist
+    inside the folder.
     """
     p = Path(path)
     if p.is_dir():
         p = p / "SKILL.md"
-    source = str(p)
-    try:
-        size = p.stat().st_size
-        # The size is checked before reading so that a huge file is never loaded.
-        raw = p.read_bytes() if size <= MAX_SKILL_MD_BYTES else b""
-    except OSError as exc:
-        problem = exc.strerror or type(exc).__name__
-        return _failed(
-            [Diagnostic(file=source, line=1, message=f"cannot read SKILL.md ({problem})")]
-        )
-    if size > MAX_SKILL_MD_BYTES:
-        return _failed([too_big(source, size)])
-    text, diags = decode_skill_md(raw, source=source)
-    if text is None:
-        return _failed(diags)
-    parsed, key_lines = _parse(text, source, p.parent.name)
-    if parsed.manifest is None:
-        return parsed
-    missing = check_skill_files(
-        str(p.parent),
-        {"script": parsed.manifest.script, "hooks": _hook_dict(parsed.manifest.hooks)},
-        key_lines=key_lines,
-        fm_line=2,
-        source=source,
-    )
-    if not missing:
-        return parsed
-    return ParsedSkill(
-        manifest=None,
-        body=parsed.body,
-        body_line=parsed.body_line,
-        diagnostics=parsed.diagnostics + tuple(missing),
-    )
-
-
-def _hook_dict(hooks: HookSpec) -> dict[str, str]:
-    return {k: v for k, v in (("pre_step", hooks.pre_step), ("post_step", hooks.post_step)) if v}
+    return read_skill(str(p), strict=strict).parsed
 
 
 class _Dumper(yaml.SafeDumper):

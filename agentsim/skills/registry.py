@@ -14,18 +14,16 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import gc
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from operator import attrgetter, itemgetter
 from pathlib import Path
 
 from agentsim.errors import SkillError, SkillNotFoundError
 from agentsim.skills._files import DocCache, read_doc, read_file
 from agentsim.skills._frontmatter import Diagnostic
 from agentsim.skills._scan import RootScan, SkillDescriptor, namespace_rank, scan_root
-from agentsim.skills._validate import HOOK_TYPES
+from agentsim.skills.manifest import HOOK_TYPES
 
 __all__ = ["RefreshResult", "RegistrySnapshot", "SkillDescriptor", "SkillRegistry", "SkillView"]
 
@@ -46,22 +44,11 @@ class RefreshResult:
         return bool(self.added or self.changed or self.removed)
 
 
-_BY_NAME = _NAME = attrgetter("name")
-_ID = attrgetter("skill_id")
-_REQUIRES = attrgetter("requires")
-_DESC = itemgetter(2)  # of an ``Entry``: the descriptor, or None
-_DIAGS = itemgetter(3)  # of an ``Entry``: its diagnostics
-
-
 def _in_order(groups: Mapping[str, list[SkillDescriptor]]) -> tuple[SkillDescriptor, ...]:
-    """Descriptors grouped by namespace, in precedence order: namespace rank, namespace,
-    name. Sorting inside a group uses a C-level key, and a group is nearly sorted already
-    (a scan yields skills by folder name, which is the skill name), so this stays linear."""
+    """Descriptors in precedence order: namespace rank, namespace, name."""
     ordered: list[SkillDescriptor] = []
     for namespace in sorted(groups, key=lambda ns: (namespace_rank(ns), ns)):
-        group = groups[namespace]
-        group.sort(key=_BY_NAME)
-        ordered += group
+        ordered += sorted(groups[namespace], key=lambda d: d.name)
     return tuple(ordered)
 
 
@@ -239,33 +226,11 @@ class RegistrySnapshot(_Reads):
         """An agent-scoped overlay fixed on this snapshot."""
         return SkillView(self, agent_skills_dir)
 
-    def __reduce__(self) -> tuple[object, ...]:
-        # Derived indexes are rebuilt on arrival: the pickle holds each descriptor once.
-        return (
-            _rebuild,
-            (self.generation, self.scans, self.ordered, self.diagnostics),
-        )
-
-
-def _rebuild(
-    generation: int,
-    scans: tuple[RootScan, ...],
-    ordered: tuple[SkillDescriptor, ...],
-    diagnostics: tuple[Diagnostic, ...],
-) -> RegistrySnapshot:
-    return _snapshot(generation, scans, ordered, _by_name(ordered), diagnostics, DocCache())
-
 
 def _by_name(ordered: tuple[SkillDescriptor, ...]) -> dict[str, tuple[SkillDescriptor, ...]]:
-    # Names are nearly always unique: build with C-level iterators (``zip(seq)`` yields
-    # 1-tuples) and take the loop only when a name repeats.
-    names = dict(zip(map(_NAME, ordered), zip(ordered), strict=True))
-    if len(names) == len(ordered):
-        return names
-    names = {}
+    names: dict[str, tuple[SkillDescriptor, ...]] = {}
     for desc in ordered:
-        same = names.get(desc.name)
-        names[desc.name] = (desc,) if same is None else (*same, desc)
+        names[desc.name] = (*names.get(desc.name, ()), desc)
     return names
 
 
@@ -273,39 +238,32 @@ def _snapshot(
     generation: int,
     scans: tuple[RootScan, ...],
     ordered: tuple[SkillDescriptor, ...],
-    names: dict[str, tuple[SkillDescriptor, ...]],
     diagnostics: tuple[Diagnostic, ...],
     docs: DocCache,
 ) -> RegistrySnapshot:
     return RegistrySnapshot(
         generation=generation,
         scans=scans,
-        skills=dict(zip(map(_ID, ordered), ordered, strict=True)),
+        skills={d.skill_id: d for d in ordered},
         diagnostics=diagnostics,
         docs=docs,
         ordered=ordered,
-        names=names,
+        names=_by_name(ordered),
     )
 
 
 def _build(scans: tuple[RootScan, ...], generation: int, docs: DocCache) -> RegistrySnapshot:
+    """A snapshot of ``scans``: the first registration of an id wins, later ones are
+    reported; ``requires`` that name no skill, and cycles among them, are reported."""
     winners: dict[str, SkillDescriptor] = {}
     groups: dict[str, list[SkillDescriptor]] = {}
     diags: list[Diagnostic] = []
     for scan in scans:
         diags.extend(scan.diagnostics)
         group = groups.setdefault(scan.namespace, [])
-        if not group:
-            # The first root of its namespace: folder names, hence ids, are unique in a
-            # root, so nothing can be a duplicate. C-level iterators instead of a loop.
-            for entry_diags in filter(None, map(_DIAGS, scan.entries.values())):
-                diags.extend(entry_diags)
-            group += filter(None, map(_DESC, scan.entries.values()))
-            winners.update(zip(map(_ID, group), group, strict=True))
-            continue
-        for _, _, desc, entry_diags in scan.entries.values():
-            if entry_diags:
-                diags.extend(entry_diags)
+        for entry in scan.entries.values():
+            diags.extend(entry.diagnostics)
+            desc = entry.skill
             if desc is None:
                 continue
             first = winners.get(desc.skill_id)
@@ -322,50 +280,15 @@ def _build(scans: tuple[RootScan, ...], generation: int, docs: DocCache) -> Regi
                 )
             )
     ordered = _in_order(groups)
-    names = _by_name(ordered)
-    if any(map(_REQUIRES, ordered)):
-        first_by_name = {name: same[0] for name, same in names.items()}
-        diags.extend(_requires_diagnostics(first_by_name.values(), first_by_name))
-    return _snapshot(generation, scans, ordered, names, tuple(diags), docs)
+    first_by_name: dict[str, SkillDescriptor] = {}
+    for desc in ordered:
+        first_by_name.setdefault(desc.name, desc)
+    diags.extend(_requires_diagnostics(first_by_name.values(), first_by_name))
+    return _snapshot(generation, scans, ordered, tuple(diags), docs)
 
 
 def _prefixed(scan: RootScan, names: list[str]) -> tuple[str, ...]:
     return tuple(f"{scan.namespace}@{name}" for name in names)
-
-
-PROMOTE_MIN = 400
-"""Skills in a new root from which its objects go straight to the oldest GC generation."""
-
-
-class _CollectorPaused:
-    """The cyclic garbage collector paused over a scan and the snapshot built from it.
-
-    A scan makes no reference cycles, yet its thousands of new objects would set off young
-    collections all through it, and one more pass over all of them when the collector is
-    turned back on: ~10% of a 10,000-skill scan. A large registry lives as long as the run,
-    so with ``promote`` set its objects are moved to the oldest generation on the way out
-    (``gc.freeze`` then ``gc.unfreeze``: a splice of lists, no pass over them). That moves
-    any other young object of the process there too, to be collected by the next full
-    collection instead of a young one. The switch is process-wide: a ``gc.disable()`` made
-    by another thread during a scan is undone when the scan ends.
-    """
-
-    __slots__ = ("collecting", "promote")
-
-    def __enter__(self) -> _CollectorPaused:
-        self.collecting = gc.isenabled()
-        self.promote = False
-        gc.disable()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        # ``unfreeze`` would also thaw what the application froze itself (before forking
-        # workers, say): then the objects stay where they are.
-        if self.promote and not gc.get_freeze_count():
-            gc.freeze()
-            gc.unfreeze()
-        if self.collecting:
-            gc.enable()
 
 
 class SkillRegistry(_Reads):
@@ -374,17 +297,15 @@ class SkillRegistry(_Reads):
     __slots__ = ("_snap",)
 
     def __init__(self) -> None:
-        self._snap = _snapshot(0, (), (), {}, (), DocCache())
+        self._snap = _snapshot(0, (), (), (), DocCache())
 
     # -- filling ---------------------------------------------------------------------------
 
     def _add_root(self, path: str | os.PathLike[str], namespace: str) -> RefreshResult:
         old = self._snap
-        with _CollectorPaused() as paused:
-            scan, added, _, _ = scan_root(os.fspath(path), namespace)
-            generation = old.generation + 1
-            self._snap = _build((*old.scans, scan), generation, old.docs)
-            paused.promote = len(scan.entries) >= PROMOTE_MIN
+        scan, added, _, _ = scan_root(os.fspath(path), namespace)
+        generation = old.generation + 1
+        self._snap = _build((*old.scans, scan), generation, old.docs)
         return RefreshResult(generation=generation, added=_prefixed(scan, added))
 
     def scan_builtin(self, path: str | os.PathLike[str]) -> RefreshResult:
@@ -405,8 +326,9 @@ class SkillRegistry(_Reads):
         return self._add_root(skills_dir, f"env:{env_name}")
 
     def refresh(self) -> RefreshResult:
-        """Re-stat every root; re-parse only changed SKILL.md files; swap in a new snapshot
-        if anything changed (the generation moves only then)."""
+        """List every root again and stat each SKILL.md and declared script; re-parse only
+        what changed; swap in a new snapshot if a reader would see a difference (the
+        generation moves only then)."""
         old = self._snap
         scans: list[RootScan] = []
         added: list[str] = []
@@ -422,11 +344,9 @@ class SkillRegistry(_Reads):
             s.diagnostics != p.diagnostics for s, p in zip(scans, old.scans, strict=True)
         )
         if not (added or changed or removed or root_diags_moved):
-            pairs = zip(scans, old.scans, strict=True)
-            if any(s.stamp != p.stamp or s.others != p.others for s, p in pairs):
-                # Nothing a reader sees moved (same generation), but how the roots look now
-                # is kept: a root that has settled is then no longer listed on each refresh.
-                self._snap = dataclasses.replace(old, scans=tuple(scans))
+            # Nothing a reader sees moved (same generation), but the new stamps are kept,
+            # so that a file touched without a change is not read again on every refresh.
+            self._snap = dataclasses.replace(old, scans=tuple(scans))
             return RefreshResult(generation=old.generation)
         generation = old.generation + 1
         self._snap = _build(tuple(scans), generation, old.docs)
@@ -509,12 +429,12 @@ class SkillView(_Reads):
 
     def _set(self, scan: RootScan) -> None:
         self._agent = scan
-        descs = [e[2] for e in scan.entries.values() if e[2] is not None]
+        descs = [e.skill for e in scan.entries.values() if e.skill is not None]
         self._ordered = tuple(descs)
         self._names = {d.name: d for d in descs}
         diags = [*scan.diagnostics]
         for entry in scan.entries.values():
-            diags.extend(entry[3])
+            diags.extend(entry.diagnostics)
         self._extra_diags = tuple(diags)
 
     def refresh(self) -> RefreshResult:
@@ -525,7 +445,7 @@ class SkillView(_Reads):
             return RefreshResult(generation=self.generation)
         scan, added, changed, removed = scan_root(self._agent.root, "agent", self._agent)
         if not (added or changed or removed):
-            # The same skills; its stamp may have settled, its root diagnostics moved.
+            # The same skills; their stamps may have moved, or its root diagnostics.
             if scan.diagnostics != self._agent.diagnostics:
                 self._set(scan)
             else:
