@@ -189,6 +189,13 @@ class RootScan:
     entries: dict[str, Entry]
     diagnostics: tuple[Diagnostic, ...] = ()
 
+    def all_diagnostics(self) -> list[Diagnostic]:
+        """The root's and its entries' diagnostics, in folder order."""
+        found = [*self.diagnostics]
+        for entry in self.entries.values():
+            found += entry.diagnostics
+        return sorted(found, key=lambda d: d.file)  # stable: a file's lines stay in order
+
 
 def _file_stamp(st: os.stat_result) -> tuple[int, ...]:
     return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)

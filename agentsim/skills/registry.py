@@ -259,10 +259,9 @@ def _build(scans: tuple[RootScan, ...], generation: int, docs: DocCache) -> Regi
     groups: dict[str, list[SkillDescriptor]] = {}
     diags: list[Diagnostic] = []
     for scan in scans:
-        diags.extend(scan.diagnostics)
+        diags += scan.all_diagnostics()
         group = groups.setdefault(scan.namespace, [])
         for entry in scan.entries.values():
-            diags.extend(entry.diagnostics)
             desc = entry.skill
             if desc is None:
                 continue
@@ -432,10 +431,7 @@ class SkillView(_Reads):
         descs = [e.skill for e in scan.entries.values() if e.skill is not None]
         self._ordered = tuple(descs)
         self._names = {d.name: d for d in descs}
-        diags = [*scan.diagnostics]
-        for entry in scan.entries.values():
-            diags.extend(entry.diagnostics)
-        self._extra_diags = tuple(diags)
+        self._extra_diags = tuple(scan.all_diagnostics())
 
     def refresh(self) -> RefreshResult:
         """Rescan the agent folder (the base is refreshed through its registry)."""

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
-import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +16,6 @@ from agentsim.skills import (
     parse_skill_md,
     render_skill_md,
 )
-from agentsim.skills._fastyaml import fast_load
 
 GOOD = """---
 name: daily-guidance
@@ -119,30 +118,33 @@ def test_unknown_keys_are_kept_as_extra_with_a_warning() -> None:
         pytest.param(
             _front("script: ../x.py\n"), 4, r"leaves the skill folder \('..'\)", id="dotdot"
         ),
-        pytest.param(_front("script: 3\n"), 4, "relative path string, got int", id="script-int"),
+        pytest.param(_front("script: 3\n"), 4, "script must be a string, got int", id="script-int"),
         pytest.param(
-            _front("hooks:\n  on_end: a.py\n"), 4, "unknown hook type 'on_end'", id="hook"
+            _front("hooks:\n  on_end: a.py\n"), 5, "unknown hook type 'on_end'", id="hook"
         ),
         pytest.param(_front("hooks: [a]\n"), 4, "hooks must be a mapping", id="hooks-list"),
         pytest.param(
-            _front("hooks:\n  pre_step: ../a.py\n"), 4, "pre_step: '../a.py'", id="hook-up"
+            _front("hooks:\n  pre_step: ../a.py\n"), 5, "hooks.pre_step '../a.py' leaves", id="hook-up"
         ),
-        pytest.param(_front("isolation: docker\n"), 4, "one of inline, thread, process", id="iso"),
-        pytest.param(_front("status: gone\n"), 4, "one of active, deprecated", id="status"),
+        pytest.param(_front("isolation: docker\n"),
+            4,
+            "isolation must be 'inline', 'thread' or 'process', got 'docker'",
+            id="iso",),
+        pytest.param(_front("status: gone\n"), 4, "'active' or 'deprecated', got 'gone'", id="status"),
         pytest.param(_front("idempotent: 1\n"), 4, "must be true or false", id="idempotent"),
-        pytest.param(_front("retries: -1\n"), 4, "whole number >= 0", id="retries"),
+        pytest.param(_front("retries: -1\n"), 4, "retries must be >= 0, got -1", id="retries"),
         pytest.param(_front("timeout: 0\n"), 4, "positive number of seconds", id="timeout"),
         pytest.param(_front("version: 1.10\n"), 4, 'quote it, like version: "1.1"', id="version"),
         pytest.param(_front("version: [1]\n"), 4, "version must be a string", id="version-list"),
         pytest.param(_front("tags: mobility\n"), 4, "must be a list like", id="tags-str"),
-        pytest.param(_front("tags: [1]\n"), 4, "must hold strings only", id="tags-int"),
-        pytest.param(_front("requires: [Not Ok]\n"), 4, "is not a skill name", id="requires"),
-        pytest.param(_front("metadata: {a: 1}\n"), 4, "not string to string", id="metadata"),
+        pytest.param(_front("tags: [1]\n"), 4, r"tags\[0\] must be a string, got int", id="tags-int"),
+        pytest.param(_front("requires: [Not Ok]\n"), 4, r"requires\[0\] 'Not Ok' is not a valid skill name", id="requires"),
+        pytest.param(_front("metadata: {a: 1}\n"), 4, "metadata.a must be a string, got int; quote it", id="metadata"),
         pytest.param(_front("metadata: x\n"), 4, "must be a mapping of string keys", id="meta-str"),
         pytest.param(_front("license: [a]\n"), 4, "license must be a string", id="license"),
         pytest.param(_front("compatibility: " + "a" * 501 + "\n"), 4, "limit of 500", id="compat"),
-        pytest.param(_front("allowed-tools: [1]\n"), 4, "must hold strings", id="tools"),
-        pytest.param(_front("input_schema: x\n"), 4, "JSON Schema mapping", id="schema-type"),
+        pytest.param(_front("allowed-tools: [1]\n"), 4, r"allowed-tools\[0\] must be a string", id="tools"),
+        pytest.param(_front("input_schema: x\n"), 4, "mapping of JSON Schema keywords", id="schema-type"),
         pytest.param(
             _front("output_schema: {type: 12}\n"), 4, "not a valid JSON Schema", id="schema-bad"
         ),
@@ -157,6 +159,53 @@ def test_bad_input_gives_a_diagnostic_with_the_line(text: str, line: int, patter
     assert any(d.line == line and d.file == "s/SKILL.md" for d in errors), errors
     with pytest.raises(AssertionError, match=pattern):
         raise AssertionError(" | ".join(d.message for d in errors))
+
+
+def test_every_problem_is_reported_at_once_in_file_order() -> None:
+    text = _front("tags: [a, 1]\nmetadata:\n  ok: x\n  bad: 2\ntimeout: -1\nsurprise: 1\n", name="A")
+    parsed = parse_skill_md(text, source="s/SKILL.md")
+    assert parsed.manifest is None
+    assert [(d.line, d.severity, d.message.split(";")[0]) for d in parsed.diagnostics] == [
+        (2, "error", "name 'A' is not a valid skill name"),
+        (4, "error", "tags[1] must be a string, got int"),
+        (7, "error", "metadata.bad must be a string, got int"),
+        (8, "error", "timeout must be a positive number of seconds, got -1"),
+        (9, "warning", "unknown frontmatter key 'surprise' (kept as extra)"),
+    ]
+
+
+def test_yaml_aliases_are_refused() -> None:
+    text = _front("a: &x [1, 2]\nb: [*x, *x]\n")
+    parsed = parse_skill_md(text, source="s")
+    assert parsed.manifest is None
+    (diag,) = parsed.errors
+    assert diag.line == 4 and "YAML anchor and alias" in diag.message
+
+
+def test_the_model_itself_is_strict_and_frozen() -> None:
+    with pytest.raises(ValueError, match="nmae"):
+        SkillManifest.model_validate({"name": "x", "description": "d", "nmae": "y"})
+    with pytest.raises(ValueError, match="timeout"):
+        SkillManifest.model_validate({"name": "x", "description": "d", "timeout": "5"})
+    manifest = SkillManifest(name="x", description="d")
+    with pytest.raises(ValueError, match="frozen"):
+        manifest.name = "y"  # type: ignore[misc]
+
+
+def test_strict_parse_notes_agentsim_keys_and_flags_what_is_not_portable() -> None:
+    text = _front("script: a.py\nallowed-tools: [Read, Bash]\ncolour: red\n")
+    parsed = parse_skill_md(text, source="s", strict=True)
+    assert [(d.line, d.severity) for d in parsed.diagnostics] == [
+        (6, "warning"),  # unknown key, as without strict
+        (4, "note"),
+        (5, "error"),
+        (6, "error"),
+    ]
+    messages = [d.message for d in parsed.diagnostics]
+    assert messages[1].startswith("'script' is an agentsim extension, not an Agent Skills field")
+    assert "wants one space-separated string, like 'allowed-tools: Read Bash'" in messages[2]
+    assert messages[3].startswith("'colour' is neither an Agent Skills field nor an agentsim")
+    assert parse_skill_md(text, source="s").diagnostics == parsed.diagnostics[:1]
 
 
 def test_name_must_equal_the_folder() -> None:
@@ -194,7 +243,7 @@ def test_a_quote_that_is_never_closed_is_a_yaml_error() -> None:
     assert "invalid YAML" in parsed.errors[0].message
 
 
-def test_frontmatter_outside_the_fast_subset_goes_through_yaml() -> None:
+def test_folded_and_block_values_are_read() -> None:
     text = "---\nname: x\ndescription: >\n  folded\n  text\ntags:\n  - a\n---\n"
     parsed = parse_skill_md(text, source="s")
     assert parsed.manifest is not None
@@ -216,7 +265,7 @@ def test_load_checks_declared_files_exist(tmp_path: Path) -> None:
     assert [str(d) for d in parsed.errors] == [
         f"{folder / 'SKILL.md'}:4: error: script 'scripts/daily_guidance.py' does not exist; "
         "create it or fix the path",
-        f"{folder / 'SKILL.md'}:5: error: hooks.pre_step 'scripts/daily_guidance.py' does not "
+        f"{folder / 'SKILL.md'}:6: error: hooks.pre_step 'scripts/daily_guidance.py' does not "
         "exist; create it or fix the path",
     ]
     (folder / "scripts").mkdir()
@@ -257,6 +306,24 @@ def test_load_reports_bad_files(tmp_path: Path, content: bytes, pattern: str, li
     assert diag.line == line and diag.file == str(md)
     with pytest.raises(AssertionError, match=pattern):
         raise AssertionError(diag.message)
+
+
+def test_load_reports_a_fifo_and_a_symlink_loop_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "SKILL.md")
+    (diag,) = load_skill_md(fifo).diagnostics
+    assert diag.message == (
+        "cannot read SKILL.md: it is a FIFO (named pipe), not a regular file; replace it with "
+        "a text file"
+    )
+    loop = tmp_path / "loop"
+    loop.mkdir()
+    (loop / "SKILL.md").symlink_to(loop / "B.md")
+    (loop / "B.md").symlink_to(loop / "SKILL.md")
+    (diag,) = load_skill_md(loop).diagnostics
+    assert diag.message.startswith("cannot read SKILL.md (Too many levels of symbolic links); ")
+    assert diag.file == str(loop / "SKILL.md") and diag.line == 1
 
 
 def test_load_reports_an_unreadable_path(tmp_path: Path) -> None:
@@ -315,145 +382,3 @@ def test_parse_render_parse_round_trips(manifest: SkillManifest, body: str) -> N
     parsed = parse_skill_md(render_skill_md(manifest, body), source="s")
     assert parsed.manifest == manifest, parsed.diagnostics
     assert parsed.body == body
-
-
-_scalars = st.one_of(
-    st.sampled_from(
-        [
-            "yes",
-            "No",
-            "on",
-            "off",
-            "null",
-            "~",
-            "1.0",
-            "0o7",
-            "0x1F",
-            "1_000",
-            "+1",
-            "-1",
-            ".5",
-            "1:30",
-            "2024-01-01",
-            "<<",
-            "=",
-            "1e3",
-            ".inf",
-            "a: b",
-            "a #b",
-            "a:",
-            "'q'",
-            '"q"',
-            "[a, b]",
-            "[]",
-            "[1, x]",
-            "[a,]",
-            "&x",
-            "*x",
-            "!t",
-            "|",
-            ">",
-            "@x",
-            "%x",
-            "`x",
-            "it's",
-            "a\tb",
-            "k: [yes]",
-            "TRUE",
-            "0",
-            "007",
-            "12",
-            "-",
-            "- a",
-            "? x",
-            "{a: 1}",
-        ]
-    ),
-    st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=20),
-)
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    items=st.lists(
-        st.tuples(
-            st.sampled_from(["name", "description", "tags", "yes", "x_y", "on", "k-1"]),
-            _scalars,
-            st.booleans(),
-        ),
-        min_size=1,
-        max_size=5,
-    )
-)
-def test_fast_reader_agrees_with_yaml_whenever_it_accepts(
-    items: list[tuple[str, str, bool]],
-) -> None:
-    lines = []
-    for key, value, nested in items:
-        lines.append(f"{key}:\n  sub: {value}" if nested else f"{key}: {value}")
-    text = "\n".join(lines) + "\n"
-    fast = fast_load(text)
-    if fast is None:
-        return
-    assert fast[0] == yaml.safe_load(text)
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    block=st.lists(
-        st.tuples(
-            st.sampled_from(["", " ", "  ", "   "]),
-            st.sampled_from(["sub: ", "other: ", "-a: ", "- ", "-", "- k: ", "yes: ", "sub:"]),
-            st.one_of(st.sampled_from(["x", "y z", "12", "[a, b]"]), _scalars),
-        ),
-        min_size=1,
-        max_size=4,
-    )
-)
-def test_fast_reader_agrees_with_yaml_on_blocks_whenever_it_accepts(
-    block: list[tuple[str, str, str]],
-) -> None:
-    text = "top:\n" + "".join(f"{indent}{head}{value}\n" for indent, head, value in block)
-    fast = fast_load(text)
-    if fast is None:
-        return
-    assert fast[0] == yaml.safe_load(text)
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "a: 1\nb: [x, 'y', \"z\"]\n",
-        "a:\n  - x\n  - 2\nb: c\n",
-        "a:\n- x\n- y\n",
-        "# c\na: b\n\nc:\n  d: e\n  f: g\n",
-        "a: it's fine\nb: x:y\n",
-        "a:\n",
-    ],
-)
-def test_fast_reader_matches_yaml_on_common_shapes(text: str) -> None:
-    fast = fast_load(text)
-    assert fast is not None
-    assert fast[0] == yaml.safe_load(text)
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "a: yes\n",
-        "a: b\na: c\n",
-        "a:\n  - x\n   - y\n",
-        "a:\n  b: c\n   d: e\n",
-        "a:\n  - x\n  y: z\n",
-        "a:\n  b:\n",
-        "a: 'it''s'\n",
-        'a: "x\\ty"\n',
-        "a: [x, [y]]\n",
-        "a: b\n  continued\n",
-        "\ttab: x\n",
-        "# only a comment\n",
-        "a:\n  -\n",
-    ],
-)
-def test_fast_reader_declines_what_it_is_not_sure_of(text: str) -> None:
-    assert fast_load(text) is None
