@@ -19,6 +19,7 @@ __all__ = [
     "MAX_SKILL_MD_BYTES",
     "Diagnostic",
     "Frontmatter",
+    "KeyLines",
     "KeyPath",
     "decode_skill_md",
     "read_frontmatter",
@@ -67,7 +68,7 @@ class Frontmatter:
     """The result of reading a SKILL.md text up to its body."""
 
     data: dict[Any, Any] | None
-    lines: dict[KeyPath, int]  # key path -> 1-based line of that key (or list item)
+    lines: KeyLines
     fm_line: int  # 1-based line of the first frontmatter line
     body: str
     body_line: int  # 1-based line of the body's first line
@@ -174,40 +175,57 @@ class _AliasError(Exception):
         self.line = line
 
 
-def _key_lines(root: yaml.Node) -> dict[KeyPath, int]:
-    """0-based line of every mapping key and list item, by its path from the top.
+class KeyLines:
+    """The 1-based line of every mapping key and list item, by its path from the top.
 
-    Aliases are refused: a frontmatter has no use for them, and a few nested ones expand
-    into billions of values for whatever walks the result (a JSON Schema check, say).
+    Only a diagnostic needs a line, so the YAML node tree is walked on first use. Aliases
+    are refused during that walk: a frontmatter has no use for them, and a few nested ones
+    expand into billions of values for whatever walks the result (a JSON Schema check).
     """
-    lines: dict[KeyPath, int] = {}
-    seen: set[int] = set()
-    todo: list[tuple[yaml.Node, KeyPath]] = [(root, ())]
-    while todo:
-        node, path = todo.pop()
-        if id(node) in seen:
-            raise _AliasError(node.start_mark.line)
-        seen.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                here = (*path, key.value if isinstance(key, yaml.ScalarNode) else str(key.value))
-                lines.setdefault(here, key.start_mark.line)
-                todo.append((value, here))
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                lines.setdefault((*path, i), item.start_mark.line)
-                todo.append((item, (*path, i)))
-    return lines
+
+    __slots__ = ("_lines", "_offset", "_root")
+
+    def __init__(self, root: yaml.Node | None, offset: int) -> None:
+        self._root = root
+        self._offset = offset
+        self._lines: dict[KeyPath, int] | None = None
+
+    def walk(self) -> dict[KeyPath, int]:
+        if self._lines is not None:
+            return self._lines
+        lines: dict[KeyPath, int] = {}
+        seen: set[int] = set()
+        todo: list[tuple[yaml.Node, KeyPath]] = [(self._root, ())] if self._root else []
+        while todo:
+            node, path = todo.pop()
+            if id(node) in seen:
+                raise _AliasError(node.start_mark.line + self._offset)
+            seen.add(id(node))
+            if isinstance(node, yaml.MappingNode):
+                for key, value in node.value:
+                    name = key.value if isinstance(key, yaml.ScalarNode) else str(key.value)
+                    lines.setdefault((*path, name), key.start_mark.line + self._offset)
+                    todo.append((value, (*path, name)))
+            elif isinstance(node, yaml.SequenceNode):
+                for i, item in enumerate(node.value):
+                    lines.setdefault((*path, i), item.start_mark.line + self._offset)
+                    todo.append((item, (*path, i)))
+        self._lines = lines
+        self._root = None  # the tree is no longer needed
+        return lines
+
+    def get(self, path: KeyPath) -> int | None:
+        return self.walk().get(path)
 
 
-def _yaml_load(fm: str) -> tuple[Any, dict[KeyPath, int]]:
+def _yaml_load(fm: str, offset: int) -> tuple[Any, KeyLines]:
     loader = _LOADER(fm)
     try:
         node = loader.get_single_node()
-        if node is None:
-            return None, {}
-        lines = _key_lines(node)
-        return loader.construct_document(node), lines
+        lines = KeyLines(node, offset)
+        if "*" in fm:  # an alias needs a '*': only then must the tree be checked first
+            lines.walk()
+        return (loader.construct_document(node) if node is not None else None), lines
     finally:
         loader.dispose()
 
@@ -278,7 +296,12 @@ def read_frontmatter(text: str, *, source: str) -> Frontmatter:
     def failed(line: int, message: str, body: str = "") -> Frontmatter:
         diags.append(Diagnostic(file=source, line=line, message=message))
         return Frontmatter(
-            data=None, lines={}, fm_line=2, body=body, body_line=line, diagnostics=tuple(diags)
+            data=None,
+            lines=KeyLines(None, 2),
+            fm_line=2,
+            body=body,
+            body_line=line,
+            diagnostics=tuple(diags),
         )
 
     if not text or text.isspace():
@@ -312,7 +335,7 @@ def read_frontmatter(text: str, *, source: str) -> Frontmatter:
             # as document markers.
             fm = _FENCE.sub(lambda m: " " + m.group(0), fm)
         try:
-            data, lines = _yaml_load(fm)
+            data, lines = _yaml_load(fm, 2)
             break
         except yaml.YAMLError as exc:
             later = _next_fence(text, fence[1]) if _unclosed_quote(exc) else None
@@ -323,7 +346,7 @@ def read_frontmatter(text: str, *, source: str) -> Frontmatter:
             return failed(2 + line, message)
         except _AliasError as exc:
             return failed(
-                2 + exc.line,
+                exc.line,
                 "the frontmatter reuses this value through a YAML anchor and alias "
                 "(&name ... *name); write each value out in full",
             )
@@ -342,7 +365,7 @@ def read_frontmatter(text: str, *, source: str) -> Frontmatter:
         )
     return Frontmatter(
         data=data,
-        lines={path: line + 2 for path, line in lines.items()},
+        lines=lines,
         fm_line=2,
         body=body,
         body_line=body_line,

@@ -13,7 +13,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from agentsim.skills._frontmatter import Diagnostic, cannot_read
 from agentsim.skills.manifest import SkillFile, SkillManifest, read_skill
@@ -57,7 +57,8 @@ class SkillDescriptor:
             body_line=body_line,
         )
 
-    # The frontmatter fields, read through (typed, for the modules that use them).
+    # The frontmatter fields, read through. ``isolation`` and ``status`` are typed ``str``
+    # as before, so that callers' casts to the literal types stay meaningful.
 
     @property
     def name(self) -> str:
@@ -84,11 +85,11 @@ class SkillDescriptor:
         return self.manifest.timeout
 
     @property
-    def isolation(self) -> Literal["inline", "thread", "process"]:
+    def isolation(self) -> str:
         return self.manifest.isolation
 
     @property
-    def status(self) -> Literal["active", "deprecated"]:
+    def status(self) -> str:
         return self.manifest.status
 
     @property
@@ -174,10 +175,6 @@ class Entry:
     scripts: tuple[str, ...]
     skill: SkillDescriptor | None
     diagnostics: tuple[Diagnostic, ...]
-
-    def same(self, other: Entry) -> bool:
-        """Whether a reader would see no difference (the stamps may differ)."""
-        return self.skill == other.skill and self.diagnostics == other.diagnostics
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -330,7 +327,9 @@ def scan_root(
         walk.visit(item)
     entries = walk.entries
     added = [name for name in entries if name not in old]
-    changed = [name for name, e in entries.items() if name in old and not e.same(old[name])]
+    # A rewritten SKILL.md counts as changed even if only its body moved: the body is
+    # read on activation, and whoever refreshes wants to hear that the skill was re-read.
+    changed = [name for name, e in entries.items() if name in old and e is not old[name]]
     removed = [name for name in old if name not in entries]
     scan = RootScan(
         root=root, namespace=namespace, entries=entries, diagnostics=tuple(walk.diagnostics)

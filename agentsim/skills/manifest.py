@@ -32,7 +32,7 @@ from pydantic_core import ErrorDetails
 
 from agentsim.skills._frontmatter import (
     Diagnostic,
-    KeyPath,
+    KeyLines,
     decode_skill_md,
     read_frontmatter,
     read_skill_bytes,
@@ -131,8 +131,8 @@ class SkillManifest(BaseModel):
     license: Annotated[StrictStr, Field(max_length=1024)] | None = None
     compatibility: Annotated[StrictStr, Field(max_length=500)] | None = None
     metadata: dict[StrictStr, StrictStr] | None = None
-    allowed_tools: Annotated[tuple[StrictStr, ...] | None, BeforeValidator(_split_tools)] = (
-        Field(default=None, alias="allowed-tools", strict=False)
+    allowed_tools: Annotated[tuple[StrictStr, ...] | None, BeforeValidator(_split_tools)] = Field(
+        default=None, alias="allowed-tools", strict=False
     )
     # agentsim's own
     script: RelPath | None = None
@@ -269,7 +269,7 @@ def _message(err: ErrorDetails) -> str:
     return f"{label}: {err['msg']}"
 
 
-def _line(lines: dict[KeyPath, int], loc: tuple[str | int, ...], default: int) -> int:
+def _line(lines: KeyLines, loc: tuple[str | int, ...], default: int) -> int:
     """The line of the deepest key on ``loc`` that the frontmatter has."""
     for end in range(len(loc), 0, -1):
         line = lines.get(loc[:end])
@@ -280,7 +280,7 @@ def _line(lines: dict[KeyPath, int], loc: tuple[str | int, ...], default: int) -
 
 def _validate(
     data: dict[Any, Any],
-    lines: dict[KeyPath, int],
+    lines: KeyLines,
     *,
     source: str,
     folder_name: str | None,
@@ -293,7 +293,7 @@ def _validate(
         if key in _KNOWN_KEYS:
             known[key] = value
             continue
-        line = lines.get((str(key),), 2)
+        line = lines.get((str(key),)) or 2
         if not isinstance(key, str):
             ok = False
             message = f"frontmatter key {key!r} is not a string; keys are words like name"
@@ -323,11 +323,11 @@ def _validate(
     return (manifest if ok else None), diags
 
 
-def _portability(data: dict[Any, Any], lines: dict[KeyPath, int], source: str) -> list[Diagnostic]:
+def _portability(data: dict[Any, Any], lines: KeyLines, source: str) -> list[Diagnostic]:
     """What another Agent Skills client may not accept (``skills validate --strict``)."""
     out = []
     for key, value in data.items():
-        line = lines.get((str(key),), 2)
+        line = lines.get((str(key),)) or 2
         if key in AGENTSIM_KEYS:
             out.append(
                 Diagnostic(
@@ -361,7 +361,7 @@ def _portability(data: dict[Any, Any], lines: dict[KeyPath, int], source: str) -
 
 def _parse(
     text: str, source: str, folder_name: str | None, strict: bool
-) -> tuple[ParsedSkill, dict[KeyPath, int]]:
+) -> tuple[ParsedSkill, KeyLines]:
     front = read_frontmatter(text, source=source)
     diags = list(front.diagnostics)
     manifest = None

@@ -124,27 +124,50 @@ def test_unknown_keys_are_kept_as_extra_with_a_warning() -> None:
         ),
         pytest.param(_front("hooks: [a]\n"), 4, "hooks must be a mapping", id="hooks-list"),
         pytest.param(
-            _front("hooks:\n  pre_step: ../a.py\n"), 5, "hooks.pre_step '../a.py' leaves", id="hook-up"
+            _front("hooks:\n  pre_step: ../a.py\n"),
+            5,
+            "hooks.pre_step '../a.py' leaves",
+            id="hook-up",
         ),
-        pytest.param(_front("isolation: docker\n"),
+        pytest.param(
+            _front("isolation: docker\n"),
             4,
             "isolation must be 'inline', 'thread' or 'process', got 'docker'",
-            id="iso",),
-        pytest.param(_front("status: gone\n"), 4, "'active' or 'deprecated', got 'gone'", id="status"),
+            id="iso",
+        ),
+        pytest.param(
+            _front("status: gone\n"), 4, "'active' or 'deprecated', got 'gone'", id="status"
+        ),
         pytest.param(_front("idempotent: 1\n"), 4, "must be true or false", id="idempotent"),
         pytest.param(_front("retries: -1\n"), 4, "retries must be >= 0, got -1", id="retries"),
         pytest.param(_front("timeout: 0\n"), 4, "positive number of seconds", id="timeout"),
         pytest.param(_front("version: 1.10\n"), 4, 'quote it, like version: "1.1"', id="version"),
         pytest.param(_front("version: [1]\n"), 4, "version must be a string", id="version-list"),
         pytest.param(_front("tags: mobility\n"), 4, "must be a list like", id="tags-str"),
-        pytest.param(_front("tags: [1]\n"), 4, r"tags\[0\] must be a string, got int", id="tags-int"),
-        pytest.param(_front("requires: [Not Ok]\n"), 4, r"requires\[0\] 'Not Ok' is not a valid skill name", id="requires"),
-        pytest.param(_front("metadata: {a: 1}\n"), 4, "metadata.a must be a string, got int; quote it", id="metadata"),
+        pytest.param(
+            _front("tags: [1]\n"), 4, r"tags\[0\] must be a string, got int", id="tags-int"
+        ),
+        pytest.param(
+            _front("requires: [Not Ok]\n"),
+            4,
+            r"requires\[0\] 'Not Ok' is not a valid skill name",
+            id="requires",
+        ),
+        pytest.param(
+            _front("metadata: {a: 1}\n"),
+            4,
+            "metadata.a must be a string, got int; quote it",
+            id="metadata",
+        ),
         pytest.param(_front("metadata: x\n"), 4, "must be a mapping of string keys", id="meta-str"),
         pytest.param(_front("license: [a]\n"), 4, "license must be a string", id="license"),
         pytest.param(_front("compatibility: " + "a" * 501 + "\n"), 4, "limit of 500", id="compat"),
-        pytest.param(_front("allowed-tools: [1]\n"), 4, r"allowed-tools\[0\] must be a string", id="tools"),
-        pytest.param(_front("input_schema: x\n"), 4, "mapping of JSON Schema keywords", id="schema-type"),
+        pytest.param(
+            _front("allowed-tools: [1]\n"), 4, r"allowed-tools\[0\] must be a string", id="tools"
+        ),
+        pytest.param(
+            _front("input_schema: x\n"), 4, "mapping of JSON Schema keywords", id="schema-type"
+        ),
         pytest.param(
             _front("output_schema: {type: 12}\n"), 4, "not a valid JSON Schema", id="schema-bad"
         ),
@@ -162,7 +185,9 @@ def test_bad_input_gives_a_diagnostic_with_the_line(text: str, line: int, patter
 
 
 def test_every_problem_is_reported_at_once_in_file_order() -> None:
-    text = _front("tags: [a, 1]\nmetadata:\n  ok: x\n  bad: 2\ntimeout: -1\nsurprise: 1\n", name="A")
+    text = _front(
+        "tags: [a, 1]\nmetadata:\n  ok: x\n  bad: 2\ntimeout: -1\nsurprise: 1\n", name="A"
+    )
     parsed = parse_skill_md(text, source="s/SKILL.md")
     assert parsed.manifest is None
     assert [(d.line, d.severity, d.message.split(";")[0]) for d in parsed.diagnostics] == [

@@ -6,12 +6,9 @@ import dataclasses
 import os
 import pickle
 import re
-import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from agentsim.errors import SkillError, SkillFileError, SkillNotFoundError
 from agentsim.skills import RefreshResult, SkillDescriptor, SkillRegistry, load_skill_md
@@ -448,7 +445,10 @@ def test_unreadable_skill_md_is_a_diagnostic(tmp_path: Path) -> None:
     messages = sorted(d.message for d in reg.diagnostics)
     assert len(messages) == 3 and len(reg) == 0
     assert any("over the 1 MiB limit" in m for m in messages)
-    assert "cannot read SKILL.md: it is a folder, not a regular file; replace it with a text file" in messages
+    assert (
+        "cannot read SKILL.md: it is a folder, not a regular file; replace it with a text file"
+        in messages
+    )
     assert any("not valid UTF-8" in m for m in messages)
 
 
