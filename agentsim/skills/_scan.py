@@ -9,9 +9,10 @@ moved. Nothing here raises on a bad folder: problems are diagnostics.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ class SkillDescriptor:
     skill_id: str
     namespace: str
     path: str
-    manifest: SkillManifest
+    manifest: SkillManifest = field(hash=False)  # holds dicts: hashed by id and path
     body_line: int = 1
 
     @classmethod
@@ -319,7 +320,11 @@ def scan_root(
         if isinstance(exc, FileNotFoundError):
             message = f"skills folder {root!r} does not exist; create it or fix the path"
         else:
-            message = f"cannot list skills folder {root!r} ({exc.strerror}); check its permissions"
+            fix = {
+                errno.ENOTDIR: "pass a folder of skills",
+                errno.ELOOP: "a symlink on the way loops back on itself; fix the path",
+            }.get(exc.errno or 0, "check its permissions")
+            message = f"cannot list skills folder {root!r} ({exc.strerror}); {fix}"
         diag = Diagnostic(file=root, line=0, message=message, severity="warning")
         scan = RootScan(root=root, namespace=namespace, entries={}, diagnostics=(diag,))
         return scan, [], [], list(old)

@@ -49,7 +49,9 @@ __all__ = [
     "SkillFile",
     "SkillManifest",
     "load_skill_md",
+    "name_problem",
     "parse_skill_md",
+    "read_skill",
     "render_skill_md",
 ]
 
@@ -318,7 +320,7 @@ def _validate(
         for err in exc.errors(include_url=False):
             line = _line(lines, err["loc"], 2)
             diags.append(Diagnostic(file=source, line=line, message=_message(err)))
-        # One problem per line, in file order, whatever the order of the model's fields.
+        # In file order, whatever the order of the model's fields.
         return None, sorted(diags, key=lambda d: d.line)
     return (manifest if ok else None), diags
 

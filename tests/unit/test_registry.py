@@ -204,14 +204,21 @@ def test_symlinks_leaving_the_root_are_skipped(tmp_path: Path) -> None:
     assert any("does not match its folder 'alias'" in d.message for d in reg.diagnostics)
 
 
-def test_a_root_that_is_a_file_is_a_warning(tmp_path: Path) -> None:
+def test_a_root_that_is_a_file_or_a_loop_is_a_warning(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     reg = SkillRegistry()
     reg.scan_custom(tmp_path / "file")
     (diag,) = reg.diagnostics
     assert diag.severity == "warning" and diag.message == (
-        f"cannot list skills folder {str(tmp_path / 'file')!r} (Not a directory); check its "
-        "permissions"
+        f"cannot list skills folder {str(tmp_path / 'file')!r} (Not a directory); pass a "
+        "folder of skills"
+    )
+    (tmp_path / "ring-a").symlink_to(tmp_path / "ring-b")
+    (tmp_path / "ring-b").symlink_to(tmp_path / "ring-a")
+    reg.scan_custom(tmp_path / "ring-a")
+    assert reg.diagnostics[-1].message == (
+        f"cannot list skills folder {str(tmp_path / 'ring-a')!r} (Too many levels of symbolic "
+        "links); a symlink on the way loops back on itself; fix the path"
     )
 
 
@@ -484,6 +491,7 @@ def test_a_descriptor_holds_the_parsed_manifest(tmp_path: Path) -> None:
         desc.path = "other"  # type: ignore[misc]
     back = pickle.loads(pickle.dumps(desc))
     assert back == desc and back.manifest.hooks.post_step == "scripts/full.py"
+    assert {desc, back} == {desc}  # hashable, though the manifest holds dicts
 
 
 def test_odd_skill_md_files_are_diagnostics_and_never_block(tmp_path: Path) -> None:
