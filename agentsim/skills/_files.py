@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from agentsim.errors import SkillFileError
+from agentsim.skills._descriptor import SkillDescriptor
 from agentsim.skills._frontmatter import (
     MAX_SKILL_MD_BYTES,
     Diagnostic,
@@ -13,7 +14,6 @@ from agentsim.skills._frontmatter import (
     read_skill_bytes,
 )
 from agentsim.skills._paths import path_problem
-from agentsim.skills._scan import SkillDescriptor
 
 __all__ = ["DocCache", "list_skill_files", "read_doc", "read_file"]
 

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentsim.errors import SkillError, SkillNotFoundError
+from agentsim.skills._descriptor import SkillDescriptor
 from agentsim.skills._files import DocCache, read_doc, read_file
 from agentsim.skills._frontmatter import Diagnostic
-from agentsim.skills._scan import RootScan, SkillDescriptor, namespace_rank, scan_root
+from agentsim.skills._scan import RootScan, namespace_rank, scan_root
 from agentsim.skills.manifest import HOOK_TYPES
 
 __all__ = ["RefreshResult", "RegistrySnapshot", "SkillDescriptor", "SkillRegistry", "SkillView"]
