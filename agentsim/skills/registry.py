@@ -12,7 +12,6 @@ then ``env:<module>`` namespaces (alphabetically), then the name.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import os
 from collections.abc import Iterable, Mapping
@@ -326,9 +325,9 @@ class SkillRegistry(_Reads):
         return self._add_root(skills_dir, f"env:{env_name}")
 
     def refresh(self) -> RefreshResult:
-        """List every root again and stat each SKILL.md and declared script; re-parse only
-        what changed; swap in a new snapshot if a reader would see a difference (the
-        generation moves only then)."""
+        """List every root again and stat each SKILL.md and declared script; re-read only
+        what changed; swap in a new snapshot if anything did (the generation moves only
+        then)."""
         old = self._snap
         scans: list[RootScan] = []
         added: list[str] = []
@@ -344,10 +343,7 @@ class SkillRegistry(_Reads):
             s.diagnostics != p.diagnostics for s, p in zip(scans, old.scans, strict=True)
         )
         if not (added or changed or removed or root_diags_moved):
-            # Nothing a reader sees moved (same generation), but the new stamps are kept,
-            # so that a file touched without a change is not read again on every refresh.
-            self._snap = dataclasses.replace(old, scans=tuple(scans))
-            return RefreshResult(generation=old.generation)
+            return RefreshResult(generation=old.generation)  # every entry was reused
         generation = old.generation + 1
         self._snap = _build(tuple(scans), generation, old.docs)
         return RefreshResult(
@@ -442,11 +438,9 @@ class SkillView(_Reads):
             return RefreshResult(generation=self.generation)
         scan, added, changed, removed = scan_root(self._agent.root, "agent", self._agent)
         if not (added or changed or removed):
-            # The same skills; their stamps may have moved, or its root diagnostics.
+            # The same entries; a root diagnostic (a link that leaves) may be new.
             if scan.diagnostics != self._agent.diagnostics:
                 self._set(scan)
-            else:
-                self._agent = scan
             return RefreshResult(generation=self.generation)
         self._set(scan)
         self._agent_gen += 1
