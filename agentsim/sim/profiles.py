@@ -10,6 +10,7 @@ never on how many other agents there are or their order.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import random
 import re
@@ -21,7 +22,7 @@ from typing import Any
 from agentsim._seeding import derive_seed
 from agentsim.errors import ConfigError
 from agentsim.sim._templates import TEMPLATE_NAMES, known_template, sample
-from agentsim.sim.config import AgentGroup, AgentSelector, ExperimentConfig
+from agentsim.sim.config import MAX_AGENTS, AgentGroup, AgentSelector, ExperimentConfig
 
 __all__ = [
     "TEMPLATE_NAMES",
@@ -144,9 +145,18 @@ def _file_rows(path: Path, field: str) -> list[tuple[int, dict[str, Any]]]:
         )
     reader = _read_csv if path.suffix.lower() == ".csv" else _read_jsonl
     try:
-        rows = list(reader(path, field))
+        # One row past the limit is enough to refuse the file without reading all of it.
+        rows = list(itertools.islice(reader(path, field), MAX_AGENTS + 1))
     except UnicodeDecodeError:
         raise ConfigError(field, f"{path} is not UTF-8 text", "save it as UTF-8") from None
+    except csv.Error as exc:
+        raise ConfigError(field, f"{path} is not valid CSV: {exc}", "fix the file") from None
+    if len(rows) > MAX_AGENTS:
+        raise ConfigError(
+            field,
+            f"{path} holds more than {MAX_AGENTS:,} profiles, the most one experiment may hold",
+            "split the population into several experiments",
+        )
     if not rows:
         raise ConfigError(field, f"{path} holds no profiles", "add at least one row")
     return rows
@@ -232,6 +242,13 @@ def resolve_agents(config: ExperimentConfig) -> list[AgentSpec]:
                 )
             owner[spec.agent_id] = group.group
             specs.append(spec)
+        if len(specs) > MAX_AGENTS:
+            raise ConfigError(
+                f"agents.{gi}",
+                f"the groups hold more than {MAX_AGENTS:,} agents together (counting the rows "
+                "of their profiles files), the most one experiment may hold",
+                "lower the counts or use smaller profiles files",
+            )
     return specs
 
 
