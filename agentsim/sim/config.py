@@ -178,14 +178,14 @@ class ExperimentConfig(StrictModel):
                 f"the groups hold {agents:,} agents together, more than the {MAX_AGENTS:,} "
                 "one experiment may hold",
                 "lower the counts",
-                field="count",
+                field="agents",
             )
         ticks = self.total_ticks()
         if ticks > MAX_TICKS:
             raise fail(
                 f"the workflow runs {ticks:,} ticks, more than the {MAX_TICKS:,} one experiment "
                 "may run",
-                "run fewer ticks, or use a longer clock.tick",
+                "run fewer ticks (a longer clock.tick covers the same time in fewer)",
                 field="workflow",
             )
         try:
