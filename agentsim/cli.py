@@ -48,6 +48,7 @@ class _ProgressLine:
         self._first: tuple[int, float] | None = None  # (tick before the first, when it ended)
         self._last_print = 0.0
         self._open_line = False
+        self._drawn = 0
 
     def __call__(self, p: Progress) -> None:
         now = time.monotonic()
@@ -70,7 +71,9 @@ class _ProgressLine:
             f"elapsed {_clock(now - self._started)}  left ~{_clock(per_tick * left)}"
         )
         if self._tty:
-            self._stream.write("\r" + line)
+            # Padded to the last line's length: a shorter line must not leave its tail behind.
+            self._stream.write("\r" + line.ljust(self._drawn))
+            self._drawn = len(line)
             self._open_line = True
             if p.tick >= total:
                 self.end()

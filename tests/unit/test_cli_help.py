@@ -76,7 +76,7 @@ def test_the_progress_line_counts_to_the_ticks_that_will_run(
     assert main(["run", str(exp), "--out", str(tmp_path / "r"), "--ticks", "4"]) == 0
     text = err.getvalue()
     lines = text.replace("\r", "\n").split("\n")
-    shown = [line for line in lines if line.startswith("[")]
+    shown = [line.rstrip() for line in lines if line.startswith("[")]
     assert shown[-1].startswith("[" + "#" * 24 + "] tick 4/4  ")  # not 4/6
     assert all("/6" not in line for line in shown)
     assert re.search(r"elapsed \d+:\d\d  left ~0:00$", shown[-1]), shown[-1]
