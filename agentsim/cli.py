@@ -25,37 +25,87 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from agentsim.errors import AgentsimError, ConfigError
+
+if TYPE_CHECKING:
+    from agentsim.sim.engine import Progress
 
 __all__ = ["main"]
 
 
-def _progress_printer(stream: Any) -> Any:
-    from agentsim.sim.engine import Progress
+class _ProgressLine:
+    """The run's progress on ``stream``: one line redrawn in place on a terminal, a line
+    every two seconds otherwise. It counts to the ticks this invocation will run (``--ticks``
+    and resume included) and shows the elapsed time and an estimate of the time left."""
 
-    tty = stream.isatty()
-    last = [0.0]
+    def __init__(self, stream: TextIO, *, max_ticks: int | None) -> None:
+        self._stream = stream
+        self._tty = stream.isatty()
+        self._max_ticks = max_ticks
+        self._started = time.monotonic()
+        self._first: tuple[int, float] | None = None  # (tick before the first, when it ended)
+        self._last_print = 0.0
+        self._open_line = False
+        self._drawn = 0
 
-    def show(p: Progress) -> None:
+    def __call__(self, p: Progress) -> None:
         now = time.monotonic()
-        if not tty and p.tick != p.total and now - last[0] < 2.0:
+        if self._first is None:
+            self._first = (p.tick - 1, now)
+        start_tick, first_at = self._first
+        total = p.total if self._max_ticks is None else min(p.total, start_tick + self._max_ticks)
+        if not self._tty and p.tick < total and now - self._last_print < 2.0:
             return
-        last[0] = now
+        self._last_print = now
+        done, left = p.tick - start_tick, max(0, total - p.tick)
+        # The first tick also paid for start-up; later ticks give the steadier pace.
+        per_tick = (now - first_at) / (done - 1) if done > 1 else now - self._started
         width = 24
-        filled = int(width * p.tick / max(1, p.total))
+        filled = int(width * p.tick / max(1, total))
         bar = "#" * filled + "-" * (width - filled)
         line = (
-            f"[{bar}] tick {p.tick}/{p.total}  {p.steps_per_s:,.0f} agent-steps/s  "
-            f"model calls {p.model_calls:,}  tokens {p.tokens:,}  errors {p.errors}"
+            f"[{bar}] tick {p.tick}/{total}  {p.steps_per_s:,.0f} agent-steps/s  "
+            f"model calls {p.model_calls:,}  tokens {p.tokens:,}  errors {p.errors}  "
+            f"elapsed {_clock(now - self._started)}  left ~{_clock(per_tick * left)}"
         )
-        stream.write(("\r" + line) if tty else (line + "\n"))
-        if tty and p.tick == p.total:
-            stream.write("\n")
-        stream.flush()
+        if self._tty:
+            # Padded to the last line's length: a shorter line must not leave its tail behind.
+            self._stream.write("\r" + line.ljust(self._drawn))
+            self._drawn = len(line)
+            self._open_line = True
+            if p.tick >= total:
+                self.end()
+        else:
+            self._stream.write(line + "\n")
+        self._stream.flush()
 
-    return show
+    def end(self) -> None:
+        """Finish a line left open on the terminal, so that what follows starts on its own."""
+        if self._open_line:
+            self._stream.write("\n")
+            self._stream.flush()
+            self._open_line = False
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def _tick_count(text: str) -> int:
+    """``--ticks``: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text} is not a whole number of ticks >= 1; give e.g. --ticks 10"
+        )
+    return value
 
 
 def _run_dir_for(config: Any, out: str | None) -> Path:
@@ -70,12 +120,14 @@ def _run_dir_for(config: Any, out: str | None) -> Path:
 def _cmd_run(args: argparse.Namespace) -> int:
     from agentsim.sim.config import load_experiment, parse_experiment
     from agentsim.sim.engine import Engine
-    from agentsim.sim.workspace import RunWorkspace
+    from agentsim.sim.workspace import RunLock, RunWorkspace
 
     resume = args.resume is not None
     if resume:
         run_dir = Path(args.resume)
-        ws = RunWorkspace.open_existing(run_dir)
+        # Read only: the engine takes the folder's lock when it starts writing.
+        ws = RunWorkspace.open_existing(run_dir, lock=False)
+        RunLock.check_free(run_dir)
         manifest = ws.read_manifest()
         if manifest.get("status") == "completed":
             raise ConfigError("--resume", f"run {run_dir} already completed; nothing to resume")
@@ -103,6 +155,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             )
             config = config.model_copy(update={"executor": ex})
         run_dir = _run_dir_for(config, args.out)
+        RunLock.check_free(run_dir)
     executor = _make_executor(config)
     stop = threading.Event()
 
@@ -113,7 +166,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         sys.stderr.write("\ninterrupt: stopping at the end of this tick (Ctrl-C again to abort)\n")
 
     previous = signal.signal(signal.SIGINT, on_sigint)
-    progress = None if args.json else _progress_printer(sys.stderr)
+    progress = None if args.json else _ProgressLine(sys.stderr, max_ticks=args.ticks)
     engine = Engine(
         config,
         run_dir=run_dir,
@@ -127,6 +180,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         summary = asyncio.run(engine.run(resume=resume))
     finally:
         signal.signal(signal.SIGINT, previous)
+        if progress is not None:
+            progress.end()
     out = {
         "run_id": summary.run_id,
         "run_dir": str(summary.run_dir),
@@ -160,17 +215,45 @@ def _make_executor(config: Any) -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agentsim", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run an experiment YAML file")
-    run.add_argument("experiment", nargs="?", help="experiment YAML file")
-    run.add_argument("--out", help="the run folder (default: output.dir/<name>-<timestamp>)")
-    run.add_argument("--executor", choices=["local", "ray"])
+    parser = argparse.ArgumentParser(
+        prog="agentsim",
+        description="Run large multi-agent LLM simulations whose agents load skills lazily, "
+        "and inspect their runs.",
+        epilog="Exit codes: 0 success, 1 a failed run, 2 bad input (the message names the "
+        "thing, the problem and the fix), 130 interrupted. "
+        "Run 'agentsim COMMAND --help' for the options of a command.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"agentsim {_version()}", help="print the version"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    run = sub.add_parser(
+        "run",
+        help="run an experiment YAML file",
+        description="Run an experiment, or resume an interrupted run from its last checkpoint.",
+    )
+    run.add_argument("experiment", nargs="?", help="the experiment YAML file")
+    run.add_argument(
+        "--out", metavar="DIR", help="the run folder (default: output.dir/<name>-<timestamp>)"
+    )
+    run.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        help="where agents run: in this process, or on Ray hosts (default: executor.kind)",
+    )
     run.add_argument("--address", help="Ray cluster address (default: start a local one)")
-    run.add_argument("--ticks", type=int, help="stop after N ticks")
+    run.add_argument("--ticks", type=_tick_count, metavar="N", help="stop after N ticks (N >= 1)")
     run.add_argument("--resume", metavar="RUN", help="continue a run from its last checkpoint")
-    run.add_argument("--json", action="store_true", help="print a JSON summary")
-    run.add_argument("--trace", choices=["full", "summary", "off"], default="full")
+    run.add_argument(
+        "--json", action="store_true", help="print a JSON summary and no progress line"
+    )
+    run.add_argument(
+        "--trace",
+        choices=["full", "summary", "off"],
+        default="full",
+        help="what agents' trace.jsonl records per step: full (prompts, hook outputs), "
+        "summary or off (default: full)",
+    )
     run.set_defaults(func=_cmd_run)
     import importlib
 
@@ -185,9 +268,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from agentsim import __version__
+
+    return __version__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
     try:
         code: int = args.func(args)
     except ConfigError as exc:

@@ -31,6 +31,7 @@ __all__ = [
     "Intent",
     "parse_options",
     "sorted_intents",
+    "unknown_intervention",
 ]
 
 _Model = TypeVar("_Model", bound=BaseModel)
@@ -225,6 +226,14 @@ def sorted_intents(intents: Sequence[Intent], module: str) -> list[Intent]:
     return sorted(intents, key=lambda i: (i.agent_id, i.seq))
 
 
+def unknown_intervention(module: str, action: str, known: Sequence[str]) -> str:
+    """The message for an intervention a module does not have (at load time and at run time)."""
+    return (
+        f"module {module!r} has no intervention {action!r} "
+        f"(known: {', '.join(known) or 'none'}); fix the workflow's intervene step"
+    )
+
+
 def parse_options(model: type[_Model], options: Mapping[str, Any], *, path: str) -> _Model:
     """Validate a module's options with its pydantic model; errors become ``ConfigError``
     naming the field path (``environment.0.places``) and what is allowed."""
@@ -254,6 +263,8 @@ class EnvModule:
     """
 
     name: ClassVar[str] = "base"
+    INTERVENTIONS: ClassVar[tuple[str, ...]] = ()
+    """The actions a workflow's ``intervene`` step may name; checked when the config loads."""
 
     def __init__(
         self,
@@ -295,10 +306,14 @@ class EnvModule:
     def intervene(
         self, action: str, args: Mapping[str, Any], clock: SimClock
     ) -> list[dict[str, Any]]:
-        raise EnvError(
-            f"module {self.name!r} has no intervention {action!r} (known: none); "
-            "remove the intervene step or use another module"
-        )
+        """Change the module's state from a workflow step; ``action`` is one of
+        ``INTERVENTIONS``. Returns events, like ``apply``."""
+        self._check_intervention(action)
+        return []
+
+    def _check_intervention(self, action: str) -> None:
+        if action not in self.INTERVENTIONS:
+            raise EnvError(unknown_intervention(self.name, action, self.INTERVENTIONS))
 
     def tick_events(self, clock: SimClock) -> list[dict[str, Any]]:
         """Run-level events at the end of each tick (after ``apply``)."""

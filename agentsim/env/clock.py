@@ -20,6 +20,8 @@ WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", 
 _UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 _DURATION_FIX = 'write a duration such as "15m", "1h", "90s", "1h30m" or a number of seconds'
+# Longer is a typo, and beyond ~2.7 million years timedelta itself overflows.
+_MAX_DURATION_SECONDS = 100 * 366 * 86400
 
 
 def parse_duration(value: str | int | timedelta, *, field: str = "") -> timedelta:
@@ -38,24 +40,31 @@ def parse_duration(value: str | int | timedelta, *, field: str = "") -> timedelt
             field, f"duration {value!r} is a {type(value).__name__}, not text", _DURATION_FIX
         )
     if isinstance(value, int):
-        if value <= 0:
-            raise ConfigError(field, f"duration {value} seconds is not positive", _DURATION_FIX)
-        return timedelta(seconds=value)
-    text = value.strip().lower().replace(" ", "")
-    if text.isdigit():
-        total = int(text)
+        total, shown = value, f"{value} seconds"
     else:
-        match = _DURATION.fullmatch(text)
-        if not text or match is None:
-            raise ConfigError(field, f"cannot read {value!r} as a duration", _DURATION_FIX)
-        total = sum(
-            int(part) * _UNIT_SECONDS[unit]
-            for part, unit in zip(match.groups(), "dhms", strict=True)
-            if part is not None
-        )
+        total, shown = _duration_seconds(value, field), repr(value)
     if total <= 0:
-        raise ConfigError(field, f"duration {value!r} is not positive", _DURATION_FIX)
+        raise ConfigError(field, f"duration {shown} is not positive", _DURATION_FIX)
+    if total > _MAX_DURATION_SECONDS:
+        raise ConfigError(
+            field, f"duration {shown} is longer than 100 years", "give a shorter duration"
+        )
     return timedelta(seconds=total)
+
+
+def _duration_seconds(value: str, field: str) -> int:
+    text = value.strip().lower().replace(" ", "")
+    # Length first: int() of thousands of digits is slow, and past 4300 digits an error.
+    match = _DURATION.fullmatch(text) if len(text) <= 32 else None
+    if text.isdigit() and len(text) <= 32:
+        return int(text)
+    if not text or match is None:
+        raise ConfigError(field, f"cannot read {value!r} as a duration", _DURATION_FIX)
+    return sum(
+        int(part) * _UNIT_SECONDS[unit]
+        for part, unit in zip(match.groups(), "dhms", strict=True)
+        if part is not None
+    )
 
 
 class SimClock:

@@ -258,6 +258,7 @@ class SocialModule(EnvModule):
     """Follow graph, posts, messages and opinions. See the module docstring for timing."""
 
     name: ClassVar[str] = "social"
+    INTERVENTIONS: ClassVar[tuple[str, ...]] = ("broadcast", "set_opinion")
 
     def __init__(
         self,
@@ -445,6 +446,7 @@ class SocialModule(EnvModule):
     def intervene(
         self, action: str, args: Mapping[str, Any], clock: SimClock
     ) -> list[dict[str, Any]]:
+        self._check_intervention(action)
         if action == "broadcast":
             reader = ArgReader("social.broadcast", args, ("text", "stance"))
             text = reader.text("text") or ""
@@ -459,19 +461,15 @@ class SocialModule(EnvModule):
                 "stance": stance,
             }
             return [event, *self._influence(SYSTEM, post, {})]
-        if action == "set_opinion":
-            reader = ArgReader("social.set_opinion", args, ("agent", "value"))
-            agent = reader.text("agent", max_len=200) or ""
-            if agent not in self._opinions:
-                raise EnvError(
-                    f"social.set_opinion: there is no agent {agent!r}; name an agent of the run"
-                )
-            value = reader.number("value", lo=-1, hi=1) or 0.0
-            return [self._set_opinion(agent, value, cause="intervention")]
-        raise EnvError(
-            f"social has no intervention {action!r} (known: broadcast, set_opinion); "
-            "fix the workflow's intervene step"
-        )
+        # set_opinion, the other intervention
+        reader = ArgReader("social.set_opinion", args, ("agent", "value"))
+        agent = reader.text("agent", max_len=200) or ""
+        if agent not in self._opinions:
+            raise EnvError(
+                f"social.set_opinion: there is no agent {agent!r}; name an agent of the run"
+            )
+        value = reader.number("value", lo=-1, hi=1) or 0.0
+        return [self._set_opinion(agent, value, cause="intervention")]
 
     def tick_events(self, clock: SimClock) -> list[dict[str, Any]]:
         values = list(self._opinions.values())

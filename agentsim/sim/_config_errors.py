@@ -13,11 +13,26 @@ from dataclasses import dataclass
 from typing import Any, Union, get_args
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import PydanticCustomError
 
 from agentsim.errors import ConfigError
 
-__all__ = ["apply_overrides", "to_config_error"]
+__all__ = ["StrictModel", "apply_overrides", "fail", "to_config_error"]
+
+
+class StrictModel(BaseModel):
+    """The base of every config section: unknown keys fail loudly, parsed values are frozen,
+    and floats are finite (``.inf`` would overflow timers and prices)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def fail(problem: str, fix: str, *, field: str = "") -> PydanticCustomError:
+    """A validation error carrying our own wording; ``field`` extends the error location."""
+    return PydanticCustomError(
+        "agentsim", "{problem}", {"problem": problem, "fix": fix, "field": field}
+    )
 
 
 def _shape(ann: Any) -> tuple[type[BaseModel] | None, bool]:
@@ -66,16 +81,38 @@ def apply_overrides(
 ) -> dict[str, str]:
     """Write ``<PREFIX>A__B=v`` into ``data["a"]["b"]``; return dotted path -> variable.
 
-    Only variables whose first part names a field of ``root`` count; the options of a
-    ``free_form`` section (environment modules) are not checked here."""
+    Every variable with the prefix must name a field (the ``ignored`` ones excepted): a typo
+    such as ``AGENTSIM_MODLE__BACKEND`` is an error naming the close match, never a silent
+    no-op. The options of a ``free_form`` section (environment modules) are not checked here."""
     applied: dict[str, str] = {}
     for var in sorted(environ):
+        if not var.startswith(prefix) or var in ignored:
+            continue
         segments = var[len(prefix) :].lower().split("__")
-        if var.startswith(prefix) and var not in ignored and segments[0] in root.model_fields:
-            where = _Where(root=root, prefix=prefix, free_form=free_form, var=var)
-            _set_override(data, segments, _override_value(environ[var]), where)
-            applied[".".join(segments)] = var
+        if segments[0] not in root.model_fields:
+            raise _unknown_variable(var, segments, root, prefix)
+        where = _Where(root=root, prefix=prefix, free_form=free_form, var=var)
+        _set_override(data, segments, _override_value(environ[var]), where)
+        applied[".".join(segments)] = var
     return applied
+
+
+def _unknown_variable(
+    var: str, segments: list[str], root: type[BaseModel], prefix: str
+) -> ConfigError:
+    fields = list(root.model_fields)
+    close = difflib.get_close_matches(segments[0], fields, n=1)
+    if close:
+        meant = prefix + "__".join([close[0], *segments[1:]]).upper()
+        fix = f"did you mean {meant}? Rename or unset {var}"
+    else:
+        fix = f"unset {var}, or rename it to name a field (top-level fields: {', '.join(fields)})"
+    return ConfigError(
+        var,
+        f"environment variable {var} names no config field ({prefix}* variables override "
+        "fields of the experiment)",
+        f"{fix}; keep your own variables, such as API keys, under another prefix",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,11 +149,13 @@ def _set_override(data: dict[str, Any], segments: list[str], value: Any, where: 
         field = cls.model_fields.get(seg)
         # Environment module options are free-form: the module validates them.
         if field is None and not (cls is where.free_form and last):
+            close = difflib.get_close_matches(seg, list(cls.model_fields), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
             raise ConfigError(
                 var,
                 f"environment variable {var} overrides unknown field {seg!r} "
                 f"(allowed at {here}: {', '.join(cls.model_fields)})",
-                f"rename or unset {var}; double underscores separate nested fields",
+                f"{hint}rename or unset {var}; double underscores separate nested fields",
             )
         if last:
             node[seg] = value

@@ -570,6 +570,7 @@ class Engine:
                 ended=datetime.now(UTC).isoformat(timespec="seconds"),
                 ticks_done=self.clock.tick,
             )
+            ws.release()  # the run folder's lock, after its last write
             await self.executor.close()
 
 

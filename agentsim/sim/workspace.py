@@ -3,10 +3,15 @@
 Writes that readers may see mid-run (manifest, metrics) are atomic (temp file + rename),
 and ``events.jsonl`` only ever grows by whole lines, flushed per tick, so ``inspect`` can
 read a running or a crashed run consistently.
+
+One process writes a run folder at a time: the writer holds an exclusive ``flock`` on
+``run.lock`` for the whole run. The kernel drops it when the process ends, crash included,
+so a stale lock file never blocks a resume.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import platform
@@ -21,7 +26,9 @@ import yaml
 
 from agentsim.errors import RunError
 
-__all__ = ["RunWorkspace", "atomic_write_text", "package_versions"]
+__all__ = ["LOCK_NAME", "RunLock", "RunWorkspace", "atomic_write_text", "package_versions"]
+
+LOCK_NAME = "run.lock"
 
 # One encoder for every event line: json.dumps with options builds a new one per call.
 _EVENT_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)
@@ -43,33 +50,124 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+def _has_files(root: Path) -> bool:
+    """Whether ``root`` holds anything but its lock file."""
+    return root.is_dir() and any(p.name != LOCK_NAME for p in root.iterdir())
+
+
+def _exists(root: Path) -> RunError:
+    return RunError(
+        f"run folder {root} already exists and is not empty; choose another --out or "
+        f"output.run_id, or resume it with `agentsim run --resume {root}`"
+    )
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-class RunWorkspace:
-    """One run's folder. ``create`` refuses to overwrite; ``open_existing`` is for resume."""
+class RunLock:
+    """The exclusive lock of one run folder, held by the process that writes it."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, handle: IO[str]) -> None:
         self.root = root
+        self._handle: IO[str] | None = handle
+
+    @classmethod
+    def acquire(cls, root: Path) -> RunLock:
+        """Lock ``root/run.lock`` (created if missing) and write this process's pid into it;
+        ``RunError`` naming the holder's pid if another process (or another workspace of this
+        process) holds it."""
+        handle = open(root / LOCK_NAME, "a+", encoding="utf-8")  # noqa: SIM115 - held for the run
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip()
+            handle.close()
+            raise _in_use(root, holder) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        return cls(root, handle)
+
+    @staticmethod
+    def holder(root: Path) -> str | None:
+        """The pid in ``root/run.lock`` if a process holds the lock now, else None."""
+        try:
+            handle = open(root / LOCK_NAME, encoding="utf-8")  # noqa: SIM115 - closed below
+        except OSError:
+            return None
+        with handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return handle.read().strip()
+            return None
+
+    @staticmethod
+    def check_free(root: Path) -> None:
+        """``RunError`` naming the holder's pid if a process holds ``root``'s lock now."""
+        holder = RunLock.holder(root)
+        if holder is not None:
+            raise _in_use(root, holder)
+
+    @property
+    def held(self) -> bool:
+        return self._handle is not None
+
+    def release(self) -> None:
+        """Unlock (closing the file unlocks it); the file stays, unlocked. Idempotent."""
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+def _in_use(root: Path, holder: str) -> RunError:
+    pid = f"process {holder}" if holder else "another process"
+    return RunError(
+        f"run folder {root} is in use by {pid} (it holds {root / LOCK_NAME}); wait for that "
+        "run to end, or stop it and then resume with `agentsim run --resume "
+        f"{root}`"
+    )
+
+
+class RunWorkspace:
+    """One run's folder. ``create`` refuses to overwrite; ``open_existing`` is for resume.
+
+    Both hold the folder's ``RunLock`` until ``release()`` (or the end of the process)."""
+
+    def __init__(self, root: Path, lock: RunLock | None = None) -> None:
+        self.root = root
+        self.lock = lock
         self._events: IO[str] | None = None
 
     @classmethod
     def create(cls, root: Path) -> RunWorkspace:
-        if root.exists() and any(root.iterdir()):
-            raise RunError(
-                f"run folder {root} already exists and is not empty; choose another --out or "
-                "output.run_id, or resume it with `agentsim run --resume "
-                f"{root}`"
-            )
-        (root / "agents").mkdir(parents=True, exist_ok=True)
-        return cls(root)
+        RunLock.check_free(root)
+        if _has_files(root):
+            raise _exists(root)
+        root.mkdir(parents=True, exist_ok=True)
+        lock = RunLock.acquire(root)
+        if _has_files(root):  # another process made and finished a run in between
+            lock.release()
+            raise _exists(root)
+        (root / "agents").mkdir(exist_ok=True)
+        return cls(root, lock)
 
     @classmethod
-    def open_existing(cls, root: Path) -> RunWorkspace:
+    def open_existing(cls, root: Path, *, lock: bool = True) -> RunWorkspace:
+        """An existing run, locked for writing; ``lock=False`` only to read it."""
         if not (root / "manifest.json").is_file():
             raise RunError(f"{root} is not a run folder (no manifest.json); check the path")
-        return cls(root)
+        return cls(root, RunLock.acquire(root) if lock else None)
+
+    def release(self) -> None:
+        """Let another process write this folder (after the run's last write)."""
+        self.close()
+        if self.lock is not None:
+            self.lock.release()
 
     @property
     def agents_dir(self) -> Path:

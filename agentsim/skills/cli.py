@@ -317,7 +317,12 @@ def add_skills_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--namespace", metavar="N", help="only this namespace (built-in, custom, ...)")
     p.add_argument("--tag", metavar="T", help="only skills with this tag")
-    p.add_argument("--status", metavar="S", choices=("active", "deprecated"))
+    p.add_argument(
+        "--status",
+        metavar="S",
+        choices=("active", "deprecated"),
+        help="only active or deprecated skills",
+    )
     p.set_defaults(func=_run(_cmd_list))
 
     p = sub.add_parser("show", parents=[common], help="one skill: fields, files and body")
@@ -326,7 +331,12 @@ def add_skills_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
     p.set_defaults(func=_run(_cmd_show))
 
     p = sub.add_parser("validate", help="check skill folders or SKILL.md files")
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="a skill folder, a SKILL.md file or a folder of skills",
+    )
     p.add_argument(
         "--strict",
         action="store_true",
@@ -337,7 +347,7 @@ def add_skills_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
     p.set_defaults(func=_run(_cmd_validate))
 
     p = sub.add_parser("new", help="scaffold a skill with a script and a test")
-    p.add_argument("name")
+    p.add_argument("name", help="the new skill's name (lower-case words joined by '-')")
     p.add_argument("--dir", metavar="DIR", help="parent folder (default ./custom/skills)")
     p.set_defaults(func=_run(_cmd_new))
 

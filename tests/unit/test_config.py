@@ -349,8 +349,6 @@ def test_overrides_apply_before_validation() -> None:
             "AGENTSIM_MODEL__CACHE": "off",
             "AGENTSIM_AGENTS__0__COUNT": "7",
             "AGENTSIM_CONTEXT_JSON": "{}",  # runtime variable, not a field
-            "AGENTSIM_API_KEY": "sk-not-a-field",  # no field named api_key: not an override
-            "AGENTSIM_RAY_ADDRESS": "auto",
             "HOME": "/root",
         },
     )
@@ -388,7 +386,11 @@ def test_load_reads_the_process_environment_by_default(monkeypatch: pytest.Monke
 
 OVERRIDE_ERRORS = [
     ("unknown-nested", {"AGENTSIM_MODEL__BAKEND": "x"}, "AGENTSIM_MODEL__BAKEND",
-     r"unknown field 'bakend' \(allowed at model: backend"),
+     r"unknown field 'bakend' \(allowed at model: backend.*did you mean 'backend'\?"),
+    ("unknown-top-level", {"AGENTSIM_MODLE__BACKEND": "openai"}, "AGENTSIM_MODLE__BACKEND",
+     r"AGENTSIM_MODLE__BACKEND names no config field .*did you mean AGENTSIM_MODEL__BACKEND\?"),
+    ("unknown-no-close-match", {"AGENTSIM_API_KEY": "sk-1"}, "AGENTSIM_API_KEY",
+     r"AGENTSIM_API_KEY names no config field .*\(top-level fields: name, seed, .*another prefix"),
     ("scalar-has-no-subfields", {"AGENTSIM_SEED__X": "1"}, "AGENTSIM_SEED__X",
      r"field 'seed' has no sub-fields; override it as a whole with AGENTSIM_SEED"),
     ("index-out-of-range", {"AGENTSIM_AGENTS__4__COUNT": "1"}, "AGENTSIM_AGENTS__4__COUNT",

@@ -489,7 +489,7 @@ def test_closing_a_home_keeps_its_residents_there(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("action", "args", "message"),
     [
-        ("flood", {"place": "cafe-1"}, "city has no intervention 'flood' \\(known: close_place"),
+        ("flood", {"place": "cafe-1"}, r"'city' has no intervention 'flood' \(known: close_place"),
         ("close_place", {"place": "moon"}, "city.close_place: there is no place 'moon'"),
         ("close_place", {}, "city.close_place: argument 'place' is required"),
         ("open_place", {"place": "cafe-1"}, "'cafe-1' is not closed; nothing to open"),

@@ -310,3 +310,24 @@ def test_env_skills_are_valid_and_document_every_action(name: str) -> None:
     view = built(name).view(new_clock())
     for action in view.actions():
         assert f"`{action}`" in documented, f"{action} is not documented in env:{name} skills"
+
+
+# -- interventions ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN_MODULES))
+def test_declared_interventions_are_exactly_the_handled_ones(name: str) -> None:
+    """``INTERVENTIONS`` is what config validation checks at load time, so it must list
+    every action ``intervene`` handles and nothing else."""
+    module = built(name)
+    assert module.INTERVENTIONS
+    for action in module.INTERVENTIONS:
+        # No arguments: each declared action gets as far as checking its arguments.
+        with pytest.raises(EnvError, match=rf"^{name}\.{action}: argument '\w+' is required"):
+            module.intervene(action, {}, new_clock())
+    with pytest.raises(
+        EnvError,
+        match=rf"module '{name}' has no intervention 'nope' \(known: "
+        rf"{', '.join(module.INTERVENTIONS)}\)",
+    ):
+        module.intervene("nope", {}, new_clock())

@@ -217,6 +217,30 @@ def test_missing_profile_file(tmp_path: Path) -> None:
         resolve_agents(config)
 
 
+def test_a_csv_cell_over_the_csv_limit_is_a_config_error(tmp_path: Path) -> None:
+    config = group_file(tmp_path, "p.csv", "id,bio\na1," + "x" * 200_000 + "\n")
+    with pytest.raises(ConfigError, match=r"p\.csv is not valid CSV: field larger than") as info:
+        resolve_agents(config)
+    assert info.value.field == "agents.0.profiles"
+
+
+def test_profiles_files_count_against_the_agent_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The real limit (1,000,000) is checked the same way; a small one keeps the test fast.
+    monkeypatch.setattr("agentsim.sim.profiles.MAX_AGENTS", 3)
+    config = group_file(tmp_path, "p.jsonl", "".join(f'{{"id": {i}}}\n' for i in range(10)))
+    with pytest.raises(ConfigError, match=r"p\.jsonl holds more than 3 profiles, the most"):
+        resolve_agents(config)
+    (tmp_path / "q.jsonl").write_text('{"id": 1}\n{"id": 2}\n')
+    two = config_of(
+        "  - {group: a, count: 2}\n  - {group: b, profiles: q.jsonl}\n", base_dir=tmp_path
+    )
+    with pytest.raises(ConfigError, match=r"the groups hold more than 3 agents together") as info:
+        resolve_agents(two)
+    assert info.value.field == "agents.1"
+
+
 def test_numeric_ids_and_rows_without_ids(tmp_path: Path) -> None:
     config = group_file(tmp_path, "p.jsonl", '{"id": 17, "x": 1}\n{"x": 2}\n')
     specs = resolve_agents(config)

@@ -35,7 +35,7 @@ def test_manifest_config_and_metrics(tmp_path: Path) -> None:
     m = ws.new_manifest(run_id="r", name="n", config_hash="abc", seed=3, executor="local")
     assert m["status"] == "running" and m["versions"] == package_versions()
     ws.update_manifest(status="completed")
-    again = RunWorkspace.open_existing(tmp_path / "r").read_manifest()
+    again = RunWorkspace.open_existing(tmp_path / "r", lock=False).read_manifest()
     assert again["status"] == "completed" and again["seed"] == 3
     ws.write_config({"name": "n", "seed": 3})
     assert yaml.safe_load((ws.root / "config.yaml").read_text()) == {"name": "n", "seed": 3}
@@ -47,6 +47,7 @@ def test_manifest_config_and_metrics(tmp_path: Path) -> None:
         "config.yaml",
         "manifest.json",
         "metrics.json",
+        "run.lock",
     ]
 
 

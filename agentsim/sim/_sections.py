@@ -1,0 +1,314 @@
+"""The sections of an experiment: clock, agent groups, skills, model, agent loop,
+environment modules, executor and output. ``ExperimentConfig`` (in ``config``) holds them."""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime, time, timedelta
+from typing import Any, Literal
+
+from pydantic import Field, field_serializer, field_validator, model_serializer, model_validator
+
+from agentsim.env.clock import parse_duration as _clock_duration
+from agentsim.errors import ConfigError
+from agentsim.sim._config_errors import StrictModel, fail
+from agentsim.sim._templates import TEMPLATE_NAMES
+from agentsim.sim._workflow import MAX_TICKS, NAME_PATTERN
+
+__all__ = [
+    "MAX_AGENTS",
+    "MAX_TICK_LENGTH",
+    "PATTERN_HINTS",
+    "AgentGroup",
+    "AgentLoopConfig",
+    "ClockConfig",
+    "EnvModuleConfig",
+    "ExecutorConfig",
+    "GroupSkills",
+    "ModelConfig",
+    "OutputConfig",
+    "PricesConfig",
+    "ProfileSpec",
+    "SkillsConfig",
+    "format_duration",
+    "non_empty",
+    "parse_duration",
+]
+
+# Bounds on every number that sizes memory, time or a loop: a typo of a few zeros fails at
+# load time with the field's name instead of exhausting the machine hours into a run.
+MAX_AGENTS = 1_000_000
+"""Most agents one experiment may hold, all groups together."""
+MAX_TICK_LENGTH = timedelta(days=366)
+"""Longest tick (``clock.tick``)."""
+_MAX_TOKENS = 1_000_000
+_MAX_SECONDS = 86_400.0  # timeouts: a day
+
+_GROUP_RE = r"^[a-z0-9][a-z0-9_-]*$"
+_MODULE_RE = r"^[a-z][a-z0-9_]*$"
+_URL_RE = r"^https?://\S+$"
+_ENV_VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def parse_duration(value: object) -> timedelta:
+    """``"15m"``, ``"1h30m"``, ``"90s"``, ``"2d"`` or int seconds -> a positive timedelta.
+
+    The rules are the clock's (``agentsim.env.clock.parse_duration``); its ``ConfigError``
+    becomes a pydantic custom error here, so that it reads well inside a model.
+    """
+    try:
+        return _clock_duration(value)  # type: ignore[arg-type]
+    except ConfigError as exc:
+        raise fail(exc.problem, exc.fix) from None
+
+
+def format_duration(delta: timedelta) -> str:
+    """The canonical text of a duration (``timedelta(minutes=90)`` -> ``"1h30m"``)."""
+    total = int(delta.total_seconds())
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        amount, total = divmod(total, size)
+        if amount:
+            parts.append(f"{amount}{unit}")
+    return "".join(parts) or "0s"
+
+
+def non_empty(value: tuple[Any, ...], name: str, example: str) -> tuple[Any, ...]:
+    # Checked here rather than with min_length, which pydantic also reports when an item fails.
+    if not value:
+        raise fail(f"'{name}' must not be empty", f"give at least one item, e.g. {name}: {example}")
+    return value
+
+
+# --- clock -------------------------------------------------------------------------------
+
+
+class ClockConfig(StrictModel):
+    start: datetime = datetime(2026, 1, 1, 6, 0)
+    tick: timedelta = timedelta(minutes=15)
+
+    @field_validator("start", mode="before")
+    @classmethod
+    def _date_to_datetime(cls, value: object) -> object:
+        # YAML turns an unquoted 2026-03-02 into a date; a clock needs a time of day.
+        if isinstance(value, date) and not isinstance(value, datetime):
+            return datetime.combine(value, time())
+        return value
+
+    @field_validator("tick", mode="before")
+    @classmethod
+    def _tick(cls, value: object) -> timedelta:
+        tick = parse_duration(value)
+        if tick > MAX_TICK_LENGTH:
+            raise fail(
+                f"a tick of {value!r} is longer than the longest allowed, "
+                f"{format_duration(MAX_TICK_LENGTH)}",
+                'use a shorter tick, e.g. tick: "1d"',
+            )
+        return tick
+
+    @field_serializer("tick")
+    def _tick_text(self, value: timedelta) -> str:
+        return format_duration(value)
+
+
+# --- agents ------------------------------------------------------------------------------
+
+
+class ProfileSpec(StrictModel):
+    """Profiles sampled from a built-in ``template`` with the seed; ``fields`` are fixed
+    overrides applied to every agent of the group."""
+
+    template: str | None = None
+    fields: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("template")
+    @classmethod
+    def _known(cls, value: str | None) -> str | None:
+        if value is not None and value not in TEMPLATE_NAMES:
+            raise fail(
+                f"unknown profile template {value!r} (known: {', '.join(TEMPLATE_NAMES)})",
+                "use one of the known templates or give a profiles file",
+            )
+        return value
+
+
+class GroupSkills(StrictModel):
+    default: tuple[str, ...] = ()
+    disabled: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> GroupSkills:
+        both = sorted(set(self.default) & set(self.disabled))
+        if both:
+            raise fail(
+                f"skill(s) {', '.join(both)} both default-activated and disabled",
+                "remove them from one of the two lists",
+            )
+        return self
+
+
+class AgentGroup(StrictModel):
+    group: str = Field(pattern=_GROUP_RE, max_length=64)
+    count: int | None = Field(default=None, ge=1, le=MAX_AGENTS)
+    profiles: str | None = None
+    profile: ProfileSpec | None = None
+    persona: str | None = None
+    skills: GroupSkills = GroupSkills()
+
+    @model_validator(mode="after")
+    def _source(self) -> AgentGroup:
+        if (self.count is None) == (self.profiles is None):
+            raise fail(
+                "needs exactly one of 'count' or 'profiles'",
+                "give count: N (with an optional profile template) or profiles: FILE.jsonl|csv",
+                field="count",
+            )
+        if self.profiles is not None:
+            if not self.profiles.lower().endswith((".jsonl", ".csv")):
+                raise fail(
+                    f"profiles file {self.profiles!r} must end in .jsonl or .csv",
+                    "convert the file to JSON Lines or CSV",
+                    field="profiles",
+                )
+            if self.profile is not None and self.profile.template is not None:
+                raise fail(
+                    "a template cannot be combined with a profiles file",
+                    "drop profile.template (profile.fields may still override file columns)",
+                    field="profile.template",
+                )
+        return self
+
+
+# --- skills, model, agent loop, environment, executor, output -----------------------------
+
+
+class SkillsConfig(StrictModel):
+    paths: tuple[str, ...] = ()
+    builtin: bool = True
+    catalog_budget_tokens: int = Field(default=2000, ge=64, le=_MAX_TOKENS)
+    trusted_namespaces: tuple[str, ...] = ("built-in",)
+    hot_reload: bool = True
+
+
+class PricesConfig(StrictModel):
+    prompt_per_1k: float = Field(ge=0)
+    completion_per_1k: float = Field(ge=0)
+
+
+class ModelConfig(StrictModel):
+    backend: Literal["scripted", "openai"] = "scripted"
+    model: str | None = None
+    base_url: str | None = Field(default=None, pattern=_URL_RE)
+    api_key_env: str | None = None
+    max_concurrency: int = Field(default=64, ge=1, le=100_000)
+    rpm: int | None = Field(default=None, ge=1, le=100_000_000)
+    tpm: int | None = Field(default=None, ge=1, le=10_000_000_000)
+    timeout: float = Field(default=60, gt=0, le=_MAX_SECONDS)
+    max_retries: int = Field(default=5, ge=0, le=100)
+    temperature: float = Field(default=0.7, ge=0, le=2)
+    max_tokens: int = Field(default=512, ge=1, le=_MAX_TOKENS)
+    cache: Literal["off", "record", "replay"] = "off"
+    cache_path: str | None = None
+    cache_fallthrough: bool = False
+    prices: PricesConfig | None = None
+
+    @field_validator("cache", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: object) -> object:
+        # YAML 1.1 reads a bare `off` as False.
+        return "off" if value is False else value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_name(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        looks_like_key = value.startswith(("sk-", "sk_")) or (
+            len(value) >= 24 and "_" not in value and not value.isupper()
+        )
+        if looks_like_key or not _ENV_VAR_RE.match(value):
+            # Never echo the value: it may be a real secret.
+            raise fail(
+                "must be the NAME of an environment variable holding the key, and the value "
+                "given looks like a key itself or is not a variable name",
+                "write api_key_env: OPENAI_API_KEY and export OPENAI_API_KEY=... in the shell",
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _openai_needs(self) -> ModelConfig:
+        if self.backend == "openai":
+            for name, example in (
+                ("model", "gpt-4o-mini"),
+                ("base_url", "http://127.0.0.1:8000/v1"),
+            ):
+                if getattr(self, name) is None:
+                    raise fail(
+                        f"'{name}' is required when backend is openai",
+                        f"add {name}: {example}",
+                        field=name,
+                    )
+        return self
+
+
+class AgentLoopConfig(StrictModel):
+    max_react_turns: int = Field(default=6, ge=1, le=100)
+    max_hook_retries: int = Field(default=2, ge=0, le=10)
+    memory_prompt_tokens: int = Field(default=600, ge=0, le=_MAX_TOKENS)
+    prompt_cap_tokens: int = Field(default=6000, ge=1, le=_MAX_TOKENS)
+
+
+class EnvModuleConfig(StrictModel):
+    """An environment module; every key but ``module`` is an option the module validates."""
+
+    module: str = Field(pattern=_MODULE_RE)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat(cls, data: object) -> object:
+        if isinstance(data, dict) and set(data) != {"module", "options"}:
+            rest = {k: v for k, v in data.items() if k != "module"}
+            return (
+                {"module": data.get("module"), "options": rest}
+                if "module" in data
+                else {"options": rest}
+            )
+        return data
+
+    @model_serializer(mode="plain")
+    def _dump(self) -> dict[str, Any]:
+        return {"module": self.module, **self.options}
+
+
+class ExecutorConfig(StrictModel):
+    kind: Literal["local", "ray"] = "local"
+    hosts: int | None = Field(default=None, ge=1, le=4096)
+    address: str | None = None
+    step_timeout: float = Field(default=120, gt=0, le=_MAX_SECONDS)
+
+
+class OutputConfig(StrictModel):
+    dir: str = "workspace"
+    run_id: str | None = Field(default=None, pattern=NAME_PATTERN)
+    formats: tuple[Literal["jsonl", "parquet"], ...] = ("jsonl", "parquet")
+    checkpoint_every: int = Field(default=0, ge=0, le=MAX_TICKS)
+    # Ticks between writes of agents' memory.jsonl / trace.jsonl (also written at checkpoints,
+    # on stop and at the end). 1 = every tick; larger values trade freshness for speed.
+    flush_every: int = Field(default=4, ge=1, le=MAX_TICKS)
+
+    @field_validator("formats")
+    @classmethod
+    def _some_format(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return non_empty(value, "formats", "[jsonl]")
+
+
+PATTERN_HINTS = {
+    NAME_PATTERN: (
+        "use letters, digits, '.', '_' and '-' (up to 64, starting with a letter or digit)"
+    ),
+    _GROUP_RE: "use lower-case letters, digits, '_' and '-', starting with a letter or digit",
+    _MODULE_RE: "use lower-case letters, digits and '_', starting with a letter",
+    _URL_RE: "use an http:// or https:// URL such as http://127.0.0.1:8000/v1",
+}
