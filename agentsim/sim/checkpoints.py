@@ -29,10 +29,28 @@ from typing import Any
 from agentsim.errors import CheckpointError
 from agentsim.sim.workspace import RunWorkspace
 
-__all__ = ["Checkpoint", "latest_checkpoint", "rewind", "write_checkpoint"]
+__all__ = [
+    "Checkpoint",
+    "latest_checkpoint",
+    "remove_partial_checkpoints",
+    "rewind",
+    "write_checkpoint",
+]
 
 _APPEND_ONLY = ("memory.jsonl", "trace.jsonl")
 _STATE_TAR = "agent_state.tar"
+_TMP_PREFIX = ".tmp-"
+# What ``engine.json`` must hold for a resume to restore from it.
+_ENGINE_KEYS = (
+    "clock",
+    "modules",
+    "pending_messages",
+    "metrics",
+    "pos",
+    "config_hash",
+    "agent_files",
+    "events_bytes",
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,7 +70,7 @@ def write_checkpoint(
     cdir = ws.root / "checkpoints"
     cdir.mkdir(exist_ok=True)
     final = cdir / f"tick-{tick:08d}"
-    tmp = cdir / f".tmp-{tick:08d}-{os.getpid()}"
+    tmp = cdir / f"{_TMP_PREFIX}{tick:08d}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
@@ -72,7 +90,10 @@ def write_checkpoint(
 
 
 def latest_checkpoint(ws: RunWorkspace, *, config_hash: str) -> Checkpoint:
-    """The newest readable checkpoint of the run; errors say what to do instead."""
+    """The newest checkpoint of the run, read and checked whole; errors say what to do.
+
+    Reads only: a resume calls it before writing anything, so a checkpoint that cannot be
+    used leaves the run folder as it was."""
     cdir = ws.root / "checkpoints"
     cps = sorted(p for p in cdir.glob("tick-*") if p.is_dir()) if cdir.is_dir() else []
     if not cps:
@@ -84,7 +105,13 @@ def latest_checkpoint(ws: RunWorkspace, *, config_hash: str) -> Checkpoint:
     try:
         engine = json.loads((cp / "engine.json").read_text("utf-8"))
         agents = json.loads((cp / "agents.json").read_text("utf-8"))
-    except (OSError, ValueError) as exc:
+        if not isinstance(engine, dict) or not isinstance(agents, dict):
+            raise ValueError("engine.json and agents.json must each hold a JSON object")
+        missing = [k for k in _ENGINE_KEYS if k not in engine]
+        if missing:
+            raise ValueError(f"engine.json lacks {', '.join(missing)}")
+        _check_state_archive(cp)
+    except (OSError, ValueError, tarfile.TarError) as exc:
         raise CheckpointError(
             f"checkpoint {cp} cannot be read ({exc}); delete that folder to resume from "
             "the one before"
@@ -95,6 +122,31 @@ def latest_checkpoint(ws: RunWorkspace, *, config_hash: str) -> Checkpoint:
             "the run's own config.yaml"
         )
     return Checkpoint(path=cp, engine=engine, agents=agents)
+
+
+def _check_state_archive(cp: Path) -> None:
+    """Walk the member headers of the agents' state archive (a truncated or damaged archive
+    fails here, before a resume has changed any file)."""
+    archive = cp / _STATE_TAR
+    if not archive.is_file():
+        if not (cp / "agent_state").is_dir():  # the format before the archive
+            raise ValueError(f"{_STATE_TAR} is missing")
+        return
+    with tarfile.open(archive, "r") as tar:
+        while tar.next() is not None:
+            tar.members.clear()  # type: ignore[attr-defined]
+
+
+def remove_partial_checkpoints(ws: RunWorkspace) -> list[Path]:
+    """Remove the temp folders of checkpoints whose writing was cut short (the run died
+    before their rename); returns what was removed."""
+    cdir = ws.root / "checkpoints"
+    if not cdir.is_dir():
+        return []
+    partial = sorted(p for p in cdir.iterdir() if p.name.startswith(_TMP_PREFIX) and p.is_dir())
+    for p in partial:
+        shutil.rmtree(p)
+    return partial
 
 
 def rewind(ws: RunWorkspace, cp: Checkpoint) -> None:

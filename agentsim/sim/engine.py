@@ -23,7 +23,13 @@ from agentsim.env import create_module
 from agentsim.env.base import AgentInfo, EnvModule, EnvView
 from agentsim.env.clock import SimClock
 from agentsim.errors import ConfigError, RunError, SkillNotFoundError
-from agentsim.sim.checkpoints import latest_checkpoint, rewind, write_checkpoint
+from agentsim.sim.checkpoints import (
+    Checkpoint,
+    latest_checkpoint,
+    remove_partial_checkpoints,
+    rewind,
+    write_checkpoint,
+)
 from agentsim.sim.config import (
     ExperimentConfig,
     InterveneStep,
@@ -112,6 +118,9 @@ class Engine:
         }
         self._pos = (0, 0)  # (workflow step index, ticks done inside it)
         self._registry_sources: SkillSources | None = None
+        # A resume writes nothing until its checkpoint is restored: a resume that fails
+        # before that leaves the run folder exactly as it found it.
+        self._may_write = True
 
     # -- set-up ----------------------------------------------------------------------------
 
@@ -242,9 +251,13 @@ class Engine:
         so a bad experiment never leaves a half-made folder behind."""
         cfg = self.config
         t_start = time.perf_counter()
+        checkpoint: Checkpoint | None = None
         if resume:
             self.ws = RunWorkspace.open_existing(self.run_dir)
             self._prepare()
+            # Read and checked before anything is written (see ``_may_write``).
+            checkpoint = latest_checkpoint(self.ws, config_hash=cfg.config_hash())
+            self._may_write = False
         else:
             check_run_dir(self.run_dir)
             self._prepare()
@@ -263,8 +276,9 @@ class Engine:
                 ws.update_manifest(source_dir=str(cfg.source_dir.resolve()))
                 ws.write_config(cfg.resolved_dict())
             events = await self._start(resume=resume)
-            if resume:
-                await self._restore()
+            if checkpoint is not None:
+                await self._restore(checkpoint)
+                self._may_write = True
                 ws.update_manifest(status="running", resumed=True, pid=os.getpid())
             self._emit(events)
             status = await self._workflow()
@@ -325,8 +339,10 @@ class Engine:
         iso = now.isoformat()
         refresh = self.config.skills.hot_reload
         run_events: list[dict[str, Any]] = []
+        changed: tuple[str, ...] = ()
         if refresh:
             res = self.registry.refresh()
+            changed = (*res.added, *res.changed)
             if res.added or res.changed or res.removed:
                 self._metrics["skills_reloads"] += 1
                 run_events.append(
@@ -345,7 +361,12 @@ class Engine:
         self._pending_messages.clear()
         results = await self.executor.step_tick(
             TickInput(
-                tick=tick, time=now, views=self._views(), messages=messages, refresh_skills=refresh
+                tick=tick,
+                time=now,
+                views=self._views(),
+                messages=messages,
+                refresh_skills=refresh,
+                skills_changed=changed,
             )
         )
         agent_events = sorted(
@@ -514,9 +535,8 @@ class Engine:
         }
         return write_checkpoint(self.ws, tick=self.clock.tick, engine=engine, agents=agents)
 
-    async def _restore(self) -> None:
+    async def _restore(self, cp: Checkpoint) -> None:
         assert self.ws is not None
-        cp = latest_checkpoint(self.ws, config_hash=self.config.config_hash())
         state = cp.engine
         self.clock.set_state(state["clock"])
         for n, s in state["modules"].items():
@@ -525,6 +545,7 @@ class Engine:
         self._metrics = state["metrics"]
         self._pos = (int(state["pos"][0]), int(state["pos"][1]))
         rewind(self.ws, cp)
+        remove_partial_checkpoints(self.ws)
         await self.executor.set_state(cp.agents)
 
     # -- the end ---------------------------------------------------------------------------
@@ -541,6 +562,9 @@ class Engine:
     async def _finish(self, status: str) -> None:
         ws = self.ws
         if ws is None:
+            return
+        if not self._may_write:
+            await self.executor.close()
             return
         try:
             if status in ("completed", "stopped", "interrupted") and self._registry_sources:

@@ -14,7 +14,7 @@ import json
 import os
 import re
 import signal
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -28,8 +28,8 @@ from agentsim.skills.catalog import (
     RenderedCatalog,
     render_selection,
 )
-from agentsim.skills.context import make_context
-from agentsim.skills.hooks import HookOutcome, make_outcome, parse_hook_output
+from agentsim.skills.context import SkillScriptContext
+from agentsim.skills.hooks import HookOutcome, parse_hook_output
 from agentsim.skills.scripts import Isolation, ScriptResult
 from agentsim.skills.space import SkillSpace, SkillView, _Resolved
 
@@ -367,6 +367,26 @@ class AgentSkillRuntime:
         text = out.decode("utf-8", "replace").strip()
         return text[:_COMMAND_OUTPUT_CAP]
 
+    async def sync(self, edited: Collection[str] = ()) -> list[str]:
+        """Follow a reload: deactivate active skills the view no longer has, and re-render
+        the bodies of active skills in ``edited`` (their SKILL.md changed on disk).
+
+        Returns the ids deactivated, for the caller to report."""
+        descriptors = self._res().descriptors
+        gone = [sid for sid in self._active if sid not in descriptors]
+        for sid in gone:
+            self._active.remove(sid)
+            self._bodies.pop(sid, None)
+            self._activation_args.pop(sid, None)
+            self.warnings.append(f"skill {sid} was removed from its folder; deactivated")
+        if gone:
+            self._plans = None
+        for sid in self._active:
+            if sid in edited:
+                args = self._activation_args.get(sid, "")
+                self._bodies[sid] = await self._render_body(descriptors[sid], args)
+        return gone
+
     def bodies(self, skill_ids: Iterable[str] | None = None) -> str:
         """The ``<skill_content>`` blocks of the active skills (or of ``skill_ids``, e.g.
         those an activation just brought in), each exactly once."""
@@ -420,16 +440,15 @@ class AgentSkillRuntime:
                 return _failed(
                     f"input does not match the input_schema of {desc.name}: {err.message}"
                 )
-        # The space's env comes from safe_env: the fast constructor may skip the checks.
-        ctx = make_context(
-            self.workspace_root,
-            desc.skill_id,
-            desc.name,
-            space.skill_dir(desc),
-            self.agent_id,
-            tick,
-            time,
-            space.env,
+        ctx = SkillScriptContext(
+            workspace_root=self.workspace_root,
+            skill_id=desc.skill_id,
+            skill_name=desc.name,
+            skill_dir=space.skill_dir(desc),
+            agent_id=self.agent_id,
+            tick=tick,
+            time=time,
+            env=space.env,
         )
         path = space.script_file(desc, rel)
         isolation = cast(Isolation, desc.isolation)
@@ -475,17 +494,11 @@ class AgentSkillRuntime:
         if hit is not None and hit[0] is res:
             return hit[1]
         descriptors = res.descriptors
-        gone = [sid for sid in self._active if sid not in descriptors]
-        for sid in gone:  # removed by a hot reload
-            self._active.remove(sid)
-            self._bodies.pop(sid, None)
-            self._activation_args.pop(sid, None)
-            self.warnings.append(f"skill {sid} was removed by a reload; deactivated")
-        if gone:
-            plans = None
         space = self._space
         calls: list[_HookCall] = []
-        for sid in sorted(self._active):
+        # An active skill missing from the view was removed by a reload that ``sync`` has
+        # not seen yet; it is deactivated there, with an event, and never run here.
+        for sid in sorted(s for s in self._active if s in descriptors):
             desc = descriptors[sid]
             rel = desc.hook_script(hook_type)
             if rel is not None:
@@ -519,7 +532,16 @@ class AgentSkillRuntime:
         outcomes: list[HookOutcome] = []
         for desc, path, skill_dir, timeout, inline in plan:
             skill_id = desc.skill_id
-            ctx = make_context(workspace, skill_id, desc.name, skill_dir, agent_id, tick, time, env)
+            ctx = SkillScriptContext(
+                workspace_root=workspace,
+                skill_id=skill_id,
+                skill_name=desc.name,
+                skill_dir=skill_dir,
+                agent_id=agent_id,
+                tick=tick,
+                time=time,
+                env=env,
+            )
             # Inline sync hooks (the common case) run without a coroutine per call.
             res = run_now(path, argv, ctx, timeout=timeout) if inline else None
             if res is None:
@@ -532,12 +554,24 @@ class AgentSkillRuntime:
                 if '"decision"' in text:  # parse_hook_output's own first test, saved a call
                     text, decision = parse_hook_output(text, skill_id=skill_id, hook=hook_type)
                 outcomes.append(
-                    make_outcome(skill_id, hook_type, True, text, decision, res.elapsed, None)
+                    HookOutcome(
+                        skill_id=skill_id,
+                        hook=hook_type,
+                        ok=True,
+                        text=text,
+                        decision=decision,
+                        elapsed=res.elapsed,
+                    )
                 )
             else:
                 outcomes.append(
-                    make_outcome(
-                        skill_id, hook_type, False, res.output, None, res.elapsed, res.error
+                    HookOutcome(
+                        skill_id=skill_id,
+                        hook=hook_type,
+                        ok=False,
+                        text=res.output,
+                        elapsed=res.elapsed,
+                        error=res.error,
                     )
                 )
         return outcomes
