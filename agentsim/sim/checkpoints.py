@@ -21,7 +21,7 @@ import json
 import os
 import shutil
 import tarfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,17 +40,8 @@ __all__ = [
 _APPEND_ONLY = ("memory.jsonl", "trace.jsonl")
 _STATE_TAR = "agent_state.tar"
 _TMP_PREFIX = ".tmp-"
-# What ``engine.json`` must hold for a resume to restore from it.
-_ENGINE_KEYS = (
-    "clock",
-    "modules",
-    "pending_messages",
-    "metrics",
-    "pos",
-    "config_hash",
-    "agent_files",
-    "events_bytes",
-)
+# What ``write_checkpoint`` itself puts in ``engine.json``.
+_OWN_KEYS = ("config_hash", "agent_files", "events_bytes")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,11 +80,14 @@ def write_checkpoint(
     return final
 
 
-def latest_checkpoint(ws: RunWorkspace, *, config_hash: str) -> Checkpoint:
+def latest_checkpoint(
+    ws: RunWorkspace, *, config_hash: str, engine_keys: Sequence[str] = ()
+) -> Checkpoint:
     """The newest checkpoint of the run, read and checked whole; errors say what to do.
 
     Reads only: a resume calls it before writing anything, so a checkpoint that cannot be
-    used leaves the run folder as it was."""
+    used leaves the run folder as it was. ``engine_keys``: what the caller's engine state
+    must hold besides this module's own keys."""
     cdir = ws.root / "checkpoints"
     cps = sorted(p for p in cdir.glob("tick-*") if p.is_dir()) if cdir.is_dir() else []
     if not cps:
@@ -107,7 +101,7 @@ def latest_checkpoint(ws: RunWorkspace, *, config_hash: str) -> Checkpoint:
         agents = json.loads((cp / "agents.json").read_text("utf-8"))
         if not isinstance(engine, dict) or not isinstance(agents, dict):
             raise ValueError("engine.json and agents.json must each hold a JSON object")
-        missing = [k for k in _ENGINE_KEYS if k not in engine]
+        missing = [k for k in (*_OWN_KEYS, *engine_keys) if k not in engine]
         if missing:
             raise ValueError(f"engine.json lacks {', '.join(missing)}")
         _check_state_archive(cp)

@@ -45,6 +45,10 @@ from agentsim.sim.workspace import RunWorkspace, atomic_write_text
 __all__ = ["Engine", "Progress", "RunSummary", "builtin_skills_dir"]
 
 
+# What ``Engine.checkpoint`` saves and ``_restore`` reads back.
+_ENGINE_STATE = ("pos", "clock", "modules", "pending_messages", "metrics")
+
+
 def builtin_skills_dir() -> Path | None:
     """The built-in skills: ``skills/`` of a source checkout, or the copy in the wheel."""
     here = Path(__file__).resolve().parent.parent
@@ -256,7 +260,9 @@ class Engine:
             self.ws = RunWorkspace.open_existing(self.run_dir)
             self._prepare()
             # Read and checked before anything is written (see ``_may_write``).
-            checkpoint = latest_checkpoint(self.ws, config_hash=cfg.config_hash())
+            checkpoint = latest_checkpoint(
+                self.ws, config_hash=cfg.config_hash(), engine_keys=_ENGINE_STATE
+            )
             self._may_write = False
         else:
             check_run_dir(self.run_dir)
