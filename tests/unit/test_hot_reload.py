@@ -9,6 +9,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from agentsim.cli import main
 from agentsim.sim.config import parse_experiment
 from agentsim.sim.engine import Engine, Progress
 
@@ -45,7 +48,9 @@ def system_prompts(agent_dir: Path) -> dict[int, str]:
     }
 
 
-def test_skills_added_edited_and_deleted_mid_run_reach_the_agents(tmp_path: Path) -> None:
+def test_skills_added_edited_and_deleted_mid_run_reach_the_agents(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     skills = tmp_path / "skills"
     write_skill(skills, "alpha", "Use for the alpha routine.", "Alpha body.", hook="alpha v1")
     write_skill(skills, "beta", "Use for the beta errands.", "Beta body, first edition.")
@@ -134,3 +139,8 @@ output: {{formats: [jsonl], flush_every: 1}}
         assert (agent_dir / "state" / "alpha.txt").read_text().split() == ["0", "1"]
         active = json.loads((agent_dir / "skills.json").read_text())["active"]
         assert "custom@beta" in active and "custom@alpha" not in active
+
+    assert main(["inspect", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert ": added custom@gamma; changed custom@alpha, custom@beta\n" in out
+    assert ": removed custom@alpha\n" in out
