@@ -294,7 +294,14 @@ class AgentHost:
         ``Exception``, so the group never cancels a sibling."""
         async with asyncio.TaskGroup() as tg:
             tasks = [tg.create_task(self._step_one(a, inputs[a.agent_id])) for a in agents]
-        return [t.result() for t in tasks]
+        # A step that cancels itself (a script raising CancelledError) ends only that step:
+        # the group ignores such a child, and so does the tick.
+        return [
+            _error_outcome(a.agent_id, inputs[a.agent_id], "step was cancelled")
+            if t.cancelled()
+            else t.result()
+            for a, t in zip(agents, tasks, strict=True)
+        ]
 
     async def step_tick(self, tick: TickInput) -> TickResult:
         t0 = time.perf_counter()
