@@ -281,9 +281,7 @@ class Agent:
         if sha != self._last_system_sha and not read_only:
             # Written now, not buffered: a system prompt is ~10 KB and changes rarely, so
             # holding it until the next flush would cost more memory than the write costs time.
-            prompts = self.workspace / "prompts"
-            prompts.mkdir(parents=True, exist_ok=True)
-            (prompts / f"{sha}.txt").write_text(system, encoding="utf-8")
+            _write_text(self.workspace / "prompts" / f"{sha}.txt", system)
             self._last_system_sha = sha
         full = settings.trace == "full"
         trace.setdefault("system_sha", sha)
@@ -485,14 +483,13 @@ class Agent:
         skills_due = force or active != self._skills_written
         if not (mem or trace or skills_due):
             return
-        self.workspace.mkdir(parents=True, exist_ok=True)
         if mem:
             _append(self.workspace / "memory.jsonl", mem)
         if trace:
             _append(self.workspace / "trace.jsonl", trace)
         if skills_due:
             skills = {"active": list(active), "step_count": self.step_count}
-            (self.workspace / "skills.json").write_text(json.dumps(skills, indent=1))
+            _write_text(self.workspace / "skills.json", json.dumps(skills, indent=1))
             self._skills_written = active
 
     def get_state(self) -> dict[str, Any]:
@@ -518,9 +515,26 @@ class Agent:
         self._pending_trace = []
 
 
+# The folders are made when first missing, not before every write: a run writes these files
+# for every agent every few ticks, and a mkdir is a slow metadata call on many file systems.
+
+
 def _append(path: Path, lines: list[str]) -> None:
-    with open(path, "a", encoding="utf-8") as f:
+    try:
+        f = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed below
+    with f:
         f.write("\n".join(lines) + "\n")
+
+
+def _write_text(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
 
 
 # (resolution, env router, schemas) by identity: one router per host and tick, one
