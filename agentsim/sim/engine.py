@@ -38,7 +38,8 @@ from agentsim.sim.config import (
     SurveyStep,
 )
 from agentsim.sim.executors import Executor, LocalExecutor, partition
-from agentsim.sim.host import HostSpec, SkillSources, TickInput, TickResult, build_registry
+from agentsim.sim.host import HostSpec, SkillSources, TickInput, build_registry
+from agentsim.sim.metrics import add_tick, new_metrics, public_metrics
 from agentsim.sim.profiles import AgentSpec, resolve_agents, select_agents
 from agentsim.sim.workspace import RunWorkspace, atomic_write_text
 
@@ -105,21 +106,7 @@ class Engine:
         self.agents: list[AgentSpec] = []
         self.ws: RunWorkspace | None = None
         self._pending_messages: dict[str, list[str]] = {}
-        self._metrics: dict[str, Any] = {
-            "ticks": 0,
-            "agent_steps": 0,
-            "model_calls": 0,
-            "script_calls": 0,
-            "prompt_tokens": 0,
-            "completion_tokens": 0,
-            "errors": 0,
-            "degraded": 0,
-            "skipped": 0,
-            "skills_reloads": 0,
-            "events": 0,
-            "wall_seconds": 0.0,
-            "tick_seconds": [],
-        }
+        self._metrics = new_metrics()
         self._pos = (0, 0)  # (workflow step index, ticks done inside it)
         self._registry_sources: SkillSources | None = None
         # A resume writes nothing until its checkpoint is restored: a resume that fails
@@ -306,7 +293,7 @@ class Engine:
             status=status,
             ticks=self.clock.tick,
             agents=len(self.agents),
-            metrics=self._public_metrics(),
+            metrics=public_metrics(self._metrics),
         )
 
     async def _workflow(self) -> str:
@@ -388,7 +375,7 @@ class Engine:
             e.setdefault("tick", tick)
             e.setdefault("time", iso)
             e.setdefault("agent_id", None)
-        summary = self._account(results)
+        summary = add_tick(self._metrics, results)
         tick_end = {"tick": tick, "time": iso, "type": "tick_end", "agent_id": None, **summary}
         self._emit([*run_events, *agent_events, *env_events, tick_end])
         self.clock.advance()
@@ -397,7 +384,7 @@ class Engine:
         self._metrics["tick_seconds"].append(round(dt, 4))
         assert self.ws is not None
         self.ws.update_manifest(ticks_done=self.clock.tick)
-        self.ws.write_metrics(self._public_metrics())
+        self.ws.write_metrics(public_metrics(self._metrics))
         if self.progress is not None:
             m = self._metrics
             total_dt = sum(m["tick_seconds"]) or 1e-9
@@ -412,24 +399,6 @@ class Engine:
                     errors=m["errors"],
                 )
             )
-
-    def _account(self, results: Sequence[TickResult]) -> dict[str, int]:
-        keys = (
-            "steps",
-            "model_calls",
-            "script_calls",
-            "prompt_tokens",
-            "completion_tokens",
-            "errors",
-            "degraded",
-            "skipped",
-        )
-        summary = {k: sum(getattr(r, k) for r in results) for k in keys}
-        m = self._metrics
-        m["agent_steps"] += summary["steps"]
-        for k in keys[1:]:
-            m[k] += summary[k]
-        return summary
 
     def _emit(self, events: Sequence[dict[str, Any]]) -> None:
         assert self.ws is not None
@@ -556,15 +525,6 @@ class Engine:
 
     # -- the end ---------------------------------------------------------------------------
 
-    def _public_metrics(self) -> dict[str, Any]:
-        m = dict(self._metrics)
-        secs = m.pop("tick_seconds")
-        busy = sum(secs) or 1e-9
-        m["agent_steps_per_s"] = round(m["agent_steps"] / busy, 1)
-        m["tick_seconds_median"] = sorted(secs)[len(secs) // 2] if secs else 0.0
-        m["tick_seconds_max"] = max(secs) if secs else 0.0
-        return m
-
     async def _finish(self, status: str) -> None:
         ws = self.ws
         if ws is None:
@@ -586,7 +546,7 @@ class Engine:
                     ]
                 )
             stats = await self.executor.model_stats() if self._registry_sources else []
-            m = self._public_metrics()
+            m = public_metrics(self._metrics)
             m["model"] = stats
             ws.write_metrics(m)
             ws.close()
