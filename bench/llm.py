@@ -10,8 +10,8 @@ Prints one JSON object:
   Ideal = concurrency / latency calls/s. Each repeat starts a new server and a new model and
   runs ``rounds`` rounds: the first is cold (it opens the connections), the others warm.
   Reported: the median cold round over the repeats, and the median of all warm rounds.
-  The agents are stepped as ``AgentHost`` steps them (``agentsim._aio.gather_eager``: each
-  call starts in place and becomes a task only when it waits).
+  The agents are stepped as ``AgentHost`` steps them: one task per call in an
+  ``asyncio.TaskGroup``.
 - ``throughput_tasks``: the same, with one ``asyncio`` task per call, all created before
   any runs (so ~4 ms of task creation delays the first request of each round).
 - ``raw_client_throughput``: the same load from bare keep-alive connections on asyncio
@@ -41,13 +41,12 @@ import statistics
 import sys
 import time
 import urllib.parse
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentsim._aio import gather_eager
 from agentsim.llm.limiter import RateLimiter
 from agentsim.llm.openai import OpenAIChatModel
 from agentsim.testing.openai_server import spawn_test_server
@@ -62,14 +61,15 @@ Rounds = list[tuple[float, float]]
 """(calls/s, client CPU seconds) of each round."""
 
 
-def _fail(i: int, exc: Exception) -> object:
-    raise RuntimeError(f"call {i} failed: {exc}") from exc
+async def _step_like_a_host(coros: Iterable[Coroutine[Any, Any, object]]) -> list[object]:
+    """One task per call in a task group, as ``AgentHost`` steps its agents."""
+    async with asyncio.TaskGroup() as tg:
+        tasks = [tg.create_task(c) for c in coros]
+    return [t.result() for t in tasks]
 
 
 async def throughput(base_url: str, *, agents: int, concurrency: int, rounds: int) -> Rounds:
-    """Agents stepped the way ``AgentHost`` steps them (``gather_eager``): each call starts in
-    place and becomes a task only when it waits, so requests leave before the waiting calls'
-    tasks are made."""
+    """Agents stepped the way ``AgentHost`` steps them (a task per call in a task group)."""
     return await _throughput(base_url, agents, concurrency, rounds, eager=True)
 
 
@@ -93,7 +93,7 @@ async def _throughput(
             start = time.perf_counter()
             if eager:
                 calls = (model.complete(c, seed=r * agents + i) for i, c in enumerate(convs))
-                await gather_eager(calls, on_error=_fail)
+                await _step_like_a_host(calls)
             else:
                 async with asyncio.TaskGroup() as tg:
                     for i, conv in enumerate(convs):

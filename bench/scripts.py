@@ -14,10 +14,10 @@ process isolation and of the subprocess tier; calls per second for 1,000 agents 
 trivial entrypoint concurrently, both straight through the runner and through
 ``AgentSkillRuntime.call_script`` (what the ``execute_skill_script`` tool calls: resolution,
 activation check, context, runner). ``agents_1000_calls_per_s`` runs the 1,000 calls the way
-``AgentHost`` steps 1,000 agents (``agentsim._aio.gather_eager``: each starts in place, a
-task only for one that suspends); the ``_asyncio_gather`` figures run them through
-``asyncio.gather`` (a Task per call), with the asyncio floor (a gather of 1,000 coroutines
-that only make the bare call). Also: how many modules those agents share.
+``AgentHost`` steps 1,000 agents (a task per step in an ``asyncio.TaskGroup``); the
+``_asyncio_gather`` figures run them through ``asyncio.gather`` (a Task per call), with
+the asyncio floor (a gather of 1,000 coroutines that only make the bare call). Also: how
+many modules those agents share.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -61,7 +61,6 @@ def _median(samples: list[float]) -> float:
 
 
 async def bench(repeats: int, calls: int) -> dict[str, object]:
-    from agentsim._aio import gather_eager
     from agentsim.skills.context import SkillScriptContext
     from agentsim.skills.registry import SkillRegistry
     from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace
@@ -151,8 +150,10 @@ async def bench(repeats: int, calls: int) -> dict[str, object]:
         async def bare_call(c: SkillScriptContext) -> str:
             return trivial(argv, c)
 
-        def _raise(i: int, exc: Exception) -> Any:
-            raise exc
+        async def step_like_a_host(coros: Iterable[Coroutine[Any, Any, Any]]) -> list[Any]:
+            async with asyncio.TaskGroup() as tg:
+                tasks = [tg.create_task(c) for c in coros]
+            return [t.result() for t in tasks]
 
         async def rate(
             tick: Callable[[], None],
@@ -162,8 +163,8 @@ async def bench(repeats: int, calls: int) -> dict[str, object]:
         ) -> float:
             tick()
             t0 = time.perf_counter()
-            if eager:  # how AgentHost steps its agents: a task only for a call that suspends
-                results = await gather_eager((make(i) for i in range(1000)), on_error=_raise)
+            if eager:  # how AgentHost steps its agents: a task per step in a task group
+                results = await step_like_a_host(make(i) for i in range(1000))
             else:  # asyncio.gather: one Task per call
                 results = await asyncio.gather(*(make(i) for i in range(1000)))
             elapsed = time.perf_counter() - t0

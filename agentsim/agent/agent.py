@@ -11,31 +11,33 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time as _time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from agentsim._seeding import derive_seed
 from agentsim.agent.memory import Memory
+from agentsim.agent.step import (
+    AgentSettings,
+    EnvAccess,
+    StepInput,
+    StepOutcome,
+    StepScratch,
+    step_seed,
+)
 from agentsim.agent.tools import WRITE_TOOLS, build_tools
-from agentsim.env.clock import WEEKDAYS
 from agentsim.errors import EnvError, ModelError, SkillError
-from agentsim.llm.base import ChatModel, Completion, ToolCall, Usage
+from agentsim.llm.base import ChatModel, Completion, ToolCall
 from agentsim.skills.catalog import estimate_tokens
 from agentsim.skills.hooks import HookDecision, HookOutcome, render_skill_hooks
 from agentsim.skills.runtime import AgentSkillRuntime
 
-__all__ = ["Agent", "AgentSettings", "EnvAccess", "StepInput", "StepOutcome"]
+# The step's data types live in ``agentsim.agent.step``; they are re-exported here, where
+# hosts and the interview code have always imported them.
+__all__ = ["Agent", "AgentSettings", "EnvAccess", "StepInput", "StepOutcome", "step_seed"]
 
 _RESULT_CAP = 4000
 _TRACE_RESULT_CAP = 600
-# Encoders built once: json.dumps with options builds a new encoder on every call.
-_TRACE_JSON = json.JSONEncoder(ensure_ascii=False, default=str)
-_RESULT_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
 
 _INSTRUCTIONS = (
     "<instructions>\nYou act in a simulation, one step at a time. Use the tools: activate a "
@@ -50,83 +52,16 @@ _READ_ONLY_INSTRUCTIONS = (
 )
 
 
-class EnvAccess(Protocol):
-    """What an agent needs of the environment router (see ``agentsim.env.router``)."""
-
-    def ask(
-        self, agent_id: str, module: str, action: str, args: Mapping[str, Any], *, seq: int
-    ) -> Any: ...
-    def observe(self, agent_id: str) -> str: ...
-    def describe(self) -> Mapping[str, Any]: ...
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AgentSettings:
-    max_react_turns: int = 4
-    max_hook_retries: int = 2
-    memory_prompt_tokens: int = 600
-    prompt_cap_tokens: int = 6000
-    trace: str = "full"  # full | summary | off
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StepInput:
-    """What one step is given. Agents without messages share one per tick, so the derived
-    texts (``iso``, ``stamp``) are computed once per tick, not once per agent."""
-
-    tick: int
-    time: datetime
-    env: EnvAccess | None = None
-    messages: tuple[str, ...] = ()
-    question: str | None = None
-    read_only: bool = False
-    iso: str = field(init=False, repr=False, compare=False)
-    stamp: str = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        iso = self.time.isoformat()
-        day = WEEKDAYS[self.time.weekday()]
-        object.__setattr__(self, "iso", iso)
-        object.__setattr__(self, "stamp", f"time: {iso} ({day} {self.time:%H:%M})")
-
-
-@dataclass(slots=True, kw_only=True)
-class StepOutcome:
-    agent_id: str
-    events: list[dict[str, Any]] = field(default_factory=list)
-    intents: list[Any] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
-    model_calls: int = 0
-    script_calls: int = 0
-    degraded: bool = False
-    skipped: bool = False
-    action: str = ""
-    answer: str | None = None
-
-
-@dataclass(slots=True)
-class _Step:
-    """Mutable scratch of one step; never outlives it."""
-
-    inp: StepInput
-    out: StepOutcome
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    seq: int = 0
-    finished: bool = False
-
-
 class Agent:
     """A resident agent. Small by design: shared things live in the host."""
 
     __slots__ = (
-        "_dir_made",
         "_head",
         "_last_skills",
         "_last_system_sha",
         "_pending_trace",
         "_post_hooks",
         "_skills_written",
-        "_system_memo",
         "agent_id",
         "group",
         "memory",
@@ -160,9 +95,7 @@ class Agent:
         self._last_system_sha = ""
         self._last_skills: tuple[str, ...] = ()
         self._skills_written: tuple[str, ...] | None = None
-        self._dir_made = False
         self._head: str | None = None  # persona + profile: fixed for the agent's life
-        self._system_memo: tuple[int, int, str] = (0, -1, "")  # (hash, length, sha)
 
     # -- prompt ----------------------------------------------------------------------------
 
@@ -233,7 +166,7 @@ class Agent:
     ) -> StepOutcome:
         """One step. Raises only on bugs; model and script failures are recorded."""
         t0 = _time.perf_counter()
-        st = _Step(inp=inp, out=StepOutcome(agent_id=self.agent_id))
+        st = StepScratch(inp=inp, out=StepOutcome(agent_id=self.agent_id))
         trace: dict[str, Any] = {"tick": inp.tick, "time": inp.iso}
         if inp.read_only:
             await self._react(st, model, settings, seed, hooks=(), feedback="", trace=trace)
@@ -297,7 +230,7 @@ class Agent:
         }
         trace["elapsed_ms"] = round((_time.perf_counter() - t0) * 1000, 3)
         if settings.trace != "off":
-            self._pending_trace.append(_TRACE_JSON.encode(trace))
+            self._pending_trace.append(json.dumps(trace, ensure_ascii=False, default=str))
         return st.out
 
     def _event(self, inp: StepInput, kind: str, **data: Any) -> dict[str, Any]:
@@ -309,7 +242,7 @@ class Agent:
             **data,
         }
 
-    def _decided(self, st: _Step, decision: HookDecision) -> None:
+    def _decided(self, st: StepScratch, decision: HookDecision) -> None:
         st.out.events.append(
             self._event(
                 st.inp,
@@ -322,7 +255,7 @@ class Agent:
 
     async def _react(
         self,
-        st: _Step,
+        st: StepScratch,
         model: ChatModel,
         settings: AgentSettings,
         seed: int,
@@ -344,11 +277,11 @@ class Agent:
             user = self.user_prompt(
                 inp, hooks, feedback=feedback, memory_tokens=0, observation=observation
             )
-        sha = self._system_sha(system)
+        sha = hashlib.sha256(system.encode()).hexdigest()[:16]
         if sha != self._last_system_sha and not read_only:
             # Written now, not buffered: a system prompt is ~10 KB and changes rarely, so
             # holding it until the next flush would cost more memory than the write costs time.
-            _write_file(self.workspace / "prompts" / f"{sha}.txt", system)
+            _write_text(self.workspace / "prompts" / f"{sha}.txt", system)
             self._last_system_sha = sha
         full = settings.trace == "full"
         trace.setdefault("system_sha", sha)
@@ -393,17 +326,6 @@ class Agent:
         st.out.action = st.out.action or "ran out of turns"
         trace["limitation"] = f"step ended after max_react_turns={settings.max_react_turns}"
 
-    def _system_sha(self, system: str) -> str:
-        """The prompt file name of ``system``; the sha256 is recomputed only when the text
-        changed (its built-in hash and length differ from last time's)."""
-        memo = self._system_memo
-        key = hash(system)
-        if memo[0] == key and memo[1] == len(system):
-            return memo[2]
-        sha = hashlib.sha256(system.encode()).hexdigest()[:16]
-        self._system_memo = (key, len(system), sha)
-        return sha
-
     def _tools(self, env: EnvAccess | None, *, read_only: bool) -> list[dict[str, Any]]:
         """Tool schemas, shared by every agent that sees the same skills and environment."""
         res, hidden = self.skills.visibility()
@@ -418,13 +340,13 @@ class Agent:
         _TOOLS_CACHE[key] = (res, env, tools)
         return tools
 
-    def _degrade(self, st: _Step, trace: dict[str, Any], reason: str) -> None:
+    def _degrade(self, st: StepScratch, trace: dict[str, Any], reason: str) -> None:
         st.out.degraded = True
         st.out.action = "kept its plan (model unavailable)"
         trace["limitation"] = f"model failed after its retries: {reason}; the agent kept its plan"
         st.out.events.append(self._event(st.inp, "agent_degraded", reason=reason[:300]))
 
-    async def _dispatch(self, st: _Step, call: ToolCall, *, read_only: bool) -> str:
+    async def _dispatch(self, st: StepScratch, call: ToolCall, *, read_only: bool) -> str:
         """Run one tool call; every failure becomes an ``error: ...`` text for the model."""
         try:
             args = json.loads(call.arguments or "{}")
@@ -445,7 +367,7 @@ class Agent:
         except (KeyError, TypeError, ValueError) as exc:
             return f"error: bad arguments for {call.name}: {exc}"
 
-    async def _t_activate(self, st: _Step, args: dict[str, Any]) -> str:
+    async def _t_activate(self, st: StepScratch, args: dict[str, Any]) -> str:
         res = await self.skills.activate(
             str(args["name"]), arguments=str(args.get("arguments", ""))
         )
@@ -459,19 +381,19 @@ class Agent:
         bodies = self.skills.bodies(res.newly_active)
         return f"activated {res.handle}{warn}\n{bodies}"
 
-    async def _t_deactivate(self, st: _Step, args: dict[str, Any]) -> str:
+    async def _t_deactivate(self, st: StepScratch, args: dict[str, Any]) -> str:
         desc = self.skills.resolve(str(args["name"]))
         was = self.skills.deactivate(desc.skill_id)
         if was:
             st.out.events.append(self._event(st.inp, "skill_deactivated", skill=desc.skill_id))
         return f"deactivated {args['name']}" if was else f"{args['name']} was not active"
 
-    async def _t_read_file(self, st: _Step, args: dict[str, Any]) -> str:
+    async def _t_read_file(self, st: StepScratch, args: dict[str, Any]) -> str:
         desc = self.skills.resolve(str(args["name"]))
         text = self.skills.view.read_skill_file(desc.skill_id, str(args["path"]))
         return text[:_RESULT_CAP]
 
-    async def _t_execute(self, st: _Step, args: dict[str, Any]) -> str:
+    async def _t_execute(self, st: StepScratch, args: dict[str, Any]) -> str:
         argv = args.get("args", [])
         if not isinstance(argv, list):
             argv = [str(argv)]
@@ -500,11 +422,11 @@ class Agent:
         tail = detail[-1] if detail else ""
         return f"error: script failed (exit {res.exit_code}): {tail}\n{res.output[:_RESULT_CAP]}"
 
-    async def _t_search(self, st: _Step, args: dict[str, Any]) -> str:
+    async def _t_search(self, st: StepScratch, args: dict[str, Any]) -> str:
         hits = self.skills.search(str(args["query"]))
         return json.dumps({"results": hits}, ensure_ascii=False)
 
-    async def _t_ask_env(self, st: _Step, args: dict[str, Any]) -> str:
+    async def _t_ask_env(self, st: StepScratch, args: dict[str, Any]) -> str:
         env = st.inp.env
         if env is None:
             return "error: this simulation has no environment modules"
@@ -517,9 +439,9 @@ class Agent:
             if st.inp.read_only:
                 return f"error: {args['action']} changes the world; not allowed in read-only mode"
             st.out.intents.append(answer.intent)
-        return _RESULT_JSON.encode(answer.result)
+        return json.dumps(answer.result, ensure_ascii=False, sort_keys=True, default=str)
 
-    async def _t_finish(self, st: _Step, args: dict[str, Any]) -> str:
+    async def _t_finish(self, st: StepScratch, args: dict[str, Any]) -> str:
         st.out.action = str(args.get("action", ""))[:300] or "finished"
         if "answer" in args:
             st.out.answer = str(args["answer"])
@@ -528,7 +450,7 @@ class Agent:
 
     # -- memory, trace, workspace ----------------------------------------------------------
 
-    def _remember(self, st: _Step) -> None:
+    def _remember(self, st: StepScratch) -> None:
         inp = st.inp
         if st.out.skipped:
             return
@@ -537,7 +459,7 @@ class Agent:
             self._event(inp, "agent_action", action=st.out.action, degraded=st.out.degraded)
         )
 
-    def _record_skills(self, st: _Step) -> None:
+    def _record_skills(self, st: StepScratch) -> None:
         active = self.skills.active
         if active != self._last_skills:
             self._last_skills = active
@@ -554,24 +476,20 @@ class Agent:
         System prompts are not buffered: ``_react`` writes each new one at once.
 
         ``skills.json`` is rewritten only when the active set changed, or when ``force`` is
-        set (checkpoints, the end of a run): opening files is the dominant cost of a step."""
+        set (checkpoints, the end of a run)."""
         mem = self.memory.drain()
         trace, self._pending_trace = self._pending_trace, []
         active = self.skills.active
         skills_due = force or active != self._skills_written
         if not (mem or trace or skills_due):
             return
-        if not self._dir_made:
-            self.workspace.mkdir(parents=True, exist_ok=True)
-            self._dir_made = True
-        ws = os.fspath(self.workspace)
         if mem:
-            _append(os.path.join(ws, "memory.jsonl"), mem)
+            _append(self.workspace / "memory.jsonl", mem)
         if trace:
-            _append(os.path.join(ws, "trace.jsonl"), trace)
+            _append(self.workspace / "trace.jsonl", trace)
         if skills_due:
             skills = {"active": list(active), "step_count": self.step_count}
-            _write_file(self.workspace / "skills.json", json.dumps(skills, indent=1))
+            _write_text(self.workspace / "skills.json", json.dumps(skills, indent=1))
             self._skills_written = active
 
     def get_state(self) -> dict[str, Any]:
@@ -597,41 +515,26 @@ class Agent:
         self._pending_trace = []
 
 
-def _append(path: str, lines: list[str]) -> None:
-    """Append ``lines`` to a JSONL file with one unbuffered write: a flush opens two files
-    per agent, so the file objects of ``open()`` would cost more than the write itself."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        _write_all(fd, ("\n".join(lines) + "\n").encode("utf-8"))
-    finally:
-        os.close(fd)
+# The folders are made when first missing, not before every write: a run writes these files
+# for every agent every few ticks, and a mkdir is a slow metadata call on many file systems.
 
 
-def _write_file(path: Path, text: str) -> None:
-    """Write ``text`` to ``path``, making the parent folder only when it is missing: one
-    open per write in the common case instead of a mkdir, a stat and an open."""
-    data = text.encode("utf-8")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+def _append(path: Path, lines: list[str]) -> None:
     try:
-        fd = os.open(path, flags, 0o644)
+        f = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed below
     except FileNotFoundError:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, flags, 0o644)
+        f = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed below
+    with f:
+        f.write("\n".join(lines) + "\n")
+
+
+def _write_text(path: Path, text: str) -> None:
     try:
-        _write_all(fd, data)
-    finally:
-        os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def step_seed(seed: int, agent_id: str, tick: int) -> int:
-    """The model seed of one agent's step: stable across executors and resumes."""
-    return derive_seed(seed, agent_id, str(tick)) & 0x7FFFFFFF
+        path.write_text(text, encoding="utf-8")
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
 
 
 # (resolution, env router, schemas) by identity: one router per host and tick, one

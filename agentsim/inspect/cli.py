@@ -73,9 +73,9 @@ def _overview_text(d: dict[str, Any], out: TextIO) -> None:
                 f"{u['script_failures']:>7,}\n"
             )
     for r in d["hot_reloads"]:
-        names = [n for k in ("added", "changed", "removed") for n in r.get(k) or ()]
-        changed = ", ".join(names)
-        w(f"  hot reload   tick {r['tick']} generation {r['generation']}: {changed or '-'}\n")
+        parts = [f"{k} {', '.join(r[k])}" for k in ("added", "changed", "removed") if r.get(k)]
+        what = "; ".join(parts) or "-"
+        w(f"  hot reload   tick {r['tick']} generation {r['generation']}: {what}\n")
 
 
 def _agent_text(d: dict[str, Any], out: TextIO) -> None:

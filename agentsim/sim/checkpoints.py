@@ -21,7 +21,7 @@ import json
 import os
 import shutil
 import tarfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,10 +29,19 @@ from typing import Any
 from agentsim.errors import CheckpointError
 from agentsim.sim.workspace import RunWorkspace
 
-__all__ = ["Checkpoint", "latest_checkpoint", "rewind", "write_checkpoint"]
+__all__ = [
+    "Checkpoint",
+    "latest_checkpoint",
+    "remove_partial_checkpoints",
+    "rewind",
+    "write_checkpoint",
+]
 
 _APPEND_ONLY = ("memory.jsonl", "trace.jsonl")
 _STATE_TAR = "agent_state.tar"
+_TMP_PREFIX = ".tmp-"
+# What ``write_checkpoint`` itself puts in ``engine.json``.
+_OWN_KEYS = ("config_hash", "agent_files", "events_bytes")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,7 +61,7 @@ def write_checkpoint(
     cdir = ws.root / "checkpoints"
     cdir.mkdir(exist_ok=True)
     final = cdir / f"tick-{tick:08d}"
-    tmp = cdir / f".tmp-{tick:08d}-{os.getpid()}"
+    tmp = cdir / f"{_TMP_PREFIX}{tick:08d}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
@@ -71,8 +80,14 @@ def write_checkpoint(
     return final
 
 
-def latest_checkpoint(ws: RunWorkspace, *, config_hash: str) -> Checkpoint:
-    """The newest readable checkpoint of the run; errors say what to do instead."""
+def latest_checkpoint(
+    ws: RunWorkspace, *, config_hash: str, engine_keys: Sequence[str] = ()
+) -> Checkpoint:
+    """The newest checkpoint of the run, read and checked whole; errors say what to do.
+
+    Reads only: a resume calls it before writing anything, so a checkpoint that cannot be
+    used leaves the run folder as it was. ``engine_keys``: what the caller's engine state
+    must hold besides this module's own keys."""
     cdir = ws.root / "checkpoints"
     cps = sorted(p for p in cdir.glob("tick-*") if p.is_dir()) if cdir.is_dir() else []
     if not cps:
@@ -84,7 +99,13 @@ def latest_checkpoint(ws: RunWorkspace, *, config_hash: str) -> Checkpoint:
     try:
         engine = json.loads((cp / "engine.json").read_text("utf-8"))
         agents = json.loads((cp / "agents.json").read_text("utf-8"))
-    except (OSError, ValueError) as exc:
+        if not isinstance(engine, dict) or not isinstance(agents, dict):
+            raise ValueError("engine.json and agents.json must each hold a JSON object")
+        missing = [k for k in (*_OWN_KEYS, *engine_keys) if k not in engine]
+        if missing:
+            raise ValueError(f"engine.json lacks {', '.join(missing)}")
+        _check_state_archive(cp)
+    except (OSError, ValueError, tarfile.TarError) as exc:
         raise CheckpointError(
             f"checkpoint {cp} cannot be read ({exc}); delete that folder to resume from "
             "the one before"
@@ -95,6 +116,31 @@ def latest_checkpoint(ws: RunWorkspace, *, config_hash: str) -> Checkpoint:
             "the run's own config.yaml"
         )
     return Checkpoint(path=cp, engine=engine, agents=agents)
+
+
+def _check_state_archive(cp: Path) -> None:
+    """Walk the member headers of the agents' state archive (a truncated or damaged archive
+    fails here, before a resume has changed any file)."""
+    archive = cp / _STATE_TAR
+    if not archive.is_file():
+        if not (cp / "agent_state").is_dir():  # the format before the archive
+            raise ValueError(f"{_STATE_TAR} is missing")
+        return
+    with tarfile.open(archive, "r") as tar:
+        while tar.next() is not None:
+            tar.members.clear()  # type: ignore[attr-defined]
+
+
+def remove_partial_checkpoints(ws: RunWorkspace) -> list[Path]:
+    """Remove the temp folders of checkpoints whose writing was cut short (the run died
+    before their rename); returns what was removed."""
+    cdir = ws.root / "checkpoints"
+    if not cdir.is_dir():
+        return []
+    partial = sorted(p for p in cdir.iterdir() if p.name.startswith(_TMP_PREFIX) and p.is_dir())
+    for p in partial:
+        shutil.rmtree(p)
+    return partial
 
 
 def rewind(ws: RunWorkspace, cp: Checkpoint) -> None:

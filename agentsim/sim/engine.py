@@ -23,7 +23,13 @@ from agentsim.env import create_module
 from agentsim.env.base import AgentInfo, EnvModule, EnvView
 from agentsim.env.clock import SimClock
 from agentsim.errors import ConfigError, RunError, SkillNotFoundError
-from agentsim.sim.checkpoints import latest_checkpoint, rewind, write_checkpoint
+from agentsim.sim.checkpoints import (
+    Checkpoint,
+    latest_checkpoint,
+    remove_partial_checkpoints,
+    rewind,
+    write_checkpoint,
+)
 from agentsim.sim.config import (
     ExperimentConfig,
     InterveneStep,
@@ -32,11 +38,16 @@ from agentsim.sim.config import (
     SurveyStep,
 )
 from agentsim.sim.executors import Executor, LocalExecutor, partition
-from agentsim.sim.host import HostSpec, SkillSources, TickInput, TickResult, build_registry
+from agentsim.sim.host import HostSpec, SkillSources, TickInput, build_registry
+from agentsim.sim.metrics import add_tick, new_metrics, public_metrics
 from agentsim.sim.profiles import AgentSpec, resolve_agents, select_agents
 from agentsim.sim.workspace import RunWorkspace, atomic_write_text
 
 __all__ = ["Engine", "Progress", "RunSummary", "builtin_skills_dir"]
+
+
+# What ``Engine.checkpoint`` saves and ``_restore`` reads back.
+_ENGINE_STATE = ("pos", "clock", "modules", "pending_messages", "metrics")
 
 
 def builtin_skills_dir() -> Path | None:
@@ -95,23 +106,12 @@ class Engine:
         self.agents: list[AgentSpec] = []
         self.ws: RunWorkspace | None = None
         self._pending_messages: dict[str, list[str]] = {}
-        self._metrics: dict[str, Any] = {
-            "ticks": 0,
-            "agent_steps": 0,
-            "model_calls": 0,
-            "script_calls": 0,
-            "prompt_tokens": 0,
-            "completion_tokens": 0,
-            "errors": 0,
-            "degraded": 0,
-            "skipped": 0,
-            "skills_reloads": 0,
-            "events": 0,
-            "wall_seconds": 0.0,
-            "tick_seconds": [],
-        }
+        self._metrics = new_metrics()
         self._pos = (0, 0)  # (workflow step index, ticks done inside it)
         self._registry_sources: SkillSources | None = None
+        # A resume writes nothing until its checkpoint is restored: a resume that fails
+        # before that leaves the run folder exactly as it found it.
+        self._may_write = True
 
     # -- set-up ----------------------------------------------------------------------------
 
@@ -242,9 +242,15 @@ class Engine:
         so a bad experiment never leaves a half-made folder behind."""
         cfg = self.config
         t_start = time.perf_counter()
+        checkpoint: Checkpoint | None = None
         if resume:
             self.ws = RunWorkspace.open_existing(self.run_dir)
             self._prepare()
+            # Read and checked before anything is written (see ``_may_write``).
+            checkpoint = latest_checkpoint(
+                self.ws, config_hash=cfg.config_hash(), engine_keys=_ENGINE_STATE
+            )
+            self._may_write = False
         else:
             check_run_dir(self.run_dir)
             self._prepare()
@@ -263,8 +269,9 @@ class Engine:
                 ws.update_manifest(source_dir=str(cfg.source_dir.resolve()))
                 ws.write_config(cfg.resolved_dict())
             events = await self._start(resume=resume)
-            if resume:
-                await self._restore()
+            if checkpoint is not None:
+                await self._restore(checkpoint)
+                self._may_write = True
                 ws.update_manifest(status="running", resumed=True, pid=os.getpid())
             self._emit(events)
             status = await self._workflow()
@@ -286,7 +293,7 @@ class Engine:
             status=status,
             ticks=self.clock.tick,
             agents=len(self.agents),
-            metrics=self._public_metrics(),
+            metrics=public_metrics(self._metrics),
         )
 
     async def _workflow(self) -> str:
@@ -325,8 +332,10 @@ class Engine:
         iso = now.isoformat()
         refresh = self.config.skills.hot_reload
         run_events: list[dict[str, Any]] = []
+        changed: tuple[str, ...] = ()
         if refresh:
             res = self.registry.refresh()
+            changed = (*res.added, *res.changed)
             if res.added or res.changed or res.removed:
                 self._metrics["skills_reloads"] += 1
                 run_events.append(
@@ -345,7 +354,12 @@ class Engine:
         self._pending_messages.clear()
         results = await self.executor.step_tick(
             TickInput(
-                tick=tick, time=now, views=self._views(), messages=messages, refresh_skills=refresh
+                tick=tick,
+                time=now,
+                views=self._views(),
+                messages=messages,
+                refresh_skills=refresh,
+                skills_changed=changed,
             )
         )
         agent_events = sorted(
@@ -361,7 +375,7 @@ class Engine:
             e.setdefault("tick", tick)
             e.setdefault("time", iso)
             e.setdefault("agent_id", None)
-        summary = self._account(results)
+        summary = add_tick(self._metrics, results)
         tick_end = {"tick": tick, "time": iso, "type": "tick_end", "agent_id": None, **summary}
         self._emit([*run_events, *agent_events, *env_events, tick_end])
         self.clock.advance()
@@ -370,7 +384,7 @@ class Engine:
         self._metrics["tick_seconds"].append(round(dt, 4))
         assert self.ws is not None
         self.ws.update_manifest(ticks_done=self.clock.tick)
-        self.ws.write_metrics(self._public_metrics())
+        self.ws.write_metrics(public_metrics(self._metrics))
         if self.progress is not None:
             m = self._metrics
             total_dt = sum(m["tick_seconds"]) or 1e-9
@@ -385,24 +399,6 @@ class Engine:
                     errors=m["errors"],
                 )
             )
-
-    def _account(self, results: Sequence[TickResult]) -> dict[str, int]:
-        keys = (
-            "steps",
-            "model_calls",
-            "script_calls",
-            "prompt_tokens",
-            "completion_tokens",
-            "errors",
-            "degraded",
-            "skipped",
-        )
-        summary = {k: sum(getattr(r, k) for r in results) for k in keys}
-        m = self._metrics
-        m["agent_steps"] += summary["steps"]
-        for k in keys[1:]:
-            m[k] += summary[k]
-        return summary
 
     def _emit(self, events: Sequence[dict[str, Any]]) -> None:
         assert self.ws is not None
@@ -514,9 +510,8 @@ class Engine:
         }
         return write_checkpoint(self.ws, tick=self.clock.tick, engine=engine, agents=agents)
 
-    async def _restore(self) -> None:
+    async def _restore(self, cp: Checkpoint) -> None:
         assert self.ws is not None
-        cp = latest_checkpoint(self.ws, config_hash=self.config.config_hash())
         state = cp.engine
         self.clock.set_state(state["clock"])
         for n, s in state["modules"].items():
@@ -525,22 +520,17 @@ class Engine:
         self._metrics = state["metrics"]
         self._pos = (int(state["pos"][0]), int(state["pos"][1]))
         rewind(self.ws, cp)
+        remove_partial_checkpoints(self.ws)
         await self.executor.set_state(cp.agents)
 
     # -- the end ---------------------------------------------------------------------------
 
-    def _public_metrics(self) -> dict[str, Any]:
-        m = dict(self._metrics)
-        secs = m.pop("tick_seconds")
-        busy = sum(secs) or 1e-9
-        m["agent_steps_per_s"] = round(m["agent_steps"] / busy, 1)
-        m["tick_seconds_median"] = sorted(secs)[len(secs) // 2] if secs else 0.0
-        m["tick_seconds_max"] = max(secs) if secs else 0.0
-        return m
-
     async def _finish(self, status: str) -> None:
         ws = self.ws
         if ws is None:
+            return
+        if not self._may_write:
+            await self.executor.close()
             return
         try:
             if status in ("completed", "stopped", "interrupted") and self._registry_sources:
@@ -556,7 +546,7 @@ class Engine:
                     ]
                 )
             stats = await self.executor.model_stats() if self._registry_sources else []
-            m = self._public_metrics()
+            m = public_metrics(self._metrics)
             m["model"] = stats
             ws.write_metrics(m)
             ws.close()

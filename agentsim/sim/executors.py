@@ -62,7 +62,8 @@ class Executor(Protocol):
 
 
 class LocalExecutor:
-    """Hosts as plain objects in this process; the registry is shared with the engine.
+    """Hosts as plain objects in this process; the registry is shared with the engine (the
+    engine refreshes it; the hosts install its new snapshot, see ``AgentHost.refresh_skills``).
 
     ``model_factory`` replaces the model built from the experiment's ``model:`` section: it is
     called once per host with that host's spec and returns the ``ChatModel`` its agents
@@ -95,7 +96,9 @@ class LocalExecutor:
         return events
 
     async def step_tick(self, tick: TickInput) -> list[TickResult]:
-        return list(await asyncio.gather(*(h.step_tick(tick) for h in self.hosts)))
+        async with asyncio.TaskGroup() as tg:
+            tasks = [tg.create_task(h.step_tick(tick)) for h in self.hosts]
+        return [t.result() for t in tasks]
 
     async def ask(
         self,

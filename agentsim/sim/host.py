@@ -1,24 +1,24 @@
 """``AgentHost``: many resident agents, one ``step_tick`` call per tick.
 
 The same class serves the in-process executor and the Ray executor (where it lives inside
-an async actor). A host builds the skill registry once for its process, creates its
-agents, and each tick steps them concurrently behind the model limiter, returning events
-sorted by agent id so that the merged log does not depend on completion order.
+an async actor). A host builds the skill registry once for its process (or shares the
+engine's, in process), creates its agents, and each tick steps them concurrently behind the
+model limiter: one asyncio task per agent step, so each step runs in its own copy of the
+context (skill scripts keep per-call state in context variables). Events come back sorted
+by agent id so that the merged log does not depend on completion order.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import time
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agentsim._aio import gather_eager
 from agentsim.agent.agent import Agent, AgentSettings, StepInput, StepOutcome, step_seed
 from agentsim.env.base import EnvView, Intent
 from agentsim.env.router import EnvRouter
@@ -27,7 +27,7 @@ from agentsim.llm.base import ChatModel
 from agentsim.llm.stats import ModelStats
 from agentsim.sim.config import ModelConfig
 from agentsim.sim.profiles import AgentSpec
-from agentsim.skills.registry import SkillRegistry
+from agentsim.skills.registry import SkillRegistry, SkillView
 from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace
 from agentsim.skills.scripts import ScriptRunner
 
@@ -77,6 +77,10 @@ class TickInput:
     views: Mapping[str, EnvView]
     messages: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     refresh_skills: bool = False
+    # Ids the engine's own refresh found added or changed this tick. A host that shares the
+    # engine's registry (local executor) cannot learn them from its own refresh, which then
+    # finds nothing new; it needs them to re-render the bodies of edited active skills.
+    skills_changed: tuple[str, ...] = ()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -110,6 +114,8 @@ class AgentHost:
         from agentsim.sim.models import build_model
 
         self.spec = spec
+        # A host refreshes only a registry of its own; a shared one is the engine's to refresh.
+        self._owns_registry = registry is None
         self.registry = registry if registry is not None else build_registry(spec.skills)
         self.space = SkillSpace(
             self.registry.snapshot(),
@@ -130,6 +136,8 @@ class AgentHost:
         self._unflushed = 0
         self._specs = {a.agent_id: a for a in agents}
         self._agents_dir = run_dir / "agents"
+        # Agents with a skills folder of their own (``custom/skills`` in their workspace).
+        self._own_views: dict[str, SkillView] = {}
 
     @property
     def agent_ids(self) -> list[str]:
@@ -147,6 +155,8 @@ class AgentHost:
             ws = self._agents_dir / aid
             ws.mkdir(parents=True, exist_ok=True)
             own = self._own_view(ws)
+            if own is not None:
+                self._own_views[aid] = own
             runtime = AgentSkillRuntime(
                 self.space,
                 agent_id=aid,
@@ -194,78 +204,113 @@ class AgentHost:
                         }
                     )
             self.agents[aid] = agent
-        # The resident agents live for the whole run: moved out of the collector's sight,
-        # they no longer make every full collection scan them (about 3% of a 5,000-agent
-        # tick). Undone in close().
-        gc.freeze()
         return events
 
-    def _own_view(self, ws: Path) -> Any:
+    def _own_view(self, ws: Path) -> SkillView | None:
         own_dir = ws / "custom" / "skills"
         return self.registry.view(own_dir) if own_dir.is_dir() else None
 
-    def refresh_skills(self) -> dict[str, Any] | None:
-        """Re-stat the skill folders; install a new snapshot when something changed."""
-        res = self.registry.refresh()
-        changed = bool(res.added or res.changed or res.removed)
-        if changed:
-            self.space.swap_view(self.registry.snapshot())
-        for agent in self.agents.values():
-            own = self._own_view(agent.workspace)
-            if own is not None:
-                own.refresh()
-            agent.skills.set_own_view(own)
-        if not changed:
-            return None
-        return {
-            "generation": res.generation,
-            "added": list(res.added),
-            "changed": list(res.changed),
-            "removed": list(res.removed),
-        }
+    async def refresh_skills(
+        self, tick: int, when: datetime, *, changed: Collection[str] = ()
+    ) -> tuple[dict[str, Any] | None, dict[str, list[dict[str, Any]]]]:
+        """Bring every agent up to the registry's current skills.
 
-    def _step_coro(self, agent: Agent, inp: StepInput) -> Coroutine[Any, Any, StepOutcome]:
-        return agent.step(
-            inp,
-            model=self.model,
-            settings=self.spec.settings,
-            seed=step_seed(self.spec.seed, agent.agent_id, inp.tick),
-        )
+        Installs the registry's snapshot when its generation moved (whoever refreshed it),
+        rescans the agents' own skill folders, re-renders the bodies of active skills that
+        were edited (``changed``, plus what this host's own refresh found) and deactivates
+        active skills that are gone. Returns this host's reload record (when it refreshed a
+        registry of its own and something moved) and the ``skill_deactivated`` events by
+        agent id."""
+        edited = set(changed)
+        reload = None
+        if self._owns_registry:
+            res = self.registry.refresh()
+            edited.update(res.added, res.changed)
+            if res.added or res.changed or res.removed:
+                reload = {
+                    "generation": res.generation,
+                    "added": list(res.added),
+                    "changed": list(res.changed),
+                    "removed": list(res.removed),
+                }
+        snap = self.registry.snapshot()
+        if snap.generation != self.space.view.generation:
+            self.space.swap_view(snap)
+        events: dict[str, list[dict[str, Any]]] = {}
+        for aid, agent in self.agents.items():
+            own_edited = self._refresh_own_view(agent)
+            gone = await agent.skills.sync(edited.union(own_edited) if own_edited else edited)
+            if gone:
+                events[aid] = [
+                    {
+                        "tick": tick,
+                        "time": when.isoformat(),
+                        "type": "skill_deactivated",
+                        "agent_id": aid,
+                        "skill": sid,
+                        "reason": "removed from its skills folder",
+                    }
+                    for sid in gone
+                ]
+        return reload, events
+
+    def _refresh_own_view(self, agent: Agent) -> tuple[str, ...]:
+        """Rescan the agent's own ``custom/skills`` folder; the ids it added or changed."""
+        own = self._own_views.get(agent.agent_id)
+        if own is None:
+            own = self._own_view(agent.workspace)
+            if own is not None:  # the folder appeared during the run
+                self._own_views[agent.agent_id] = own
+                agent.skills.set_own_view(own)
+            return ()
+        res = own.refresh()
+        return (*res.added, *res.changed)
 
     async def _step_one(self, agent: Agent, inp: StepInput) -> StepOutcome:
+        """One agent's step; a failure or an overrun becomes that agent's error outcome, so
+        that one broken step never cancels the others."""
+        limit = asyncio.timeout(self.spec.step_timeout)
         try:
-            async with asyncio.timeout(self.spec.step_timeout):
-                return await self._step_coro(agent, inp)
-        except TimeoutError:
-            error = f"step timed out after {self.spec.step_timeout:g}s"
+            async with limit:
+                return await agent.step(
+                    inp,
+                    model=self.model,
+                    settings=self.spec.settings,
+                    seed=step_seed(self.spec.seed, agent.agent_id, inp.tick),
+                )
         except Exception as exc:  # a bug in one agent's step must not stop the run
-            error = f"{type(exc).__name__}: {exc}"
+            if limit.expired():
+                error = f"step timed out after {self.spec.step_timeout:g}s"
+            else:
+                error = f"{type(exc).__name__}: {exc}"
         return _error_outcome(agent.agent_id, inp, error)
 
-    async def _step_all(self, inputs: Mapping[str, StepInput]) -> list[StepOutcome]:
-        """Step every agent concurrently: each step starts in place and becomes a task
-        (under the step timeout) only if it suspends, e.g. on a real model call. With the
-        scripted model or a replayed cache a tick then costs no task, no timer and no
-        event-loop round trip per agent (see ``agentsim._aio``)."""
-        agents = list(self.agents.values())
-
-        def failed(i: int, exc: Exception) -> StepOutcome:
-            if isinstance(exc, TimeoutError):
-                error = f"step timed out after {self.spec.step_timeout:g}s"
-            else:  # a bug in one agent's step must not stop the run
-                error = f"{type(exc).__name__}: {exc}"
-            agent = agents[i]
-            return _error_outcome(agent.agent_id, inputs[agent.agent_id], error)
-
-        return await gather_eager(
-            (self._step_coro(a, inputs[a.agent_id]) for a in agents),
-            on_error=failed,
-            suspended_timeout=self.spec.step_timeout,
-        )
+    async def _step_all(
+        self, agents: Sequence[Agent], inputs: Mapping[str, StepInput]
+    ) -> list[StepOutcome]:
+        """Step ``agents`` concurrently, each in a task of its own. A task runs in a copy of
+        the context it was created in, so a context variable that a step sets (the skill
+        script context) is seen by that step only. ``_step_one`` never raises an
+        ``Exception``, so the group never cancels a sibling."""
+        async with asyncio.TaskGroup() as tg:
+            tasks = [tg.create_task(self._step_one(a, inputs[a.agent_id])) for a in agents]
+        # A step that cancels itself (a script raising CancelledError) ends only that step:
+        # the group ignores such a child, and so does the tick.
+        return [
+            _error_outcome(a.agent_id, inputs[a.agent_id], "step was cancelled")
+            if t.cancelled()
+            else t.result()
+            for a, t in zip(agents, tasks, strict=True)
+        ]
 
     async def step_tick(self, tick: TickInput) -> TickResult:
         t0 = time.perf_counter()
-        reload = self.refresh_skills() if tick.refresh_skills else None
+        reload = None
+        deactivated: dict[str, list[dict[str, Any]]] = {}
+        if tick.refresh_skills:
+            reload, deactivated = await self.refresh_skills(
+                tick.tick, tick.time, changed=tick.skills_changed
+            )
         self.space.runner.new_tick()  # edited scripts are re-imported from this tick on
         router = EnvRouter(tick.views)
         outcomes: list[StepOutcome]
@@ -281,15 +326,18 @@ class AgentHost:
                 for m in msgs:
                     agent.remember(tick=tick.tick, time=shared.iso, kind="message", text=m)
         if self.spec.concurrent:
-            outcomes = await self._step_all(inputs)
+            outcomes = await self._step_all(list(self.agents.values()), inputs)
         else:
-            outcomes = [await self._step_one(a, inputs[a.agent_id]) for a in self.agents.values()]
+            outcomes = []
+            for agent in self.agents.values():
+                outcomes.extend(await self._step_all([agent], inputs))
         self._unflushed += 1
         if self._unflushed >= self.spec.flush_every:
             self.flush()
         outcomes.sort(key=lambda o: o.agent_id)
         res = TickResult(host_id=self.spec.host_id, events=[], intents=[], reload=reload)
         for o in outcomes:
+            res.events.extend(deactivated.get(o.agent_id, ()))
             res.events.extend(o.events)
             res.intents.extend(o.intents)
             res.steps += 1
@@ -320,7 +368,7 @@ class AgentHost:
             if agent is None:
                 continue
             inp = StepInput(tick=tick, time=when, env=router, question=question, read_only=True)
-            out = await self._step_one(agent, inp)
+            (out,) = await self._step_all([agent], {aid: inp})
             answers[aid] = out.answer or out.action
         return answers
 
@@ -344,7 +392,6 @@ class AgentHost:
         return self.stats.snapshot()
 
     async def close(self) -> None:
-        gc.unfreeze()
         self.flush(force=True)
         closer = getattr(self.model, "aclose", None)
         if closer is not None:

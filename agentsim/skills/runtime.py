@@ -14,7 +14,7 @@ import json
 import os
 import re
 import signal
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -28,8 +28,8 @@ from agentsim.skills.catalog import (
     RenderedCatalog,
     render_selection,
 )
-from agentsim.skills.context import make_context
-from agentsim.skills.hooks import HookOutcome, make_outcome, parse_hook_output
+from agentsim.skills.context import SkillScriptContext
+from agentsim.skills.hooks import HookOutcome, parse_hook_output
 from agentsim.skills.scripts import Isolation, ScriptResult
 from agentsim.skills.space import SkillSpace, SkillView, _Resolved
 
@@ -42,8 +42,8 @@ _CMD = re.compile(r"!`([^`\n]+)`")
 _ARG = re.compile(r"\$(ARGUMENTS|\d+)")
 _COMMAND_OUTPUT_CAP = 2000
 
-# One hook of a plan: (skill, script file, skill folder, timeout, inline isolation?).
-_HookCall = tuple["SkillDescriptor", str, Path, float | None, bool]
+# One hook of a plan: (skill, its hook script's path).
+_HookCall = tuple["SkillDescriptor", str]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,7 +93,6 @@ class AgentSkillRuntime:
     __slots__ = (
         "_activation_args",
         "_active",
-        "_agent_json",
         "_bodies",
         "_catalog_sel",
         "_disabled",
@@ -132,7 +131,6 @@ class AgentSkillRuntime:
         self._disabled = tuple(disabled)
         self._hidden: tuple[_Resolved, frozenset[str]] | None = None
         self._plans: dict[str, tuple[_Resolved, tuple[_HookCall, ...]]] | None = None
-        self._agent_json: tuple[str, str] | None = None
         self.warnings: list[str] = []
 
     # -- what the agent can see ------------------------------------------------------------
@@ -367,6 +365,26 @@ class AgentSkillRuntime:
         text = out.decode("utf-8", "replace").strip()
         return text[:_COMMAND_OUTPUT_CAP]
 
+    async def sync(self, edited: Collection[str] = ()) -> list[str]:
+        """Follow a reload: deactivate active skills the view no longer has, and re-render
+        the bodies of active skills in ``edited`` (their SKILL.md changed on disk).
+
+        Returns the ids deactivated, for the caller to report."""
+        descriptors = self._res().descriptors
+        gone = [sid for sid in self._active if sid not in descriptors]
+        for sid in gone:
+            self._active.remove(sid)
+            self._bodies.pop(sid, None)
+            self._activation_args.pop(sid, None)
+            self.warnings.append(f"skill {sid} was removed from its folder; deactivated")
+        if gone:
+            self._plans = None
+        for sid in self._active:
+            if sid in edited:
+                args = self._activation_args.get(sid, "")
+                self._bodies[sid] = await self._render_body(descriptors[sid], args)
+        return gone
+
     def bodies(self, skill_ids: Iterable[str] | None = None) -> str:
         """The ``<skill_content>`` blocks of the active skills (or of ``skill_ids``, e.g.
         those an activation just brought in), each exactly once."""
@@ -420,18 +438,8 @@ class AgentSkillRuntime:
                 return _failed(
                     f"input does not match the input_schema of {desc.name}: {err.message}"
                 )
-        # The space's env comes from safe_env: the fast constructor may skip the checks.
-        ctx = make_context(
-            self.workspace_root,
-            desc.skill_id,
-            desc.name,
-            space.skill_dir(desc),
-            self.agent_id,
-            tick,
-            time,
-            space.env,
-        )
-        path = space.script_file(desc, rel)
+        ctx = self._context(desc, tick=tick, time=time)
+        path = os.path.join(desc.path, rel)
         isolation = cast(Isolation, desc.isolation)
         result = await space.runner.run(path, argv, ctx, isolation=isolation, timeout=desc.timeout)
         if not result.ok and desc.idempotent:
@@ -462,47 +470,40 @@ class AgentSkillRuntime:
     # -- hooks -----------------------------------------------------------------------------
 
     def _hook_plan(self, hook_type: str) -> tuple[_HookCall, ...]:
-        """What ``run_hooks(hook_type)`` calls: the active skills declaring it, by skill id.
+        """The active skills that declare ``hook_type``, by skill id, with their scripts.
 
-        Hooks run every step for every agent, so everything that does not change from one
-        step to the next is settled here once: script file, skill folder, timeout, whether
-        the call may take the inline fast path. The plan is dropped whenever the active set
-        changes (activate, deactivate, set_state) and is rebuilt when the view (registry
-        generation, agent overlay) moves."""
+        Settled once per change of the active set (activate, deactivate, set_state, sync)
+        or of the view (registry generation, agent overlay), not once per step."""
         res = self._res()
         plans = self._plans
         hit = plans.get(hook_type) if plans is not None else None
         if hit is not None and hit[0] is res:
             return hit[1]
-        descriptors = res.descriptors
-        gone = [sid for sid in self._active if sid not in descriptors]
-        for sid in gone:  # removed by a hot reload
-            self._active.remove(sid)
-            self._bodies.pop(sid, None)
-            self._activation_args.pop(sid, None)
-            self.warnings.append(f"skill {sid} was removed by a reload; deactivated")
-        if gone:
-            plans = None
-        space = self._space
         calls: list[_HookCall] = []
-        for sid in sorted(self._active):
-            desc = descriptors[sid]
+        # An active skill missing from the view was removed by a reload that ``sync`` has
+        # not seen yet; it is deactivated there, with an event, and never run here.
+        for sid in sorted(s for s in self._active if s in res.descriptors):
+            desc = res.descriptors[sid]
             rel = desc.hook_script(hook_type)
             if rel is not None:
-                calls.append(
-                    (
-                        desc,
-                        space.script_file(desc, rel),
-                        space.skill_dir(desc),
-                        desc.timeout,
-                        desc.isolation == "inline",
-                    )
-                )
+                calls.append((desc, os.path.join(desc.path, rel)))
         plan = tuple(calls)
         if plans is None:
             plans = self._plans = {}
         plans[hook_type] = (res, plan)
         return plan
+
+    def _context(self, desc: SkillDescriptor, *, tick: int, time: datetime) -> SkillScriptContext:
+        return SkillScriptContext(
+            workspace_root=self.workspace_root,
+            skill_id=desc.skill_id,
+            skill_name=desc.name,
+            skill_dir=Path(desc.path),
+            agent_id=self.agent_id,
+            tick=tick,
+            time=time,
+            env=self._space.env,
+        )
 
     async def run_hooks(
         self, hook_type: str, *, tick: int, time: datetime, step_count: int
@@ -511,46 +512,49 @@ class AgentSkillRuntime:
         plan = self._hook_plan(hook_type)
         if not plan:
             return []
-        space = self._space
-        payload = space.hook_payload(hook_type, tick, time, self._agent_part(), step_count)
-        argv = ("--args-json", payload)
-        run_now = space.runner.run_now
-        workspace, agent_id, env = self.workspace_root, self.agent_id, space.env
+        payload = {
+            "hook_type": hook_type,
+            "tick": tick,
+            "time": time.isoformat(),
+            "agent_id": self.agent_id,
+            "step_count": step_count,
+        }
+        argv = ["--args-json", json.dumps(payload, separators=(",", ":"))]
         outcomes: list[HookOutcome] = []
-        for desc, path, skill_dir, timeout, inline in plan:
-            skill_id = desc.skill_id
-            ctx = make_context(workspace, skill_id, desc.name, skill_dir, agent_id, tick, time, env)
-            # Inline sync hooks (the common case) run without a coroutine per call.
-            res = run_now(path, argv, ctx, timeout=timeout) if inline else None
-            if res is None:
-                res = await space.runner.run(
-                    path, argv, ctx, isolation=cast(Isolation, desc.isolation), timeout=timeout
-                )
+        for desc, path in plan:
+            res = await self._space.runner.run(
+                path,
+                argv,
+                self._context(desc, tick=tick, time=time),
+                isolation=cast(Isolation, desc.isolation),
+                timeout=desc.timeout,
+            )
             if res.ok:
-                text: str = res.output
-                decision = None
-                if '"decision"' in text:  # parse_hook_output's own first test, saved a call
-                    text, decision = parse_hook_output(text, skill_id=skill_id, hook=hook_type)
+                text, decision = parse_hook_output(
+                    res.output, skill_id=desc.skill_id, hook=hook_type
+                )
                 outcomes.append(
-                    make_outcome(skill_id, hook_type, True, text, decision, res.elapsed, None)
+                    HookOutcome(
+                        skill_id=desc.skill_id,
+                        hook=hook_type,
+                        ok=True,
+                        text=text,
+                        decision=decision,
+                        elapsed=res.elapsed,
+                    )
                 )
             else:
                 outcomes.append(
-                    make_outcome(
-                        skill_id, hook_type, False, res.output, None, res.elapsed, res.error
+                    HookOutcome(
+                        skill_id=desc.skill_id,
+                        hook=hook_type,
+                        ok=False,
+                        text=res.output,
+                        elapsed=res.elapsed,
+                        error=res.error,
                     )
                 )
         return outcomes
-
-    def _agent_part(self) -> str:
-        """The agent's part of the hook payload, JSON-escaped once."""
-        tail = self._agent_json
-        if tail is None or tail[0] is not self.agent_id:
-            tail = self._agent_json = (
-                self.agent_id,
-                f'"agent_id":{json.dumps(self.agent_id)},"step_count":',
-            )
-        return tail[1]
 
     # -- state -----------------------------------------------------------------------------
 

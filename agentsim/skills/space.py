@@ -8,12 +8,8 @@ per-agent part that refers to it.
 
 from __future__ import annotations
 
-import json
-import os
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import jsonschema
@@ -80,10 +76,6 @@ class SkillSpace:
         # Keyed by the schema object's id, holding the schema so that the id stays unique:
         # agents' own skills share ids (agent@x) but not schemas.
         self._validators: dict[tuple[int, str], tuple[object, Any]] = {}
-        self._dirs: dict[str, Path] = {}
-        self._files: dict[tuple[str, str], str] = {}
-        self._payload_heads: dict[str, str] = {}
-        self._iso: tuple[datetime | None, str] = (None, "")
         # (resolution, disabled names) -> hidden ids: agents of a group share one tuple of
         # disabled names, so a set-up of 100,000 agents computes this once per group.
         self._hidden: dict[tuple[int, tuple[str, ...]], tuple[_Resolved, frozenset[str]]] = {}
@@ -108,40 +100,6 @@ class SkillSpace:
         if view is self._view:
             self._shared = (view, view.generation, res)
         return res
-
-    def script_file(self, desc: SkillDescriptor, rel: str) -> str:
-        """``desc.path/rel`` as a string, cached: hooks run every step for every agent, and
-        building a ``Path`` per call costs more than a trivial hook itself."""
-        key = (desc.path, rel)
-        f = self._files.get(key)
-        if f is None:
-            f = self._files[key] = os.path.join(desc.path, rel)
-        return f
-
-    def hook_payload(
-        self, hook_type: str, tick: int, time: datetime, agent_part: str, step_count: int
-    ) -> str:
-        """The JSON object ``{hook_type, tick, time, agent_id, step_count}`` of a hook call.
-
-        Formatted from parts (``json.dumps`` of the dict costs more than a trivial hook): the
-        ``hook_type`` head is escaped once per process, the ISO time once per tick (every
-        agent of a host is stepped with the same ``time`` object), ``agent_part`` (the
-        escaped ``"agent_id":..,"step_count":``) once per agent; ints and ISO text need no
-        escaping."""
-        head = self._payload_heads.get(hook_type)
-        if head is None:
-            head = self._payload_heads[hook_type] = f'{{"hook_type":{json.dumps(hook_type)},"tick":'
-        last, iso = self._iso
-        if time is not last:
-            iso = time.isoformat()
-            self._iso = (time, iso)
-        return f'{head}{int(tick)},"time":"{iso}",{agent_part}{int(step_count)}}}'
-
-    def skill_dir(self, desc: SkillDescriptor) -> Path:
-        d = self._dirs.get(desc.path)
-        if d is None:
-            d = self._dirs[desc.path] = Path(desc.path)
-        return d
 
     def catalog(
         self,

@@ -121,7 +121,11 @@ def test_resume_needs_a_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "has no checkpoint to resume from; set output.checkpoint_every" in err
 
 
-def test_resume_refuses_another_configuration_and_a_corrupt_checkpoint(
+def folder_bytes(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_a_failed_resume_changes_nothing(
     reference: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run_dir = tmp_path / "copy"
@@ -129,16 +133,42 @@ def test_resume_refuses_another_configuration_and_a_corrupt_checkpoint(
     manifest = json.loads((run_dir / "manifest.json").read_text())
     manifest["status"] = "failed"
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    # What a run killed while writing a checkpoint leaves: only a working resume removes it.
+    partial = run_dir / "checkpoints" / ".tmp-00000007-4242"
+    partial.mkdir()
+    (partial / "engine.json").write_text("{")
     config = run_dir / "config.yaml"
     original = config.read_text()
     config.write_text(original.replace("seed: 5", "seed: 6"))
+    before = folder_bytes(run_dir)
+
     assert main(["run", "--resume", str(run_dir)]) == 2
-    assert "was written by a different configuration" in capsys.readouterr().err
+    assert "tick-00000006 was written by a different configuration" in capsys.readouterr().err
+    assert folder_bytes(run_dir) == before
+
     config.write_text(original)
-    (run_dir / "checkpoints" / "tick-00000006" / "agents.json").write_text("{not json")
+    last = run_dir / "checkpoints" / "tick-00000006"
     cfg = load_experiment(config, environ={})
-    with pytest.raises(CheckpointError, match=r"tick-00000006 cannot be read .*delete that"):
-        asyncio.run(Engine(cfg, run_dir=run_dir).run(resume=True))
+    damages = {
+        "agents.json": "{not json",
+        "engine.json": json.dumps({"config_hash": cfg.config_hash()}),
+        "agent_state.tar": "",  # cut short: its members are gone
+    }
+    for name, text in damages.items():
+        saved = (last / name).read_bytes()
+        if name == "agent_state.tar":
+            (last / name).write_bytes(saved[: len(saved) // 3])
+        else:
+            (last / name).write_text(text)
+        before = folder_bytes(run_dir)
+        with pytest.raises(CheckpointError, match=r"tick-00000006 cannot be read .*delete that"):
+            asyncio.run(Engine(cfg, run_dir=run_dir).run(resume=True))
+        assert folder_bytes(run_dir) == before, name
+        (last / name).write_bytes(saved)
+
+    assert main(["run", "--resume", str(run_dir), "--json"]) == 0
+    assert not partial.exists()
+    assert_same_run(run_dir, reference)
 
 
 @pytest.mark.slow

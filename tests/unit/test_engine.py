@@ -189,8 +189,8 @@ class SuspendingModel:
 async def test_steps_that_suspend_give_the_same_events_as_steps_that_do_not(
     tmp_path: Path,
 ) -> None:
-    """Steps start eagerly and become tasks only when they suspend: both paths must give
-    the same log, and a failure after a suspension is still one agent's error event."""
+    """Steps that wait on their model and steps that never suspend give the same log, and
+    a failure after a suspension is still one agent's error event."""
     cfg = small(WORKFLOW="[{run: {ticks: 2}}]")
     await Engine(cfg, run_dir=tmp_path / "sync").run()
     ex = LocalExecutor(model_factory=lambda spec: SuspendingModel(cfg, None))

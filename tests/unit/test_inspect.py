@@ -246,7 +246,7 @@ def test_overview_with_reloads_in_text(tmp_path: Path, capsys: pytest.CaptureFix
         "".join(json.dumps(e) + "\n" for e in lines), encoding="utf-8"
     )
     code, out, _ = cli(capsys, "inspect", str(run_dir))
-    assert code == 0 and "hot reload   tick 2 generation 3: custom@n" in out
+    assert code == 0 and "hot reload   tick 2 generation 3: changed custom@n" in out
     assert "errors       agent_error: KeyError 1" in out and "agents       1" in out
     assert "ticks        0/?" in out
 

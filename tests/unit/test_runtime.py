@@ -393,9 +393,34 @@ async def test_hooks_skip_inactive_and_drop_removed_skills(tmp_path: Path) -> No
     folder.rmdir()
     assert reg.refresh().removed == ("built-in@hooked",)
     space.swap_view(reg.snapshot())
+    # Gone from the view: never run, even before sync() deactivates it.
     assert await rt.run_hooks("pre_step", tick=2, time=WHEN, step_count=2) == []
-    assert rt.active == ()
-    assert rt.drain_warnings() == ["skill built-in@hooked was removed by a reload; deactivated"]
+    assert await rt.sync() == ["built-in@hooked"]
+    assert rt.active == () and rt.bodies() == ""
+    assert await rt.run_hooks("pre_step", tick=2, time=WHEN, step_count=2) == []
+    assert rt.drain_warnings() == ["skill built-in@hooked was removed from its folder; deactivated"]
+    assert await rt.sync() == []
+
+
+async def test_sync_rerenders_the_bodies_of_edited_skills_only(tmp_path: Path) -> None:
+    root = tmp_path / "b"
+    make_skill(root, "first", body="First $ARGUMENTS, version 1.\n")
+    make_skill(root, "second", body="Second, version 1.\n")
+    reg = SkillRegistry()
+    reg.scan_builtin(root)
+    space = SkillSpace(reg.snapshot())
+    rt = runtime(space, tmp_path)
+    await rt.activate("first", arguments="alpha")
+    await rt.activate("second")
+    make_skill(root, "first", body="First $ARGUMENTS, version 2, a longer body.\n")
+    make_skill(root, "second", body="Second, version 2, a longer body.\n")
+    res = reg.refresh()
+    assert set(res.changed) == {"built-in@first", "built-in@second"}
+    space.swap_view(reg.snapshot())
+    assert await rt.sync(["built-in@first"]) == []
+    bodies = rt.bodies()
+    assert "First alpha, version 2, a longer body." in bodies  # arguments kept
+    assert "Second, version 1." in bodies  # not reported as edited: left alone
 
 
 async def test_state_round_trips(space: SkillSpace, tmp_path: Path) -> None:

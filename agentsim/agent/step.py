@@ -1,0 +1,83 @@
+"""What one agent step is given and gives back, and the model seed it uses."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from agentsim._seeding import derive_seed
+from agentsim.env.clock import WEEKDAYS
+from agentsim.llm.base import Usage
+
+__all__ = ["AgentSettings", "EnvAccess", "StepInput", "StepOutcome", "step_seed"]
+
+
+class EnvAccess(Protocol):
+    """What an agent needs of the environment router (see ``agentsim.env.router``)."""
+
+    def ask(
+        self, agent_id: str, module: str, action: str, args: Mapping[str, Any], *, seq: int
+    ) -> Any: ...
+    def observe(self, agent_id: str) -> str: ...
+    def describe(self) -> Mapping[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentSettings:
+    max_react_turns: int = 4
+    max_hook_retries: int = 2
+    memory_prompt_tokens: int = 600
+    prompt_cap_tokens: int = 6000
+    trace: str = "full"  # full | summary | off
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepInput:
+    """What one step is given. Agents without messages share one per tick, so the derived
+    texts (``iso``, ``stamp``) are computed once per tick, not once per agent."""
+
+    tick: int
+    time: datetime
+    env: EnvAccess | None = None
+    messages: tuple[str, ...] = ()
+    question: str | None = None
+    read_only: bool = False
+    iso: str = field(init=False, repr=False, compare=False)
+    stamp: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        iso = self.time.isoformat()
+        day = WEEKDAYS[self.time.weekday()]
+        object.__setattr__(self, "iso", iso)
+        object.__setattr__(self, "stamp", f"time: {iso} ({day} {self.time:%H:%M})")
+
+
+@dataclass(slots=True, kw_only=True)
+class StepOutcome:
+    agent_id: str
+    events: list[dict[str, Any]] = field(default_factory=list)
+    intents: list[Any] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    model_calls: int = 0
+    script_calls: int = 0
+    degraded: bool = False
+    skipped: bool = False
+    action: str = ""
+    answer: str | None = None
+
+
+@dataclass(slots=True)
+class StepScratch:
+    """Mutable scratch of one step; never outlives it."""
+
+    inp: StepInput
+    out: StepOutcome
+    seq: int = 0
+    finished: bool = False
+
+
+def step_seed(seed: int, agent_id: str, tick: int) -> int:
+    """The model seed of one agent's step: stable across executors and resumes."""
+    return derive_seed(seed, agent_id, str(tick)) & 0x7FFFFFFF
