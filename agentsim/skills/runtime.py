@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 import jsonschema
 
 from agentsim.errors import SkillActivationError, SkillNotFoundError
-from agentsim.skills._validate import path_problem
+from agentsim.skills._paths import path_problem
 from agentsim.skills.catalog import (
     RenderedCatalog,
     render_selection,
