@@ -245,11 +245,15 @@ class Engine:
         checkpoint: Checkpoint | None = None
         if resume:
             self.ws = RunWorkspace.open_existing(self.run_dir)
-            self._prepare()
-            # Read and checked before anything is written (see ``_may_write``).
-            checkpoint = latest_checkpoint(
-                self.ws, config_hash=cfg.config_hash(), engine_keys=_ENGINE_STATE
-            )
+            try:
+                self._prepare()
+                # Read and checked before anything is written (see ``_may_write``).
+                checkpoint = latest_checkpoint(
+                    self.ws, config_hash=cfg.config_hash(), engine_keys=_ENGINE_STATE
+                )
+            except BaseException:
+                self.ws.release()  # nothing was written: the folder is free for the next try
+                raise
             self._may_write = False
         else:
             check_run_dir(self.run_dir)
