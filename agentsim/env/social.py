@@ -241,6 +241,14 @@ class SocialView(EnvView):
         )
 
 
+def _moments(values: Sequence[float]) -> tuple[int, float, float]:
+    """Count, mean and population standard deviation (0, 0.0, 0.0 for no values)."""
+    n = len(values)
+    mean = sum(values) / n if n else 0.0
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / n) if n else 0.0
+    return n, mean, std
+
+
 def _initial_opinion(info: AgentInfo, rng_value: float) -> float:
     value = info.profile.get("opinion")
     if value is None:
@@ -270,6 +278,7 @@ class SocialModule(EnvModule):
         super().__init__(options, seed=seed, base_dir=base_dir, config_path=config_path)
         self.config = parse_options(SocialOptions, self.options, path=self.config_path)
         self._opinions: dict[str, float] = {}
+        self._groups: dict[str, str] = {}  # agent id -> group, from setup (not state)
         self._following: dict[str, tuple[str, ...]] = {}
         # (following, followers) as handed to views; rebuilt only after the graph changed.
         self._graph: tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]] | None = None
@@ -312,6 +321,7 @@ class SocialModule(EnvModule):
             )
             following[ids[i]] = tuple(sorted(name for _, name in keyed[:k]))
         self._opinions = dict(zip(ids, opinions, strict=True))
+        self._groups = {a.agent_id: a.group for a in ordered}
         self._following = following
         self._graph = None
         self._posts, self._inbox = {}, {}
@@ -475,9 +485,14 @@ class SocialModule(EnvModule):
 
     def tick_events(self, clock: SimClock) -> list[dict[str, Any]]:
         values = list(self._opinions.values())
-        n = len(values)
-        mean = sum(values) / n if n else 0.0
-        std = math.sqrt(sum((v - mean) ** 2 for v in values) / n) if n else 0.0
+        n, mean, std = _moments(values)
+        by_group: dict[str, list[float]] = {}
+        for agent, value in self._opinions.items():
+            by_group.setdefault(self._groups.get(agent, ""), []).append(value)
+        groups = {}
+        for group in sorted(by_group):
+            gn, gmean, gstd = _moments(by_group[group])
+            groups[group] = {"n": gn, "mean": round(gmean, 6), "std": round(gstd, 6)}
         histogram = [0] * _BINS
         for v in values:
             histogram[min(_BINS - 1, int((v + 1) / 2 * _BINS))] += 1
@@ -491,6 +506,7 @@ class SocialModule(EnvModule):
                 "mean": round(mean, 6),
                 "std": round(std, 6),
                 "histogram": histogram,
+                "groups": groups,
                 "posts_delivered": posts,
                 "messages_delivered": messages,
             }
