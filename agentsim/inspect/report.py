@@ -276,6 +276,11 @@ def _fmt(v: Any) -> str:
     return f"{v:,}" if isinstance(v, int) else str(v)
 
 
+def _cell(text: str) -> str:
+    """Text that stays inside one Markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
 def _summary_md(ov: RunOverview, images: Mapping[str, Path], data: ReportData) -> str:
     out = [f"# Run {ov.run_id} ({ov.name})", ""]
     rows = [
@@ -307,11 +312,11 @@ def _summary_md(ov: RunOverview, images: Mapping[str, Path], data: ReportData) -
         out += [
             "Each happened between two ticks, before the tick given; the plots mark them.",
             "",
-            "| before tick | time | what | details |",
-            "|---|---|---|---|",
+            "| before tick | time | kind | what | details |",
+            "|---|---|---|---|---|",
         ]
         out += [
-            f"| {m.tick} | {m.time} | {m.kind}: {m.label} | {m.detail or '-'} |".replace("\n", " ")
+            f"| {m.tick} | {m.time} | {m.kind} | {_cell(m.label)} | {_cell(m.detail or '-')} |"
             for m in data.markers
         ]
     else:
