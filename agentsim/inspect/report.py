@@ -149,12 +149,13 @@ def _intervention(ev: Mapping[str, Any], tick: int) -> Marker:
 
 def _survey(key: tuple[int, str, str], time: str, answers: int) -> Marker:
     tick, kind, name = key
+    count = f"{answers} answer{'' if answers == 1 else 's'}"
     return Marker(
         tick=tick,
         time=time,
         kind=kind,
-        label=f"{kind} {name} ({answers} answers)",
-        detail=f"{answers} answers in surveys/{name}.jsonl",
+        label=f"{kind} {name} ({count})",
+        detail=f"{count} in surveys/{name}.jsonl",
     )
 
 
