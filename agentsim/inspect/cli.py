@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agentsim.errors import AgentsimError, ConfigError
+from agentsim.inspect.agentview import HISTORY_LAST
 
 __all__ = ["add_inspect_commands"]
 
@@ -196,7 +197,7 @@ def add_inspect_commands(subparsers: Any) -> None:
     p.add_argument(
         "--last",
         type=int,
-        default=5,
+        default=HISTORY_LAST,
         metavar="N",
         help="with --agent: show the last N steps (default: %(default)s)",
     )
