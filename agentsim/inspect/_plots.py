@@ -127,8 +127,11 @@ def _thousands(ax: Any) -> None:
     ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
 
 
-def _no_data(ax: Any, text: str = "no data") -> None:
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="0.4")
+def _no_data(ax: Any) -> None:
+    """An empty axis that says so (no made-up scale)."""
+    ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="0.4")
+    ax.set_xticks([])
+    ax.set_yticks([])
 
 
 def _save(frame: _Frame, path: Path) -> Path:
@@ -154,16 +157,16 @@ def _lines(
 ) -> Path:
     frame = _frame(title)
     (ax,) = frame.axes
-    for i, name in enumerate(names):
+    for i, name in enumerate(names if s.ticks else ()):
         label = f"{(labels or {}).get(name, name)} (Σ {sum(s.columns[name]):,.0f})"
         # Drawn wide and pale, the first line stays visible under another equal to it.
         wide = {"linewidth": 5, "alpha": 0.35} if wide_first and i == 0 else {}
         ax.plot(s.ticks, s.columns[name], label=label, marker=_marker(len(s.ticks)), **wide)
-    if not names or not s.ticks:
-        _no_data(ax)
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
     _thousands(ax)
+    if not names or not s.ticks:
+        _no_data(ax)
     _time_axis(ax, s, markers)
     _legend(ax, _mark(frame.axes, markers))
     if note:
