@@ -278,7 +278,7 @@ class SocialModule(EnvModule):
         super().__init__(options, seed=seed, base_dir=base_dir, config_path=config_path)
         self.config = parse_options(SocialOptions, self.options, path=self.config_path)
         self._opinions: dict[str, float] = {}
-        self._groups: dict[str, str] = {}  # agent id -> group, from setup (not state)
+        self._groups: dict[str, str] = {}  # agent id -> group: opinions are summed by group
         self._following: dict[str, tuple[str, ...]] = {}
         # (following, followers) as handed to views; rebuilt only after the graph changed.
         self._graph: tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]] | None = None
@@ -515,6 +515,7 @@ class SocialModule(EnvModule):
     def get_state(self) -> dict[str, Any]:
         return {
             "opinions": {a: self._opinions[a] for a in sorted(self._opinions)},
+            "groups": {a: self._groups[a] for a in sorted(self._groups)},
             "following": {a: list(self._following[a]) for a in sorted(self._following)},
             "posts": {a: [list(p) for p in self._posts[a]] for a in sorted(self._posts)},
             "inbox": {a: [list(m) for m in self._inbox[a]] for a in sorted(self._inbox)},
@@ -526,6 +527,8 @@ class SocialModule(EnvModule):
     def set_state(self, state: dict[str, Any]) -> None:
         try:
             opinions = {str(a): float(v) for a, v in state["opinions"].items()}
+            # A checkpoint written before groups were kept has none: keep those of setup.
+            groups = {str(a): str(g) for a, g in state.get("groups", self._groups).items()}
             following = {str(a): tuple(map(str, f)) for a, f in state["following"].items()}
             posts = {str(a): tuple(Post(*p) for p in ps) for a, ps in state["posts"].items()}
             inbox = {str(a): tuple(Message(*m) for m in ms) for a, ms in state["inbox"].items()}
@@ -537,6 +540,7 @@ class SocialModule(EnvModule):
                 "pass a dict made by SocialModule.get_state()"
             ) from None
         self._graph = None
+        self._groups = groups
         self._opinions, self._following, self._posts, self._inbox = (
             opinions,
             following,
