@@ -29,6 +29,7 @@ __all__ = [
 _WIDTH = 11.0  # inches
 _LEFT, _RIGHT = 0.09, 0.72  # the data; the legend column starts at _RIGHT + 0.015
 _ROW, _TOP_IN, _BOTTOM_IN = 2.6, 0.5, 0.8  # inches per row, above the rows, below them
+_LINE_IN = 0.17  # inches per line of a legend at 8 points
 _MARK_COLOR = "tab:red"  # the vertical lines of interventions and surveys
 _MARKS_LISTED = 6  # legend entries for them; summary.md lists every one
 
@@ -41,10 +42,12 @@ class _Frame:
     axes: list[Any]
 
 
-def _frame(title: str, rows: int = 1) -> _Frame:
+def _frame(title: str, rows: int = 1, *, legend_lines: int = 0) -> _Frame:
+    """``rows`` axes, each tall enough for a legend (and note) of ``legend_lines`` lines."""
     from matplotlib.figure import Figure
 
-    height = _ROW * rows + _TOP_IN + _BOTTOM_IN
+    row = max(_ROW, legend_lines * _LINE_IN + 0.2)
+    height = row * rows + _TOP_IN + _BOTTOM_IN
     fig = Figure(figsize=(_WIDTH, height))
     fig.subplots_adjust(
         left=_LEFT,
@@ -96,8 +99,17 @@ def _mark(axes: Sequence[Any], markers: Sequence[Marker]) -> list[Any]:
     for number, (tick, ms) in enumerate(sorted(by_tick.items()), start=1):
         for ax in axes:
             ax.axvline(tick - 0.5, color=_MARK_COLOR, linestyle="--", linewidth=1.2, zorder=3)
-        top.text(tick - 0.5, 1.01, str(number), transform=above, ha="center", va="bottom",
-                 fontsize=8, fontweight="bold", color=_MARK_COLOR)  # fmt: skip
+        top.text(
+            tick - 0.5,
+            1.01,
+            str(number),
+            transform=above,
+            ha="center",
+            va="bottom",
+            fontsize=8,
+            fontweight="bold",
+            color=_MARK_COLOR,
+        )
         if number <= _MARKS_LISTED:
             label = f"{number}: before tick {tick}: " + "\n    ".join(m.label for m in ms)
             handles.append(Line2D([], [], color=_MARK_COLOR, linestyle="--", label=label))
@@ -105,6 +117,13 @@ def _mark(axes: Sequence[Any], markers: Sequence[Marker]) -> list[Any]:
         more = f"... {len(by_tick) - _MARKS_LISTED} more (listed in summary.md)"
         handles.append(Line2D([], [], color="none", label=more))
     return handles
+
+
+def _mark_lines(markers: Sequence[Marker]) -> int:
+    """How many legend lines ``_mark`` needs."""
+    ticks = sorted({m.tick for m in markers})
+    listed = sum(1 for m in markers if m.tick in ticks[:_MARKS_LISTED])
+    return listed + (len(ticks) > _MARKS_LISTED)
 
 
 def _legend(ax: Any, extra: Sequence[Any] = (), *, own: bool = True) -> None:
@@ -121,15 +140,17 @@ def _legend(ax: Any, extra: Sequence[Any] = (), *, own: bool = True) -> None:
         )
 
 
-def _thousands(ax: Any) -> None:
-    from matplotlib.ticker import StrMethodFormatter
+def _counts(ax: Any) -> None:
+    """A y axis of counts: whole numbers only, with thousands separators."""
+    from matplotlib.ticker import MaxNLocator, StrMethodFormatter
 
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
 
 
-def _no_data(ax: Any) -> None:
+def _no_data(ax: Any, text: str = "no data") -> None:
     """An empty axis that says so (no made-up scale)."""
-    ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="0.4")
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="0.4")
     ax.set_xticks([])
     ax.set_yticks([])
 
@@ -154,8 +175,10 @@ def _lines(
     labels: Mapping[str, str] | None = None,
     note: str = "",
     wide_first: bool = False,
+    empty: str = "no data",
 ) -> Path:
-    frame = _frame(title)
+    lines = len(names) + _mark_lines(markers) + (note.count("\n") + 2 if note else 0)
+    frame = _frame(title, legend_lines=lines)
     (ax,) = frame.axes
     for i, name in enumerate(names if s.ticks else ()):
         label = f"{(labels or {}).get(name, name)} (Σ {sum(s.columns[name]):,.0f})"
@@ -164,14 +187,17 @@ def _lines(
         ax.plot(s.ticks, s.columns[name], label=label, marker=_marker(len(s.ticks)), **wide)
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
-    _thousands(ax)
-    if not names or not s.ticks:
+    _counts(ax)
+    if not s.ticks:
         _no_data(ax)
+    elif not names:
+        _no_data(ax, empty)
     _time_axis(ax, s, markers)
     _legend(ax, _mark(frame.axes, markers))
     if note:
-        frame.fig.text(_RIGHT + 0.015, _BOTTOM_IN / (_ROW + _TOP_IN + _BOTTOM_IN), note,
-                       fontsize=8, va="bottom", ha="left", color="0.25")  # fmt: skip
+        # At the foot of the legend column, level with the bottom of the data.
+        ax_bottom = ax.get_position().y0
+        frame.fig.text(_RIGHT + 0.015, ax_bottom, note, fontsize=8, va="bottom", color="0.25")
     return _save(frame, path)
 
 
@@ -219,6 +245,7 @@ def skills_plot(
         markers=markers,
         path=path,
         note=note.strip("\n"),
+        empty="no skill was activated by an agent during the run",
     )
 
 
@@ -234,7 +261,7 @@ def tokens_plot(s: Series, markers: Sequence[Marker], path: Path) -> Path:
         ax.plot(s.ticks, s.columns[name], marker=_marker(len(s.ticks)), color="tab:blue")
         ax.set_ylabel(ylabel, fontsize=9)
         ax.set_ylim(bottom=0)
-        _thousands(ax)
+        _counts(ax)
         if not s.ticks:
             _no_data(ax)
     handles = _mark(frame.axes, markers)
@@ -257,12 +284,13 @@ def city_plot(s: Series, markers: Sequence[Marker], path: Path) -> Path:
         for i, v in enumerate(values):
             acc[i] += v
     names = sorted(kinds)
-    frame = _frame("city: where the agents are (by kind of place)")
+    lines = len(names) + 1 + _mark_lines(markers)
+    frame = _frame("city: where the agents are (by kind of place)", legend_lines=lines)
     (ax,) = frame.axes
     stacks = [kinds[k] for k in names] + [list(s.columns["in_transit"])]
     ax.stackplot(s.ticks, *stacks, labels=[*names, "in transit"])
     ax.set_ylabel("agents (stacked)")
-    _thousands(ax)
+    _counts(ax)
     _time_axis(ax, s, markers)
     stacked, _ = ax.get_legend_handles_labels()
     # Top of the stack first, as the areas are seen.
@@ -279,7 +307,8 @@ def opinion_plot(
 ) -> Path:
     """The histogram of all agents as a heat map; below, each group's mean ± std (the whole
     population's when the log has no groups)."""
-    frame = _frame("social: opinions over time", rows=2)
+    lines = 2 * max(1, len(groups)) + _mark_lines(markers)
+    frame = _frame("social: opinions over time", rows=2, legend_lines=lines)
     top, bottom = frame.axes
     matrix = [list(hist.columns[label]) for label in hist.columns]
     lo, hi = _x_range(hist, markers)
