@@ -24,7 +24,6 @@ from agentsim.inspect.summary import RunOverview, summarize
 __all__ = ["Marker", "Report", "ReportData", "Series", "collect_report_data", "write_report"]
 
 _TOP_SKILLS = 10
-_ACTIVITY = ("steps", "actions", "skipped", "errors", "degraded")
 _DETAIL_CHARS = 100
 
 
