@@ -241,6 +241,14 @@ class SocialView(EnvView):
         )
 
 
+def _moments(values: Sequence[float]) -> tuple[int, float, float]:
+    """Count, mean and population standard deviation (0, 0.0, 0.0 for no values)."""
+    n = len(values)
+    mean = sum(values) / n if n else 0.0
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / n) if n else 0.0
+    return n, mean, std
+
+
 def _initial_opinion(info: AgentInfo, rng_value: float) -> float:
     value = info.profile.get("opinion")
     if value is None:
@@ -271,6 +279,7 @@ class SocialModule(EnvModule):
         super().__init__(options, seed=seed, base_dir=base_dir, config_path=config_path)
         self.config = parse_options(SocialOptions, self.options, path=self.config_path)
         self._opinions: dict[str, float] = {}
+        self._groups: dict[str, str] = {}  # agent id -> group: opinions are summed by group
         self._following: dict[str, tuple[str, ...]] = {}
         # (following, followers) as handed to views; rebuilt only after the graph changed.
         self._graph: tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]] | None = None
@@ -313,6 +322,7 @@ class SocialModule(EnvModule):
             )
             following[ids[i]] = tuple(sorted(name for _, name in keyed[:k]))
         self._opinions = dict(zip(ids, opinions, strict=True))
+        self._groups = {a.agent_id: a.group for a in ordered}
         self._following = following
         self._graph = None
         self._posts, self._inbox = {}, {}
@@ -473,9 +483,14 @@ class SocialModule(EnvModule):
 
     def tick_events(self, clock: SimClock) -> list[dict[str, Any]]:
         values = list(self._opinions.values())
-        n = len(values)
-        mean = sum(values) / n if n else 0.0
-        std = math.sqrt(sum((v - mean) ** 2 for v in values) / n) if n else 0.0
+        n, mean, std = _moments(values)
+        by_group: dict[str, list[float]] = {}
+        for agent, value in self._opinions.items():
+            by_group.setdefault(self._groups.get(agent, ""), []).append(value)
+        groups = {}
+        for group in sorted(by_group):
+            gn, gmean, gstd = _moments(by_group[group])
+            groups[group] = {"n": gn, "mean": round(gmean, 6), "std": round(gstd, 6)}
         histogram = [0] * _BINS
         for v in values:
             histogram[min(_BINS - 1, int((v + 1) / 2 * _BINS))] += 1
@@ -489,6 +504,7 @@ class SocialModule(EnvModule):
                 "mean": round(mean, 6),
                 "std": round(std, 6),
                 "histogram": histogram,
+                "groups": groups,
                 "posts_delivered": posts,
                 "messages_delivered": messages,
             }
@@ -497,6 +513,7 @@ class SocialModule(EnvModule):
     def get_state(self) -> dict[str, Any]:
         return {
             "opinions": {a: self._opinions[a] for a in sorted(self._opinions)},
+            "groups": {a: self._groups[a] for a in sorted(self._groups)},
             "following": {a: list(self._following[a]) for a in sorted(self._following)},
             "posts": {a: [list(p) for p in self._posts[a]] for a in sorted(self._posts)},
             "inbox": {a: [list(m) for m in self._inbox[a]] for a in sorted(self._inbox)},
@@ -508,6 +525,8 @@ class SocialModule(EnvModule):
     def set_state(self, state: dict[str, Any]) -> None:
         try:
             opinions = {str(a): float(v) for a, v in state["opinions"].items()}
+            # A checkpoint written before groups were kept has none: keep those of setup.
+            groups = {str(a): str(g) for a, g in state.get("groups", self._groups).items()}
             following = {str(a): tuple(map(str, f)) for a, f in state["following"].items()}
             posts = {str(a): tuple(Post(*p) for p in ps) for a, ps in state["posts"].items()}
             inbox = {str(a): tuple(Message(*m) for m in ms) for a, ms in state["inbox"].items()}
@@ -519,6 +538,7 @@ class SocialModule(EnvModule):
                 "pass a dict made by SocialModule.get_state()"
             ) from None
         self._graph = None
+        self._groups = groups
         self._opinions, self._following, self._posts, self._inbox = (
             opinions,
             following,

@@ -13,16 +13,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentsim.errors import RunError
+from agentsim.errors import ConfigError, RunError
 from agentsim.inspect._files import iter_jsonl, read_json
 
 __all__ = [
+    "HISTORY_LAST",
     "AgentHistory",
     "AgentRecord",
     "Prompt",
     "StepRecord",
     "WorkspaceFile",
 ]
+
+HISTORY_LAST = 5
+"""How many steps ``AgentRecord.history()`` keeps unless told otherwise."""
 
 _HOOKS_BLOCK = re.compile(r"<skill_hooks>.*?</skill_hooks>", re.S)
 
@@ -111,6 +115,17 @@ class AgentHistory:
     steps_total: int
     last_steps: tuple[StepRecord, ...]
 
+    @property
+    def more(self) -> str:
+        """How to see the steps left out ("" when every step is in ``last_steps``)."""
+        left_out = self.steps_total - len(self.last_steps)
+        if left_out <= 0:
+            return ""
+        return (
+            f"the last {len(self.last_steps)} of {self.steps_total} steps ({left_out} left "
+            "out); pass history(last=N) for more, or history(last=None) for all"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "skills_over_time": [
@@ -179,10 +194,20 @@ class AgentRecord:
         """The raw trace lines, streamed."""
         return iter_jsonl(self.root / "trace.jsonl")
 
-    def history(self, *, last: int = 5) -> AgentHistory:
-        """One pass over the trace: the active set each time it changed, and the last steps."""
+    def history(self, *, last: int | None = HISTORY_LAST) -> AgentHistory:
+        """One pass over the trace: the active set each time it changed, and the last steps.
+
+        Only the last ``last`` steps are kept (default ``HISTORY_LAST`` = 5), so that a long
+        trace costs little memory; ``last=N`` keeps more, ``last=None`` keeps every step.
+        ``AgentHistory.more`` says how many were left out."""
+        if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 0):
+            raise ConfigError(
+                "last",
+                f"history(last={last!r}) is not a step count",
+                f"pass a whole number >= 0 (default {HISTORY_LAST}), or last=None for every step",
+            )
         changes: list[tuple[int, tuple[str, ...]]] = []
-        steps: deque[dict[str, Any]] = deque(maxlen=max(0, last))
+        steps: deque[dict[str, Any]] = deque(maxlen=last)
         total = 0
         for d in self.trace():
             if "skills_active" in d:

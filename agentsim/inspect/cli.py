@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agentsim.errors import AgentsimError, ConfigError
+from agentsim.inspect.agentview import HISTORY_LAST
 
 __all__ = ["add_inspect_commands"]
 
@@ -87,7 +88,9 @@ def _agent_text(d: dict[str, Any], out: TextIO) -> None:
     for c in d["history"]["skills_over_time"]:
         w(f"  tick {c['tick']:>5}  {', '.join(c['active']) or '(none)'}\n")
     steps = d["history"]["last_steps"]
-    w(f"\nlast {len(steps)} of {d['history']['steps_total']} steps\n")
+    total = d["history"]["steps_total"]
+    more = "  (--last N shows more)" if len(steps) < total else ""
+    w(f"\nlast {len(steps)} of {total} steps{more}\n")
     for s in steps:
         w(f"\n-- tick {s['tick']}  {s['time']}  action: {s['action']}\n")
         if s["skill_hooks"]:
@@ -191,7 +194,13 @@ def add_inspect_commands(subparsers: Any) -> None:
     p.add_argument("run", help="the run folder (workspace/<run-id>)")
     p.add_argument("--agent", metavar="ID", help="show this agent")
     p.add_argument("--tick", type=int, metavar="T", help="with --agent: the prompt at tick T")
-    p.add_argument("--last", type=int, default=5, metavar="N", help="with --agent: last N steps")
+    p.add_argument(
+        "--last",
+        type=int,
+        default=HISTORY_LAST,
+        metavar="N",
+        help="with --agent: show the last N steps (default: %(default)s)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_guarded(_cmd_inspect))
 

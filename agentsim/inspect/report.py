@@ -1,9 +1,8 @@
 """``agentsim report RUN``: ``report/summary.md`` and PNG plots from the event log.
 
 One streamed pass over ``events.jsonl`` collects every series (``collect_report_data``,
-pure); the plots are drawn from those series with matplotlib's object API on the Agg
-canvas (no pyplot state, no display), and ``write_report`` returns the series it plotted so
-that a notebook or a test can check them against the events.
+pure); ``agentsim.inspect._plots`` draws them, and ``write_report`` returns the series it
+plotted so that a notebook or a test can check them against the events.
 
 Per-tick series cover the ticks whose ``tick_end`` is in the log: a tick still running (or
 cut by a crash) is left out rather than drawn half-counted.
@@ -11,20 +10,21 @@ cut by a crash) is left out rather than drawn half-counted.
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from agentsim.inspect import _plots
 from agentsim.inspect.run import Run, open_run
 from agentsim.inspect.summary import RunOverview, summarize
 
-__all__ = ["Report", "ReportData", "Series", "collect_report_data", "write_report"]
+__all__ = ["Marker", "Report", "ReportData", "Series", "collect_report_data", "write_report"]
 
 _TOP_SKILLS = 10
-_ACTIVITY = ("steps", "actions", "skipped", "errors", "degraded")
+_DETAIL_CHARS = 100
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,22 +44,49 @@ class Series:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Marker:
+    """An intervention or a survey of the workflow. It happened before tick ``tick`` ran
+    (after tick ``tick - 1`` ended), at simulated time ``time``."""
+
+    tick: int
+    time: str
+    kind: str  # intervention, survey or interview
+    label: str  # short, for the plots: "city.close_place", "survey midday (10 answers)"
+    detail: str  # for summary.md: the arguments or the message
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tick": self.tick,
+            "time": self.time,
+            "kind": self.kind,
+            "label": self.label,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ReportData:
     """Everything the plots show. Module series are ``None`` when the run has no such module.
 
     - ``activity``: steps, actions (agent_action events), skipped, errors, degraded
-    - ``skills``: activations per skill id
+    - ``skills``: activations per skill id chosen by the agents during the run;
+      ``default_activations``: the default skills activated at agent setup (tick 0), per id
     - ``tokens``: prompt_tokens, completion_tokens, model_calls
+    - ``markers``: the interventions and surveys, in log order
     - ``city``: agents per place id, plus ``in_transit``
-    - ``opinions``: agents per opinion bin (``[-1.0,-0.8)`` ...), ``opinion_stats``: mean, std
+    - ``opinions``: agents per opinion bin (``[-1.0,-0.8)`` ...), ``opinion_stats``: mean,
+      std of all agents, ``opinion_groups``: n, mean, std per agent group
     """
 
     activity: Series
     skills: Series
+    default_activations: Mapping[str, int]
     tokens: Series
+    markers: tuple[Marker, ...] = ()
     city: Series | None = None
     opinions: Series | None = None
     opinion_stats: Series | None = None
+    opinion_groups: Mapping[str, Series] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,6 +104,10 @@ class _Acc:
     tick_end: dict[int, Mapping[str, Any]] = field(default_factory=dict)
     actions: Counter[int] = field(default_factory=Counter)
     skills: defaultdict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
+    defaults: Counter[str] = field(default_factory=Counter)
+    # Interventions as they come; a survey as its (tick, kind, name), counted in ``answers``.
+    markers: list[Marker | tuple[int, str, str]] = field(default_factory=list)
+    answers: dict[tuple[int, str, str], tuple[str, int]] = field(default_factory=dict)
     city: dict[int, Mapping[str, Any]] = field(default_factory=dict)
     social: dict[int, Mapping[str, Any]] = field(default_factory=dict)
 
@@ -88,6 +119,43 @@ def _bin_labels(n: int) -> list[str]:
 
 def _num(v: Any) -> float:
     return v if isinstance(v, int | float) and not isinstance(v, bool) else 0
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 3] + "..."
+
+
+def _intervention(ev: Mapping[str, Any], tick: int) -> Marker:
+    time = str(ev.get("time", ""))
+    if ev.get("env") is not None:
+        args = ev.get("args") or {}
+        return Marker(
+            tick=tick,
+            time=time,
+            kind="intervention",
+            label=f"{ev.get('env')}.{ev.get('action')}",
+            detail=_cut(json.dumps(args, sort_keys=True, ensure_ascii=False)) if args else "",
+        )
+    n = ev.get("recipients")
+    return Marker(
+        tick=tick,
+        time=time,
+        kind="intervention",
+        label=f"message to {n} agents" if isinstance(n, int) else "message",
+        detail=_cut(repr(str(ev.get("message", "")))),
+    )
+
+
+def _survey(key: tuple[int, str, str], time: str, answers: int) -> Marker:
+    tick, kind, name = key
+    count = f"{answers} answer{'' if answers == 1 else 's'}"
+    return Marker(
+        tick=tick,
+        time=time,
+        kind=kind,
+        label=f"{kind} {name} ({count})",
+        detail=f"{count} in surveys/{name}.jsonl",
+    )
 
 
 def collect_report_data(events: Iterable[Mapping[str, Any]]) -> ReportData:
@@ -103,16 +171,30 @@ def collect_report_data(events: Iterable[Mapping[str, Any]]) -> ReportData:
         elif kind == "agent_action":
             acc.actions[tick] += 1
         elif kind == "skill_activated":
-            acc.skills[str(ev.get("skill"))][tick] += 1
+            if ev.get("default") is True:
+                acc.defaults[str(ev.get("skill"))] += 1
+            else:
+                acc.skills[str(ev.get("skill"))][tick] += 1
         elif kind == "city_occupancy":
             acc.city[tick] = ev
         elif kind == "social_opinions":
             acc.social[tick] = ev
+        elif kind == "intervention":
+            acc.markers.append(_intervention(ev, tick))
+        elif kind in ("survey_answer", "interview_answer"):
+            key = (tick, str(kind).removesuffix("_answer"), str(ev.get("name", "")))
+            if key not in acc.answers:
+                acc.markers.append(key)
+            time, n = acc.answers.get(key, (str(ev.get("time", "")), 0))
+            acc.answers[key] = (time, n + 1)
     ticks = tuple(sorted(acc.tick_end))
-    times = tuple(acc.times[t] for t in ticks)
 
-    def series(columns: Mapping[str, Sequence[float]]) -> Series:
-        return Series(ticks=ticks, times=times, columns={k: tuple(v) for k, v in columns.items()})
+    def series(columns: Mapping[str, Sequence[float]], at: Sequence[int] = ticks) -> Series:
+        return Series(
+            ticks=tuple(at),
+            times=tuple(acc.times[t] for t in at),
+            columns={k: tuple(v) for k, v in columns.items()},
+        )
 
     te = acc.tick_end
     activity = series(
@@ -136,7 +218,7 @@ def collect_report_data(events: Iterable[Mapping[str, Any]]) -> ReportData:
         cols = {p: [_num((occ[t].get("occupancy") or {}).get(p, 0)) for t in ticks] for p in places}
         cols["in_transit"] = [_num(occ[t].get("in_transit", 0)) for t in ticks]
         city = series(cols)
-    opinions = stats = None
+    opinions = stats = groups = None
     if acc.social:
         n = max(len(ev.get("histogram") or ()) for ev in acc.social.values())
         hists = {t: list(acc.social.get(t, {}).get("histogram") or [0] * n) for t in ticks}
@@ -146,115 +228,38 @@ def collect_report_data(events: Iterable[Mapping[str, Any]]) -> ReportData:
         stats = series(
             {k: [_num(acc.social.get(t, {}).get(k)) for t in ticks] for k in ("mean", "std")}
         )
+        groups = _opinion_groups(acc.social, ticks, acc.times)
     return ReportData(
         activity=activity,
         skills=skills,
+        default_activations=dict(sorted(acc.defaults.items())),
         tokens=tokens,
+        markers=tuple(
+            m if isinstance(m, Marker) else _survey(m, *acc.answers[m]) for m in acc.markers
+        ),
         city=city,
         opinions=opinions,
         opinion_stats=stats,
+        opinion_groups=groups,
     )
 
 
-# -- plots --------------------------------------------------------------------------------
-
-
-def _figure(title: str, rows: int = 1) -> Any:
-    from matplotlib.figure import Figure
-
-    # Fixed margins instead of a layout engine: the layout pass would double the drawing
-    # time, and these figures all have the same furniture.
-    height = 3.2 * rows + 0.6
-    fig = Figure(figsize=(9, height))
-    fig.subplots_adjust(left=0.08, right=0.97, top=1 - 0.45 / height, bottom=0.75 / height)
-    fig.suptitle(title)
-    return fig
-
-
-def _time_axis(ax: Any, s: Series) -> None:
-    """Label a tick axis with simulated clock times at up to eight positions."""
-    if not s.ticks:
-        return
-    step = max(1, len(s.ticks) // 8)
-    idx = list(range(0, len(s.ticks), step))
-    labels = []
-    for i in idx:
-        try:
-            labels.append(datetime.fromisoformat(s.times[i]).strftime("%a %H:%M"))
-        except ValueError:
-            labels.append(str(s.ticks[i]))
-    ax.set_xticks([s.ticks[i] for i in idx], labels, rotation=30, ha="right", fontsize=8)
-    ax.set_xlabel("simulated time")
-
-
-def _save(fig: Any, path: Path) -> Path:
-    fig.savefig(path, dpi=100)
-    return path
-
-
-def _lines(s: Series, names: Sequence[str], title: str, ylabel: str, path: Path) -> Path:
-    fig = _figure(title)
-    ax = fig.add_subplot()
-    for name in names:
-        ax.plot(s.ticks, s.columns[name], label=name, marker="." if len(s.ticks) < 40 else None)
-    if names:
-        ax.legend(fontsize=8, loc="upper left", ncols=2)
-    else:
-        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-    ax.set_ylabel(ylabel)
-    _time_axis(ax, s)
-    return _save(fig, path)
-
-
-def _place_kind(place: str) -> str:
-    head, sep, tail = place.rpartition("-")
-    return head if sep and tail.isdigit() else place
-
-
-def _city_plot(s: Series, path: Path) -> Path:
-    kinds: dict[str, list[float]] = {}
-    for place, values in s.columns.items():
-        if place == "in_transit":
-            continue
-        acc = kinds.setdefault(_place_kind(place), [0.0] * len(s.ticks))
-        for i, v in enumerate(values):
-            acc[i] += v
-    names = sorted(kinds)
-    fig = _figure("city: agents by kind of place over the day")
-    ax = fig.add_subplot()
-    stacks = [kinds[k] for k in names] + [list(s.columns["in_transit"])]
-    ax.stackplot(s.ticks, *stacks, labels=[*names, "in transit"])
-    ax.legend(fontsize=8, loc="upper left", ncols=3)
-    ax.set_ylabel("agents")
-    _time_axis(ax, s)
-    return _save(fig, path)
-
-
-def _opinion_plot(hist: Series, stats: Series, path: Path) -> Path:
-    fig = _figure("social: opinion distribution over time", rows=2)
-    top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"hspace": 0.12})
-    labels = list(hist.columns)
-    matrix = [list(hist.columns[label]) for label in labels]
-    lo, hi = (hist.ticks[0], hist.ticks[-1]) if hist.ticks else (0, 1)
-    im = top.imshow(
-        matrix, aspect="auto", origin="lower", extent=(lo - 0.5, hi + 0.5, -1, 1), cmap="viridis"
-    )
-    fig.colorbar(im, ax=top, label="agents")
-    top.set_ylabel("opinion")
-    mean, std = stats.columns["mean"], stats.columns["std"]
-    bottom.plot(stats.ticks, mean, label="mean")
-    bottom.fill_between(
-        stats.ticks,
-        [m - d for m, d in zip(mean, std, strict=True)],
-        [m + d for m, d in zip(mean, std, strict=True)],
-        alpha=0.3,
-        label="mean ± std",
-    )
-    bottom.set_ylim(-1, 1)
-    bottom.set_ylabel("opinion")
-    bottom.legend(fontsize=8, loc="upper left")
-    _time_axis(bottom, stats)
-    return _save(fig, path)
+def _opinion_groups(
+    social: Mapping[int, Mapping[str, Any]], ticks: Sequence[int], times: Mapping[int, str]
+) -> dict[str, Series]:
+    """n, mean and std per agent group, at the ticks whose ``social_opinions`` names the
+    group (none for a log written before the event carried groups)."""
+    per_tick = {t: social[t].get("groups") or {} for t in ticks if t in social}
+    out: dict[str, Series] = {}
+    for name in sorted({g for groups in per_tick.values() for g in groups}):
+        at = [t for t, groups in per_tick.items() if isinstance(groups.get(name), dict)]
+        rows = [per_tick[t][name] for t in at]
+        out[name] = Series(
+            ticks=tuple(at),
+            times=tuple(times[t] for t in at),
+            columns={k: tuple(_num(r.get(k)) for r in rows) for k in ("n", "mean", "std")},
+        )
+    return out
 
 
 def _top_skills(s: Series) -> list[str]:
@@ -269,6 +274,11 @@ def _fmt(v: Any) -> str:
     if v is None:
         return "-"
     return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def _cell(text: str) -> str:
+    """Text that stays inside one Markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def _summary_md(ov: RunOverview, images: Mapping[str, Path], data: ReportData) -> str:
@@ -297,11 +307,32 @@ def _summary_md(ov: RunOverview, images: Mapping[str, Path], data: ReportData) -
         ]
     else:
         out.append("None.")
+    out += ["", "## Interventions and surveys", ""]
+    if data.markers:
+        out += [
+            "Each happened between two ticks, before the tick given; the plots mark them.",
+            "",
+            "| before tick | time | kind | what | details |",
+            "|---|---|---|---|---|",
+        ]
+        out += [
+            f"| {m.tick} | {m.time} | {m.kind} | {_cell(m.label)} | {_cell(m.detail or '-')} |"
+            for m in data.markers
+        ]
+    else:
+        out.append("None.")
     out += ["", "## Skills", ""]
     if ov.skills:
-        out += ["| skill | activations | script calls | failed |", "|---|---|---|---|"]
         out += [
-            f"| {sid} | {u.activations:,} | {u.script_calls:,} | {u.script_failures:,} |"
+            "Activations include the default skills activated when the agents were set up "
+            "(the `default` column); the skills plot draws only the others.",
+            "",
+            "| skill | activations | default | script calls | failed |",
+            "|---|---|---|---|---|",
+        ]
+        out += [
+            f"| {sid} | {u.activations:,} | {u.default_activations:,} | {u.script_calls:,} "
+            f"| {u.script_failures:,} |"
             for sid, u in ov.skills.items()
         ]
     else:
@@ -332,30 +363,27 @@ def write_report(run: Run | str | Path, *, out_dir: Path | None = None) -> Repor
     data = collect_report_data(r.iter_events())
     folder = out_dir if out_dir is not None else r.path / "report"
     folder.mkdir(parents=True, exist_ok=True)
+    marks = data.markers
     images: dict[str, Path] = {
-        "activity": _lines(
-            data.activity, _ACTIVITY, "agent activity per tick", "agents", folder / "activity.png"
-        ),
-        "skills": _lines(
+        "activity": _plots.activity_plot(data.activity, marks, folder / "activity.png"),
+        "skills": _plots.skills_plot(
             data.skills,
             _top_skills(data.skills),
-            "skill activations per tick",
-            "activations",
+            data.default_activations,
+            marks,
             folder / "skills.png",
         ),
-        "tokens": _lines(
-            data.tokens,
-            ("prompt_tokens", "completion_tokens"),
-            "model tokens per tick",
-            "tokens",
-            folder / "tokens.png",
-        ),
+        "tokens": _plots.tokens_plot(data.tokens, marks, folder / "tokens.png"),
     }
     if data.city is not None:
-        images["city"] = _city_plot(data.city, folder / "city_occupancy.png")
+        images["city"] = _plots.city_plot(data.city, marks, folder / "city_occupancy.png")
     if data.opinions is not None and data.opinion_stats is not None:
-        images["social"] = _opinion_plot(
-            data.opinions, data.opinion_stats, folder / "social_opinions.png"
+        images["social"] = _plots.opinion_plot(
+            data.opinions,
+            data.opinion_stats,
+            data.opinion_groups or {},
+            marks,
+            folder / "social_opinions.png",
         )
     summary = folder / "summary.md"
     summary.write_text(_summary_md(overview, images, data), encoding="utf-8")

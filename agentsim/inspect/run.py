@@ -8,13 +8,14 @@ still going; the torn last line a crash can leave is skipped, never an error.
     >>> run = open_run("workspace/daily-mobility-20260302-060000")
     >>> run.state().state, len(run.agents)
     >>> table = run.events(types=("move",))          # a pyarrow Table
+    >>> actions = run.events(type="agent_action")    # its fields as typed columns
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,13 @@ import yaml
 
 from agentsim.errors import ConfigError, RunError
 from agentsim.inspect._files import close_matches, iter_jsonl, read_json
+from agentsim.inspect._tables import (
+    BASE_COLUMNS,
+    EVENT_COLUMNS,
+    events_table,
+    fields_table,
+    time_array,
+)
 from agentsim.inspect.agentview import AgentRecord
 
 if TYPE_CHECKING:
@@ -31,10 +39,6 @@ if TYPE_CHECKING:
     from agentsim.sim.config import ExperimentConfig
 
 __all__ = ["EVENT_COLUMNS", "Run", "RunState", "events_table", "iter_jsonl", "open_run"]
-
-EVENT_COLUMNS = ("tick", "time", "type", "agent_id", "data")
-"""Columns of ``Run.events()``; ``data`` is the rest of the event as JSON text (as in
-``events.parquet``)."""
 
 _FINAL = ("completed", "failed", "interrupted", "stopped")
 
@@ -180,32 +184,69 @@ class Run:
             if wanted is None or ev.get("type") in wanted:
                 yield ev
 
-    def events(self, types: Iterable[str] | None = None) -> pa.Table:
-        """The events as a pyarrow Table with ``EVENT_COLUMNS``.
-
-        A finished run's ``events.parquet`` is used when it is at least as new as the JSON
-        lines; otherwise the table is built from ``events.jsonl``."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
+    def _parquet(self) -> pa.Table | None:
+        """``events.parquet`` when it holds the whole log: the run is over and the file is at
+        least as new as ``events.jsonl`` (a resumed run appends to the JSON lines only)."""
         import pyarrow.parquet as pq
 
-        wanted = tuple(types) if types is not None else None
         pq_path, js_path = self.path / "events.parquet", self.path / "events.jsonl"
-        if (
+        if not (
             pq_path.is_file()
             and js_path.is_file()
             and self.manifest().get("status") in _FINAL
             and pq_path.stat().st_mtime_ns >= js_path.stat().st_mtime_ns
         ):
-            table = pq.read_table(pq_path)
-            if tuple(table.column_names) == EVENT_COLUMNS:
-                if wanted is not None:
-                    table = table.filter(pc.is_in(table["type"], pa.array(wanted, pa.string())))
-                return table
-        return events_table(self.iter_events(wanted))
+            return None
+        table = pq.read_table(pq_path)
+        return table if tuple(table.column_names) == EVENT_COLUMNS else None
 
-    def events_df(self, types: Iterable[str] | None = None) -> Any:
-        """``events()`` as a pandas DataFrame (pandas is optional)."""
+    def events(self, types: Iterable[str] | None = None, *, type: str | None = None) -> pa.Table:
+        """The events as a pyarrow Table; ``time`` is a timestamp (``pa.timestamp("us")``).
+
+        - ``events()`` / ``events(types=[...])``: every event (or those types) with
+          ``EVENT_COLUMNS``; the fields that depend on the type stay JSON text in ``data``.
+        - ``events(type="agent_action")``: the events of one type with ``tick, time, type,
+          agent_id`` and each of their fields as its own typed column. A type the run never
+          logged gives a table with the four shared columns and no rows.
+
+        A finished run's ``events.parquet`` is read when it is at least as new as the JSON
+        lines; otherwise the table is built from ``events.jsonl``."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if type is not None and types is not None:
+            raise ConfigError(
+                "events",
+                f"both types={list(types)!r} and type={type!r} were given",
+                "pass types=[...] for several types in one table, or type= for one type's "
+                "fields as columns",
+            )
+        wanted = (type,) if type is not None else tuple(types) if types is not None else None
+        table = self._parquet()
+        if table is not None and wanted is not None:
+            table = table.filter(pc.is_in(table["type"], pa.array(wanted, pa.string())))
+        if type is not None:
+            if table is None:
+                return fields_table(self.iter_events(wanted))
+            # The parquet keeps each event's own fields as JSON text: spread them again.
+            rows = (
+                {**json.loads(data), **base}
+                for data, base in zip(
+                    table["data"].to_pylist(),
+                    table.select(list(BASE_COLUMNS)).to_pylist(),
+                    strict=True,
+                )
+            )
+            return fields_table(rows)
+        if table is None:
+            return events_table(self.iter_events(wanted))
+        times = time_array(table["time"].to_pylist())
+        return table.set_column(EVENT_COLUMNS.index("time"), "time", times)
+
+    def events_df(self, types: Iterable[str] | None = None, *, type: str | None = None) -> Any:
+        """``events(types, type=type)`` as a pandas DataFrame (``time`` as datetime64).
+
+        pandas is not a dependency of agentsim: this needs ``pip install pandas``."""
         try:
             import pandas  # noqa: F401
         except ImportError:
@@ -213,28 +254,7 @@ class Run:
                 "Run.events_df() needs pandas, which is not installed; `pip install pandas`, "
                 "or use Run.events(), which returns a pyarrow Table"
             ) from None
-        return self.events(types).to_pandas()
-
-
-def events_table(events: Iterable[Mapping[str, Any]]) -> pa.Table:
-    """A pyarrow Table with ``EVENT_COLUMNS`` from event dicts."""
-    import pyarrow as pa
-
-    cols: dict[str, list[Any]] = {c: [] for c in EVENT_COLUMNS}
-    for ev in events:
-        rest = dict(ev)
-        for c in EVENT_COLUMNS[:4]:
-            cols[c].append(rest.pop(c, None))
-        cols["data"].append(json.dumps(rest, sort_keys=True, ensure_ascii=False))
-    return pa.table(
-        {
-            "tick": pa.array(cols["tick"], pa.int64()),
-            "time": pa.array(cols["time"], pa.string()),
-            "type": pa.array(cols["type"], pa.string()),
-            "agent_id": pa.array(cols["agent_id"], pa.string()),
-            "data": pa.array(cols["data"], pa.string()),
-        }
-    )
+        return self.events(types, type=type).to_pandas()
 
 
 def open_run(path: str | os.PathLike[str]) -> Run:

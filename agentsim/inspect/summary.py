@@ -66,13 +66,18 @@ def error_kind(event: Mapping[str, Any]) -> str | None:
 
 @dataclass(slots=True, kw_only=True)
 class SkillUse:
+    """``activations`` counts every ``skill_activated`` event, ``default_activations`` (part
+    of them) those of the default skills activated when the agents were set up."""
+
     activations: int = 0
+    default_activations: int = 0
     script_calls: int = 0
     script_failures: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return {
             "activations": self.activations,
+            "default_activations": self.default_activations,
             "script_calls": self.script_calls,
             "script_failures": self.script_failures,
         }
@@ -173,7 +178,9 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
                 v = ev.get(k, 0)
                 sums[k] += v if isinstance(v, int) else 0
         elif kind == "skill_activated":
-            skills.setdefault(str(ev.get("skill")), SkillUse()).activations += 1
+            use = skills.setdefault(str(ev.get("skill")), SkillUse())
+            use.activations += 1
+            use.default_activations += ev.get("default") is True
         elif kind == "script_called":
             use = skills.setdefault(str(ev.get("skill")), SkillUse())
             use.script_calls += 1

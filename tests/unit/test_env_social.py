@@ -435,6 +435,9 @@ def test_tick_events_summarise_opinions_and_deliveries(clock: SimClock) -> None:
         "mean": 0.0,
         "std": round(statistics.pstdev([-1, -0.5, 0, 0.5, 1]), 6),
         "histogram": [1, 0, 1, 0, 0, 1, 0, 1, 0, 1],
+        "groups": {
+            "g": {"n": 5, "mean": 0.0, "std": round(statistics.pstdev([-1, -0.5, 0, 0.5, 1]), 6)}
+        },
         "posts_delivered": 1,
         "messages_delivered": 2,
     }
@@ -451,3 +454,24 @@ def test_set_state_rejects_bad_state() -> None:
     state["posts"] = {"a0": [[1, 2]]}
     with pytest.raises(EnvError, match="social state is malformed \\(TypeError"):
         social.set_state(state)
+
+
+def test_tick_events_split_opinions_by_group_and_the_groups_survive_a_restore(
+    clock: SimClock,
+) -> None:
+    social = SocialModule({}, seed=1, base_dir=Path("."))
+    social.setup(
+        [
+            AgentInfo(agent_id="a0", group="left", profile={"opinion": -0.5}),
+            AgentInfo(agent_id="a1", group="left", profile={"opinion": -1.0}),
+            AgentInfo(agent_id="b0", group="right", profile={"opinion": 0.75}),
+        ]
+    )
+    (summary,) = social.tick_events(clock)
+    assert summary["groups"] == {
+        "left": {"n": 2, "mean": -0.75, "std": 0.25},
+        "right": {"n": 1, "mean": 0.75, "std": 0.0},
+    }
+    old_state = {k: v for k, v in social.get_state().items() if k != "groups"}
+    social.set_state(old_state)  # a checkpoint from before groups were kept
+    assert social.tick_events(clock)[0]["groups"] == summary["groups"]

@@ -15,13 +15,17 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 import yaml
 
-from agentsim.errors import RunError
+import agentsim
+from agentsim.errors import ConfigError, RunError
+from agentsim.inspect.agentview import HISTORY_LAST
 from agentsim.inspect.cli import add_inspect_commands
 from agentsim.inspect.run import EVENT_COLUMNS, Run, iter_jsonl, open_run
 from agentsim.inspect.summary import error_kind, summarize, summarize_events
@@ -113,6 +117,13 @@ def test_overview_of_a_finished_run_matches_the_event_log(finished: Path) -> Non
     activations = Counter(e["skill"] for e in events if e["type"] == "skill_activated")
     scripts = Counter(e["skill"] for e in events if e["type"] == "script_called")
     assert {k: v.activations for k, v in ov.skills.items() if v.activations} == activations
+    defaults = Counter(
+        e["skill"] for e in events if e["type"] == "skill_activated" and e.get("default")
+    )
+    assert defaults == {"built-in@daily-guidance": 6, "built-in@reflect": 2}
+    assert {k: v.default_activations for k, v in ov.skills.items() if v.activations} == {
+        k: defaults[k] for k in activations
+    }
     assert {k: v.script_calls for k, v in ov.skills.items() if v.script_calls} == scripts
     assert ov.cost is None and ov.errors == {} and ov.checkpoints == (2, 4)
     assert (
@@ -134,7 +145,12 @@ def test_overview_json_shape(finished: Path, capsys: pytest.CaptureFixture[str])
     }  # fmt: skip
     assert data["status"] == "completed" and data["ticks_done"] == 5
     for use in data["skills"].values():
-        assert set(use) == {"activations", "script_calls", "script_failures"}
+        assert set(use) == {
+            "activations",
+            "default_activations",
+            "script_calls",
+            "script_failures",
+        }
 
 
 def test_overview_text(finished: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -226,6 +242,7 @@ def test_errors_by_kind_and_reloads() -> None:
     }
     assert counts.skills["custom@q"].to_dict() == {
         "activations": 0,
+        "default_activations": 0,
         "script_calls": 2,
         "script_failures": 1,
     }
@@ -301,6 +318,28 @@ def test_agent_text(finished: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for part in ("profile", "active skills over time", "last 5 of 5 steps", "workspace files"):
         assert part in out
     assert "<skill_hooks>" in out and "trace.jsonl" in out and " -> " in out
+
+
+def test_history_keeps_the_last_steps_and_says_how_to_get_more(
+    finished: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = agentsim.open_run(finished).agent("commuters-00000")
+    assert HISTORY_LAST == 5 and len(agent.history().last_steps) == 5  # every step of 5
+    assert agent.history().more == ""
+    two = agent.history(last=2)
+    assert [s.tick for s in two.last_steps] == [3, 4] and two.steps_total == 5
+    assert two.more == (
+        "the last 2 of 5 steps (3 left out); pass history(last=N) for more, "
+        "or history(last=None) for all"
+    )
+    everything = agent.history(last=None)
+    assert [s.tick for s in everything.last_steps] == [0, 1, 2, 3, 4]
+    with pytest.raises(
+        ConfigError, match=r"history\(last=-1\) is not a step count; .*\(default 5\)"
+    ):
+        agent.history(last=-1)
+    code, out, _ = cli(capsys, "inspect", str(finished), "--agent", agent.agent_id, "--last", "2")
+    assert code == 0 and "last 2 of 5 steps  (--last N shows more)" in out
 
 
 def test_long_results_are_cut_in_text_only(
@@ -383,6 +422,78 @@ def test_events_table_from_parquet_and_from_jsonl_agree(finished: Path, tmp_path
     assert open_run(copy).events(types=("move", "arrive")).to_pylist() == moves.to_pylist()
     first = table.slice(0, 1).to_pylist()[0]
     assert first["type"] == "run_start" and json.loads(first["data"])["agents"] == 6
+
+
+def test_events_have_typed_columns(finished: Path, tmp_path: Path) -> None:
+    no_parquet = copy_run(finished, tmp_path / "nopq")
+    (no_parquet / "events.parquet").unlink()
+    for run_dir in (finished, no_parquet):
+        table = agentsim.open_run(run_dir).events()
+        assert table.schema.types == [
+            pa.int64(), pa.timestamp("us"), pa.string(), pa.string(), pa.string()
+        ]  # fmt: skip
+        first = table.slice(0, 1).to_pylist()[0]
+        assert first["time"] == datetime(2026, 3, 2, 7, 0) and first["tick"] == 0
+
+
+def test_events_of_one_type_have_their_fields_as_columns(finished: Path, tmp_path: Path) -> None:
+    lines = events_of(finished / "events.jsonl")
+    actions = [e for e in lines if e["type"] == "agent_action"]
+    no_parquet = copy_run(finished, tmp_path / "nopq")
+    (no_parquet / "events.parquet").unlink()
+    for run_dir in (finished, no_parquet):
+        run = agentsim.open_run(run_dir)
+        table = run.events(type="agent_action")
+        assert table.column_names == ["tick", "time", "type", "agent_id", "action", "degraded"]
+        assert table.schema.field("time").type == pa.timestamp("us")
+        assert table.schema.field("degraded").type == pa.bool_()
+        assert table["action"].to_pylist() == [e["action"] for e in actions]
+        assert table["agent_id"].to_pylist() == [e["agent_id"] for e in actions]
+        moves = run.events(type="move")
+        assert moves.schema.field("minutes").type == pa.int64() and moves.num_rows > 0
+        occupancy = run.events(type="city_occupancy").schema.field("occupancy").type
+        assert pa.types.is_struct(occupancy)  # a mapping becomes a struct, not JSON text
+        answers = run.events(type="survey_answer")
+        assert set(answers["name"].to_pylist()) == {"s1"} and answers.num_rows == 6
+        never = run.events(type="interview_answer")
+        assert never.num_rows == 0 and never.column_names == ["tick", "time", "type", "agent_id"]
+    with pytest.raises(ConfigError, match=r"both types=\['move'\] and type='move' were given"):
+        agentsim.open_run(finished).events(types=["move"], type="move")
+
+
+def write_events(root: Path, events: list[dict[str, Any]]) -> Path:
+    (root / "agents").mkdir(parents=True)
+    (root / "manifest.json").write_text('{"status": "running"}', encoding="utf-8")
+    (root / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    return root
+
+
+def test_event_fields_that_share_no_type_and_times_with_an_offset(tmp_path: Path) -> None:
+    at = "2026-03-02T07:00:00+01:00"
+    run = agentsim.open_run(
+        write_events(
+            tmp_path / "mixed",
+            [
+                {"type": "x", "tick": 0, "time": at, "value": 1},
+                {"type": "x", "tick": 1, "time": at, "value": "one", "extra": True},
+            ],
+        )
+    )
+    table = run.events(type="x")
+    assert table["value"].to_pylist() == ["1", '"one"']  # JSON text: int and str do not mix
+    assert table["extra"].to_pylist() == [None, True]
+    assert table.schema.field("time").type == pa.timestamp("us", tz="+01:00")
+    assert table["time"][0].as_py() == datetime.fromisoformat(at)
+    bad = write_events(tmp_path / "bad", [{"type": "x", "tick": 0, "time": "noon"}])
+    with pytest.raises(RunError, match=r"event time 'noon' is not an ISO date-time"):
+        agentsim.open_run(bad).events()
+
+
+def test_events_df_is_a_pandas_frame_with_datetimes(finished: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    df = agentsim.open_run(finished).events_df(type="agent_action")
+    assert isinstance(df, pd.DataFrame) and list(df.columns)[-2:] == ["action", "degraded"]
+    assert pd.api.types.is_datetime64_any_dtype(df["time"])
 
 
 def test_events_df_needs_pandas(finished: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import agentsim.cli
 from agentsim.inspect.cli import add_inspect_commands
 from agentsim.inspect.report import collect_report_data, write_report
 from agentsim.inspect.run import open_run
@@ -22,7 +23,12 @@ CITY = """
 name: report-city
 seed: 9
 clock: {start: "2026-03-02T06:00:00", tick: 1h}
-ticks: 6
+workflow:
+  - run: {ticks: 3}
+  - intervene: {env: city, action: close_place, args: {place: park-1}}
+  - intervene: {message: "The park is closed | storm warning.", agents: all}
+  - survey: {name: noon, question: "How is your day?", agents: {sample: 2}}
+  - run: {ticks: 3}
 agents:
   - group: commuters
     count: 5
@@ -41,6 +47,10 @@ agents:
   - group: citizens
     count: 5
     profile: {template: generic}
+    skills: {default: [social-feed]}
+  - group: activists
+    count: 2
+    profile: {template: worker, fields: {opinion: 0.9}}
     skills: {default: [social-feed]}
 model: {backend: scripted}
 environment:
@@ -91,13 +101,17 @@ def test_city_report_images_and_data_match_the_events(city_run: Path, tmp_path: 
     assert data.activity.columns["steps"] == tuple(ends[t]["steps"] for t in ticks) == (5,) * 6
     assert data.tokens.columns["prompt_tokens"] == tuple(ends[t]["prompt_tokens"] for t in ticks)
     activations: defaultdict[str, Counter[int]] = defaultdict(Counter)
+    defaults: Counter[str] = Counter()
     for e in events:
-        if e["type"] == "skill_activated":
+        if e["type"] == "skill_activated" and e.get("default"):
+            defaults[e["skill"]] += 1
+        elif e["type"] == "skill_activated":
             activations[e["skill"]][e["tick"]] += 1
     assert activations, "the scripted agents activate the city skills"
-    assert dict(data.skills.columns) == {
+    assert dict(data.skills.columns) == {  # the default skills are noted apart, not drawn
         s: tuple(c[t] for t in ticks) for s, c in sorted(activations.items())
     }
+    assert data.default_activations == defaults == {"built-in@daily-guidance": 5}
     occ = {e["tick"]: e for e in events if e["type"] == "city_occupancy"}
     assert data.city is not None and data.opinions is None
     for place, values in data.city.columns.items():
@@ -124,6 +138,17 @@ def test_social_report_opinions_match_the_events(social_run: Path) -> None:
         assert [hist.columns[b][i] for b in hist.columns] == snap["histogram"]
         assert (stats.columns["mean"][i], stats.columns["std"][i]) == (snap["mean"], snap["std"])
     assert hist.to_dict()["ticks"] == [0, 1, 2]
+    groups = rep.data.opinion_groups
+    assert groups is not None and set(groups) == {"activists", "citizens"}
+    for i, snap in enumerate(snaps):
+        for name, g in groups.items():
+            got = {k: g.columns[k][i] for k in ("n", "mean", "std")}
+            assert got == snap["groups"][name]
+        # The groups add up to the whole population.
+        assert groups["activists"].columns["n"][i] + groups["citizens"].columns["n"][i] == 7
+        weighted = sum(g.columns["n"][i] * g.columns["mean"][i] for g in groups.values()) / 7
+        assert weighted == pytest.approx(snap["mean"], abs=1e-5)
+    assert groups["activists"].columns["mean"][0] == pytest.approx(0.9)
 
 
 def test_unfinished_ticks_are_left_out(city_run: Path, tmp_path: Path) -> None:
@@ -186,7 +211,7 @@ def test_summary_of_a_run_with_many_skills_errors_and_prices(tmp_path: Path) -> 
     assert set(rep.images) == {"activity", "skills", "tokens"}
     text = rep.summary.read_text("utf-8")
     assert "| cost | 2.0 |" in text and "| agent_error: ValueError | 1 |" in text
-    assert "| script_failed | 1 |" in text and "| custom@s11 | 22 | 0 | 0 |" in text
+    assert "| script_failed | 1 |" in text and "| custom@s11 | 22 | 0 | 0 | 0 |" in text
     assert "- tick 1: generation 2; added -; changed custom@s01; removed -" in text
     assert "(skill plot: the 10 most activated of 11)" in text  # s00: none
     assert "| ticks | 2 of 2 (last: not a time) |" in text
@@ -225,3 +250,50 @@ def test_cli_report(social_run: Path, tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 0 and out.splitlines()[0] == f"wrote {syn / 'report' / 'summary.md'}"
     code, out, err = cli(capsys, "report", str(tmp_path / "nope"))
     assert code == 2 and out == "" and "does not exist" in err
+
+
+def test_report_command_writes_the_plots_and_lists_interventions_and_surveys(
+    city_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_dir = tmp_path / "rep"
+    assert agentsim.cli.main(["report", str(city_run), "--out", str(out_dir)]) == 0
+    assert f"wrote {out_dir / 'summary.md'}" in capsys.readouterr().out
+    names = sorted(p.name for p in out_dir.iterdir())
+    assert names == ["activity.png", "city_occupancy.png", "skills.png", "summary.md", "tokens.png"]
+    assert all(p.read_bytes()[:8] == PNG for p in out_dir.glob("*.png"))
+    text = (out_dir / "summary.md").read_text("utf-8")
+    section = text.split("## Interventions and surveys\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| 3 ")]
+    assert rows == [
+        '| 3 | 2026-03-02T09:00:00 | intervention | city.close_place | {"place": "park-1"} |',
+        "| 3 | 2026-03-02T09:00:00 | intervention | message to 5 agents "
+        "| 'The park is closed \\| storm warning.' |",
+        "| 3 | 2026-03-02T09:00:00 | survey | survey noon (2 answers) "
+        "| 2 answers in surveys/noon.jsonl |",
+    ]
+    assert "| built-in@daily-guidance | 5 | 5 |" in text  # activations, of which default
+
+
+def test_markers_and_default_activations_from_synthetic_events() -> None:
+    events: list[dict[str, Any]] = [
+        {"type": "skill_activated", "tick": 0, "skill": "custom@d", "default": True},
+        {"type": "skill_activated", "tick": 0, "skill": "custom@d", "default": True},
+        {"type": "skill_activated", "tick": 0, "skill": "custom@x"},
+        {"type": "tick_end", "tick": 0, "time": "2026-03-02T06:00:00"},
+        {"type": "intervention", "tick": 1, "time": "T1", "env": "social",
+         "action": "broadcast", "args": {"text": "x" * 200}},
+        {"type": "interview_answer", "tick": 1, "time": "T1", "name": "deep", "answer": "a"},
+        {"type": "survey_answer", "tick": 1, "time": "T1", "name": "q", "answer": "b"},
+        {"type": "survey_answer", "tick": 1, "time": "T1", "name": "q", "answer": "c"},
+        {"type": "intervention", "tick": 1, "time": "T1", "message": "m", "recipients": 3},
+    ]  # fmt: skip
+    data = collect_report_data(events)
+    assert data.skills.columns == {"custom@x": (1,)}
+    assert data.default_activations == {"custom@d": 2}
+    assert [(m.kind, m.label, m.detail) for m in data.markers] == [
+        ("intervention", "social.broadcast", '{"text": "' + "x" * 87 + "..."),
+        ("interview", "interview deep (1 answer)", "1 answer in surveys/deep.jsonl"),
+        ("survey", "survey q (2 answers)", "2 answers in surveys/q.jsonl"),
+        ("intervention", "message to 3 agents", "'m'"),
+    ]
+    assert {(m.tick, m.time) for m in data.markers} == {(1, "T1")}
