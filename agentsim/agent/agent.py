@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentsim._tokens import estimate_tokens
 from agentsim.agent.memory import Memory
 from agentsim.agent.step import (
     AgentSettings,
@@ -28,7 +29,6 @@ from agentsim.agent.step import (
 from agentsim.agent.tools import WRITE_TOOLS, build_tools
 from agentsim.errors import EnvError, ModelError, SkillError
 from agentsim.llm.base import ChatModel, Completion, ToolCall
-from agentsim.skills.catalog import estimate_tokens
 from agentsim.skills.hooks import HookDecision, HookOutcome, render_skill_hooks
 from agentsim.skills.runtime import AgentSkillRuntime
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring as _string
 from typing import Any
 
-from agentsim.skills.catalog import estimate_tokens
+from agentsim._tokens import estimate_tokens
 
 __all__ = ["Memory", "MemoryEntry"]
 

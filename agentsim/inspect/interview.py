@@ -123,10 +123,10 @@ async def interview(
     from agentsim.env.base import AgentInfo, EnvModule
     from agentsim.env.clock import SimClock
     from agentsim.env.router import EnvRouter
-    from agentsim.sim.engine import builtin_skills_dir
     from agentsim.sim.host import AgentHost, HostSpec, SkillSources, build_registry
     from agentsim.sim.models import build_model
     from agentsim.sim.profiles import resolve_agents
+    from agentsim.skills._builtin import builtin_skills_dir
 
     if not question.strip():
         raise ConfigError(

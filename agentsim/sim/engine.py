@@ -42,21 +42,13 @@ from agentsim.sim.host import HostSpec, SkillSources, TickInput, build_registry
 from agentsim.sim.metrics import add_tick, new_metrics, public_metrics
 from agentsim.sim.profiles import AgentSpec, resolve_agents, select_agents
 from agentsim.sim.workspace import RunWorkspace, atomic_write_text
+from agentsim.skills._builtin import builtin_skills_dir
 
-__all__ = ["Engine", "Progress", "RunSummary", "builtin_skills_dir"]
+__all__ = ["Engine", "Progress", "RunSummary"]
 
 
 # What ``Engine.checkpoint`` saves and ``_restore`` reads back.
 _ENGINE_STATE = ("pos", "clock", "modules", "pending_messages", "metrics")
-
-
-def builtin_skills_dir() -> Path | None:
-    """The built-in skills: ``skills/`` of a source checkout, or the copy in the wheel."""
-    here = Path(__file__).resolve().parent.parent
-    for candidate in (here.parent / "skills", here / "_builtin_skills"):
-        if candidate.is_dir():
-            return candidate
-    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

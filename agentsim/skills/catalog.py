@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Protocol
 
+from agentsim._tokens import estimate_tokens
+
 __all__ = [
     "CatalogEntry",
     "CatalogIndex",
     "RenderedCatalog",
-    "estimate_tokens",
     "render_catalog",
     "render_selection",
     "tokenize",
@@ -64,11 +65,6 @@ _STOP = frozenset(
 )
 _BM25_K1 = 1.2
 _BM25_B = 0.75
-
-
-def estimate_tokens(text: str) -> int:
-    """A cheap, deterministic token estimate (about four characters per token)."""
-    return (len(text) + 3) // 4
 
 
 def tokenize(text: str) -> list[str]:

@@ -16,8 +16,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import agentsim
 from agentsim.errors import SkillNotFoundError
+from agentsim.skills._builtin import builtin_skills_dir
 from agentsim.skills._files import list_skill_files
 from agentsim.skills.manifest import Diagnostic, load_skill_md, name_problem
 from agentsim.skills.registry import SkillDescriptor, SkillRegistry
@@ -32,15 +32,9 @@ class _BadInput(Exception):
 def default_roots() -> tuple[Path | None, Path]:
     """(built-in root, custom root): ``./skills`` or the folder shipped with the package,
     and ``./custom/skills``."""
-    package = Path(agentsim.__file__).parent
-    for candidate in (
-        Path.cwd() / "skills",
-        package.parent / "skills",
-        package / "_builtin_skills",
-    ):
-        if candidate.is_dir():
-            return candidate, Path.cwd() / "custom" / "skills"
-    return None, Path.cwd() / "custom" / "skills"
+    here = Path.cwd() / "skills"
+    builtin = here if here.is_dir() else builtin_skills_dir()
+    return builtin, Path.cwd() / "custom" / "skills"
 
 
 def _registry(args: argparse.Namespace) -> SkillRegistry:

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentsim.skills.catalog import CatalogIndex, estimate_tokens, render_catalog, tokenize
+from agentsim._tokens import estimate_tokens
+from agentsim.skills.catalog import CatalogIndex, render_catalog, tokenize
 
 
 @dataclass(frozen=True)

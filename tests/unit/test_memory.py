@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from agentsim._tokens import estimate_tokens
 from agentsim.agent.memory import Memory, MemoryEntry
-from agentsim.skills.catalog import estimate_tokens
 
 
 def fill(memory: Memory, n: int, *, kind: str = "action", text: str = "walked") -> None:
