@@ -1,6 +1,6 @@
 """Running a script away from the caller: a worker thread, an isolation process, a subprocess.
 
-Private to ``agentsim.skills.scripts``: ``run_in_thread`` (``thread`` isolation),
+Private to ``agentsim.skills.scripts``: ``run_in_thread`` (sync calls, ``thread`` isolation),
 ``run_process`` and the two ways the runner uses it, ``call_in_child`` (``process``
 isolation) and ``run_as_script`` (the subprocess tier). Every child gets its own session so
 that a timeout kills the whole process group (a script's own children included), not only
@@ -22,53 +22,53 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import TypeVar, cast
 
 from agentsim.skills._outcome import Outcome, Tier, cap_text
 from agentsim.skills.context import CONTEXT_ENV_VAR, SkillScriptContext
 
 __all__ = ["ProcOutcome", "call_in_child", "run_as_script", "run_in_thread", "run_process"]
 
+T = TypeVar("T")
+
 _CHUNK = 65_536
 
 
-async def run_in_thread(call: Callable[[], Outcome], *, limit: float, name: str) -> Outcome | None:
-    """``call()`` on a fresh daemon thread, in a copy of the caller's context; None when it
-    has not returned after ``limit`` seconds. Its exceptions are re-raised here.
+async def run_in_thread(call: Callable[[], T], *, limit: float, name: str) -> T:
+    """``call()`` on a fresh daemon thread, in a copy of the caller's context; raises
+    ``TimeoutError`` when it has not returned after ``limit`` seconds. Its exceptions are
+    re-raised here.
 
     Python cannot kill a thread: a call that times out keeps running in the background
     until it returns on its own, and its result is discarded. A fresh daemon thread per
     call (not a pool) keeps such stragglers from starving later calls or blocking exit.
     """
     loop = asyncio.get_running_loop()
-    done: asyncio.Future[Outcome] = loop.create_future()
+    done: asyncio.Future[T] = loop.create_future()
     copied = contextvars.copy_context()
 
-    def deliver(outcome: Outcome | None, exc: BaseException | None) -> None:
+    def deliver(value: T | None, exc: BaseException | None) -> None:
         if done.done():
-            return  # the caller timed out: discard
+            return  # the caller timed out or was cancelled: discard
         if exc is not None:
             done.set_exception(exc)
         else:
-            done.set_result(cast(Outcome, outcome))
+            done.set_result(cast(T, value))
 
     def work() -> None:
-        outcome: Outcome | None = None
+        value: T | None = None
         err: BaseException | None = None
         try:
-            outcome = copied.run(call)
+            value = copied.run(call)
         except BaseException as exc:  # delivered to (and re-raised in) the caller
             err = exc
         try:
-            loop.call_soon_threadsafe(deliver, outcome, err)
+            loop.call_soon_threadsafe(deliver, value, err)
         except RuntimeError:  # pragma: no cover - the caller's loop has closed
             pass
 
     threading.Thread(target=work, name=name, daemon=True).start()
-    try:
-        return await asyncio.wait_for(done, None if math.isinf(limit) else limit)
-    except TimeoutError:
-        return None
+    return await asyncio.wait_for(done, None if math.isinf(limit) else limit)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -185,7 +185,7 @@ async def call_in_child(
     limit: float,
     tier: Tier,
 ) -> tuple[Outcome, Tier] | None:
-    """``process`` isolation: the call made by a fresh ``python -m agentsim.skills._child``.
+    """``process`` isolation: the call made by a fresh ``python -m agentsim.skills._isolated``.
 
     Returns the outcome and the tier the child used (``tier`` if it crashed), None when it
     was killed at ``limit``; raises ``OSError`` when it cannot be started."""
@@ -196,7 +196,7 @@ async def call_in_child(
     env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
     proc = await run_process(
-        [python, "-m", "agentsim.skills._child"],
+        [python, "-m", "agentsim.skills._isolated"],
         cwd=ctx.workspace_root,
         env=env,
         stdin=payload,
@@ -215,6 +215,7 @@ async def call_in_child(
             exit_code=int(data["exit_code"]),
             error=data["error"],
             truncated=bool(data["truncated"]),
+            log=str(data.get("log", "")),
         )
         return outcome, cast(Tier, data["tier"])
     except (ValueError, KeyError, TypeError):
@@ -264,13 +265,13 @@ async def run_as_script(
     output, truncated = cap_text(
         proc.stdout.decode("utf-8", "replace"), output_cap, proc.stdout_dropped
     )
-    error = None
-    if proc.returncode != 0:
-        error, _ = cap_text(proc.stderr.decode("utf-8", "replace"), output_cap, proc.stderr_dropped)
+    stderr, _ = cap_text(proc.stderr.decode("utf-8", "replace"), output_cap, proc.stderr_dropped)
+    failed = proc.returncode != 0
     return Outcome(
-        ok=proc.returncode == 0,
+        ok=not failed,
         output=output,
         exit_code=proc.returncode,
-        error=error,
+        error=stderr if failed else None,
         truncated=truncated,
+        log="" if failed else stderr,
     )
