@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any, Literal
 
-
 __all__ = [
     "HOOK_TYPES",
     "HookDecision",
