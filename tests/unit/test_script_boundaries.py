@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agentsim.skills.context import SkillScriptContext, safe_env
-from agentsim.skills.scripts import REFUSED_EXIT_CODE, ScriptRunner
+from agentsim.skills.scripts import REFUSED_EXIT_CODE, Isolation, ScriptRunner
 
 SECRETS = {
     "OPENAI_API_KEY": "sk-live",
@@ -283,11 +283,7 @@ async def test_a_symlink_inside_the_skill_runs(skill: Path) -> None:
 
 async def test_refusals_apply_to_every_isolation(skill: Path) -> None:
     runner = ScriptRunner()
-    for isolation in ("thread", "process"):
-        result = await runner.run(
-            skill / "SKILL.md",
-            [],
-            make_ctx(skill),
-            isolation=isolation,  # type: ignore[arg-type]
-        )
+    isolations: tuple[Isolation, ...] = ("thread", "process")
+    for isolation in isolations:
+        result = await runner.run(skill / "SKILL.md", [], make_ctx(skill), isolation=isolation)
         assert (result.exit_code, result.isolation) == (REFUSED_EXIT_CODE, isolation)

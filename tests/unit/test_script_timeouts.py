@@ -196,7 +196,7 @@ async def test_process_isolation_never_imports_a_sleeping_module_in_the_host(
     assert (result.timed_out, result.isolation, result.exit_code) == (True, "process", 124)
     assert result.error is not None and "its process was killed" in result.error
     assert marker.read_text() != str(os.getpid())  # imported, but by the child
-    assert os.path.realpath(sleeper) not in CACHE
+    assert str(sleeper.resolve()) not in CACHE
 
 
 async def test_process_isolation_survives_os_exit_at_import(tmp_path: Path) -> None:
