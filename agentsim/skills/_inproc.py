@@ -8,7 +8,7 @@ Private to ``agentsim.skills.scripts``. Each function runs one call and returns 
   deadline only that task is cancelled, never the caller's; a task that ignores the
   cancellation is left to finish on its own (kept referenced in ``STRAGGLERS``).
 - ``call_in_thread``: a sync entrypoint, an async one on an event loop of its own
-  (``thread`` isolation), or a plain script, on a fresh daemon thread. Python cannot stop a
+  (``thread`` isolation), or a plain script, on a daemon worker thread. Python cannot stop a
   thread: past the deadline the caller goes on and the thread runs until it returns.
 """
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import math
-import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -31,7 +30,7 @@ from agentsim.skills._outcome import (
     outcome_from_exception,
     outcome_from_value,
 )
-from agentsim.skills._proc import run_in_thread
+from agentsim.skills._workers import run_in_thread
 from agentsim.skills.context import _CURRENT, SkillScriptContext
 
 __all__ = ["STRAGGLERS", "WrapperBusy", "call_async", "call_in_thread"]
@@ -107,17 +106,15 @@ async def call_in_thread(
     cap: int,
     limit: float,
 ) -> Outcome:
-    """Run the call on a fresh daemon thread (``run_in_thread``). Raises ``WrapperBusy`` for
+    """Run the call on a worker thread (``_workers.run_in_thread``). Raises ``WrapperBusy`` for
     a plain script that could not get the plain-script lock in time, ``NeedsSubprocess`` for
     one that must run as a real script."""
-    name = f"agentsim-script:{os.path.basename(path)}:{ctx.agent_id}"
     if entry.fn is None:
         started, abandoned = threading.Event(), threading.Event()
         try:
             return await run_in_thread(
                 lambda: _plain(path, entry, argv, ctx, cap, started, abandoned),
                 limit=limit,
-                name=name,
             )
         except TimeoutError:
             abandoned.set()
@@ -136,7 +133,7 @@ async def call_in_thread(
             return _with_log(outcome_from_exception(exc, cap), log)
         return _with_log(outcome_from_value(value, cap), log)
 
-    return await run_in_thread(call, limit=limit, name=name)
+    return await run_in_thread(call, limit=limit)
 
 
 def _plain(

@@ -1,7 +1,7 @@
-"""Running a script away from the caller: a worker thread, an isolation process, a subprocess.
+"""Running a script in a process of its own: ``process`` isolation and the subprocess tier.
 
-Private to ``agentsim.skills.scripts``: ``run_in_thread`` (sync calls, ``thread`` isolation),
-``run_process`` and the two ways the runner uses it, ``call_in_child`` (``process``
+Private to ``agentsim.skills.scripts``: ``run_process`` and the two ways the runner uses
+it, ``call_in_child`` (``process``
 isolation) and ``run_as_script`` (the subprocess tier). Every child gets its own session so
 that a timeout kills the whole process group (a script's own children included), not only
 the Python process we started.
@@ -11,64 +11,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import functools
 import json
 import math
 import os
 import pickle
 import signal
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import cast
 
 from agentsim.skills._outcome import Outcome, Tier, cap_text
 from agentsim.skills.context import CONTEXT_ENV_VAR, SkillScriptContext
 
-__all__ = ["ProcOutcome", "call_in_child", "run_as_script", "run_in_thread", "run_process"]
-
-T = TypeVar("T")
+__all__ = ["ProcOutcome", "call_in_child", "run_as_script", "run_process"]
 
 _CHUNK = 65_536
-
-
-async def run_in_thread(call: Callable[[], T], *, limit: float, name: str) -> T:
-    """``call()`` on a fresh daemon thread, in a copy of the caller's context; raises
-    ``TimeoutError`` when it has not returned after ``limit`` seconds. Its exceptions are
-    re-raised here.
-
-    Python cannot kill a thread: a call that times out keeps running in the background
-    until it returns on its own, and its result is discarded. A fresh daemon thread per
-    call (not a pool) keeps such stragglers from starving later calls or blocking exit.
-    """
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[T] = loop.create_future()
-    copied = contextvars.copy_context()
-
-    def deliver(value: T | None, exc: BaseException | None) -> None:
-        if done.done():
-            return  # the caller timed out or was cancelled: discard
-        if exc is not None:
-            done.set_exception(exc)
-        else:
-            done.set_result(cast(T, value))
-
-    def work() -> None:
-        value: T | None = None
-        err: BaseException | None = None
-        try:
-            value = copied.run(call)
-        except BaseException as exc:  # delivered to (and re-raised in) the caller
-            err = exc
-        try:
-            loop.call_soon_threadsafe(deliver, value, err)
-        except RuntimeError:  # pragma: no cover - the caller's loop has closed
-            pass
-
-    threading.Thread(target=work, name=name, daemon=True).start()
-    return await asyncio.wait_for(done, None if math.isinf(limit) else limit)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

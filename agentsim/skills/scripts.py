@@ -55,7 +55,8 @@ from agentsim.skills._modcache import (
     stamp_of,
 )
 from agentsim.skills._outcome import Outcome, ScriptResult, Tier
-from agentsim.skills._proc import call_in_child, run_as_script, run_in_thread
+from agentsim.skills._proc import call_in_child, run_as_script
+from agentsim.skills._workers import run_in_thread
 from agentsim.skills.context import SkillScriptContext, safe_env
 
 __all__ = [
@@ -127,7 +128,9 @@ class ScriptRunner:
         self.quarantine_after = quarantine_after
         self._environ = environ
         self._check_every_call = check_every_call
-        self._stamps: dict[str, Stamp | None] = {}  # host mode: folders listed this tick
+        # Host mode, emptied every tick: folders listed and script paths checked this tick.
+        self._stamps: dict[str, Stamp | None] = {}
+        self._located: dict[tuple[str, str], tuple[str, str | None]] = {}
         # script path -> (stamp, skill id, overruns) for the file version that overran
         self._overruns: dict[str, tuple[Stamp | None, str, int]] = {}
         self._counts = dict.fromkeys(
@@ -153,6 +156,7 @@ class ScriptRunner:
     def new_tick(self) -> None:
         """Host mode: scripts are checked for edits again on their next call."""
         self._stamps.clear()
+        self._located.clear()
 
     def quarantined(self) -> tuple[Quarantined, ...]:
         """The scripts this runner refuses to call, by path."""
@@ -200,7 +204,7 @@ class ScriptRunner:
         start = time.perf_counter()
         limit = self.default_timeout if timeout is None else timeout
         raw = os.fspath(script)
-        path, refusal = _locate(raw, ctx)
+        path, refusal = self._locate(raw, ctx)
         if refusal is not None:
             return self._fail(refusal, REFUSED_EXIT_CODE, start, isolation)
         try:
@@ -302,8 +306,15 @@ class ScriptRunner:
             finally:
                 lock.release()
 
-        name = f"agentsim-import:{os.path.basename(path)}"
-        return await run_in_thread(import_it, limit=limit, name=name)
+        return await run_in_thread(import_it, limit=limit)
+
+    def _locate(self, raw: str, ctx: SkillScriptContext) -> tuple[str, str | None]:
+        if self._check_every_call:
+            return _locate(raw, ctx)
+        key = (raw, os.fspath(ctx.skill_dir))
+        if key not in self._located:
+            self._located[key] = _locate(raw, ctx)
+        return self._located[key]
 
     def _stamp(self, path: str) -> Stamp | None:
         if self._check_every_call:
