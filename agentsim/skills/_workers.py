@@ -69,27 +69,43 @@ class _Pool:
         self._jobs: queue.SimpleQueue[_Job[Any]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._max = max_workers
-        self._live = 0  # workers not written off
+        # Guarded by the lock: workers not written off, those waiting for a job, and jobs
+        # not yet taken by a worker.
+        self._live = 0
         self._idle = 0
+        self._pending = 0
+
+    def _need_worker(self) -> bool:
+        """Called with the lock held: start a worker if queued jobs outnumber idle ones."""
+        if self._pending > self._idle and self._live < self._max:
+            self._live += 1
+            return True
+        return False
+
+    def _spawn(self) -> None:
+        threading.Thread(target=self._work, name="agentsim-script", daemon=True).start()
 
     def submit(self, job: _Job[Any]) -> None:
         with self._lock:
-            spawn = self._idle == 0 and self._live < self._max
-            if spawn:
-                self._live += 1
-        if spawn:
-            threading.Thread(target=self._work, name="agentsim-script", daemon=True).start()
+            self._pending += 1
+            spawn = self._need_worker()
         self._jobs.put(job)
+        if spawn:
+            self._spawn()
 
     def abandon(self, job: _Job[Any]) -> None:
-        """The caller stopped waiting: skip the job, or write its worker off."""
+        """The caller stopped waiting: skip the job, or write its worker off and replace it."""
         with self._lock:
             if job.finished or job.abandoned:
                 return
             job.abandoned = True
+            spawn = False
             if job.running:
                 job.written_off = True
                 self._live -= 1
+                spawn = self._need_worker()
+        if spawn:
+            self._spawn()
 
     def _work(self) -> None:
         while True:
@@ -98,6 +114,7 @@ class _Pool:
             job = self._jobs.get()
             with self._lock:
                 self._idle -= 1
+                self._pending -= 1
                 skip = job.abandoned
                 job.running = not skip
             if skip:
@@ -132,6 +149,8 @@ async def run_in_thread(call: Callable[[], T], *, limit: float) -> T:
                 # Shielded: a timeout here only means "look again", not "cancel the job".
                 return await asyncio.wait_for(asyncio.shield(job.done), wait)
             except TimeoutError:
+                if job.done.done():
+                    raise  # the call's own TimeoutError
                 started = job.started_at
                 if started is not None:
                     wait = started + limit - time.monotonic()
@@ -139,5 +158,6 @@ async def run_in_thread(call: Callable[[], T], *, limit: float) -> T:
                         raise
                 # else: still queued behind busy workers, which is not the script's time
     except BaseException:  # timeout, or our caller was cancelled
-        _pool.abandon(job)
+        if not job.done.done():
+            _pool.abandon(job)
         raise

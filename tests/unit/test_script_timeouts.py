@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from agentsim.skills._modcache import CACHE
+from agentsim.skills._workers import MAX_WORKERS
 from agentsim.skills.context import SkillScriptContext
 from agentsim.skills.scripts import TIMEOUT_EXIT_CODE, Quarantined, ScriptRunner
 
@@ -254,3 +255,39 @@ def test_quarantine_after_is_checked() -> None:
 
 def _indent(code: str) -> str:
     return "".join(f"    {line}\n" for line in code.splitlines())
+
+
+async def test_waiting_for_a_free_worker_does_not_count_against_the_timeout(
+    tmp_path: Path,
+) -> None:
+    nap = script(
+        tmp_path,
+        "nap.py",
+        "import time\n\ndef entrypoint(argv, ctx):\n    time.sleep(0.3)\n    return 'rested'\n",
+    )
+    runner = ScriptRunner()
+    ctx = make_ctx(tmp_path)
+    # One call more than there are workers: the last one queues for ~0.3 s, then runs 0.3 s.
+    results = await asyncio.gather(
+        *(runner.run(nap, [], ctx, timeout=0.45) for _ in range(MAX_WORKERS + 1))
+    )
+    assert [r.output for r in results] == ["rested"] * (MAX_WORKERS + 1)
+    assert runner.stats()["timeouts"] == 0
+
+
+async def test_workers_left_behind_by_timeouts_are_replaced(tmp_path: Path) -> None:
+    stuck = script(
+        tmp_path, "stuck.py", "import time\n\ndef entrypoint(argv, ctx):\n    time.sleep(1.5)\n"
+    )
+    quick = script(tmp_path, "quick.py", "def entrypoint(argv, ctx):\n    return 'quick'\n")
+    runner = ScriptRunner(quarantine_after=1000)
+    ctx = make_ctx(tmp_path)
+    stuck_results = await asyncio.gather(
+        *(runner.run(stuck, [], ctx, timeout=0.1) for _ in range(MAX_WORKERS))
+    )
+    assert all(r.timed_out for r in stuck_results)
+    began = time.perf_counter()
+    result = await runner.run(quick, [], ctx, timeout=5)
+    assert time.perf_counter() - began < 0.5  # not queued behind the stuck workers
+    assert result.output == "quick"
+    await asyncio.sleep(1.5)  # the stuck workers end, and exit
