@@ -6,7 +6,6 @@ The script is loaded by path, as the runner loads it, and called with a real
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import itertools
 import json
@@ -591,26 +590,3 @@ def test_saved_plans_are_readable_yaml_in_a_stable_key_order(make_ctx: Ctx) -> N
     assert list(loaded) == ["date", "agent_id", "segments", "revisions", "revision_log", "saved_at"]
     assert loaded["segments"] == [seg("08:00", "17:00"), tricky]
     assert text.startswith("date: '2026-03-02'\nagent_id: agent-1\nsegments:\n- start: 08:00\n")
-
-
-def test_the_runner_imports_the_entry_script_with_its_siblings(tmp_path: Path) -> None:
-    from agentsim.skills.scripts import ScriptRunner
-
-    ws = tmp_path / "agent-9"
-    ws.mkdir()
-    (ws / "profile.json").write_text(json.dumps(WORKER))
-    ctx = SkillScriptContext(
-        workspace_root=ws,
-        skill_id="built-in@daily-guidance",
-        skill_name="daily-guidance",
-        skill_dir=SKILL_DIR,
-        agent_id="agent-9",
-        tick=0,
-        time=MONDAY,
-        env={},
-    )
-    runner = ScriptRunner()
-    script = SKILL_DIR / "scripts" / "daily_guidance.py"
-    result = asyncio.run(runner.run(script, ["draft"], ctx))
-    assert result.ok and result.tier == "entrypoint", result.error
-    assert json.loads(result.output.splitlines()[0]) == draft(ctx)
