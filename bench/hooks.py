@@ -10,8 +10,8 @@ and a new clock time, the step count and tick moving on every call):
 - ``hooks_us``: one ``run_hooks``; ``direct_us``: 5 plain calls of the same functions;
   ``overhead_us`` the difference (each sync hook runs on a worker thread that the run can
   walk away from at its timeout: that thread hop is most of it). ``runner_us``: 5
-  ``ScriptRunner.run`` calls of the same scripts with a prebuilt context, so ``runtime_overhead_us`` is the skill
-  runtime's own share (plan, payload, contexts, decisions).
+  ``ScriptRunner.run`` calls of the same scripts with a prebuilt context, so
+  ``runtime_overhead_us`` is the skill runtime's own share (plan, payload, contexts).
 - ``render_us``: ``render_skill_hooks`` of those 5 outcomes (what the agent puts in its
   prompt); ``overhead_with_render_us``: dispatch plus rendering, beyond the scripts' work.
 - The same with the suffix ``_per_call_stat``: the default runner, one ``stat`` per call.
