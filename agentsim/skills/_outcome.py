@@ -6,13 +6,10 @@ tracebacks are capped here, with a visible truncation marker.
 
 from __future__ import annotations
 
-import io
 import json
 import traceback
-from dataclasses import dataclass
-from typing import Any, Literal, cast
-
-from agentsim._draft import draft_class
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
 
 __all__ = [
     "CappedWriter",
@@ -21,7 +18,6 @@ __all__ = [
     "Tier",
     "cap_text",
     "exit_status",
-    "fast_result",
     "format_exc",
     "outcome_from_exception",
     "outcome_from_value",
@@ -34,8 +30,12 @@ Tier = Literal["entrypoint", "wrapper", "subprocess"]
 class ScriptResult:
     """The outcome of one script call. A failing script is a result, never an exception.
 
-    ``tier`` is how the script ran, ``isolation`` how it was isolated (after escalation);
-    ``truncated`` says that ``output`` was cut to the runner's ``output_cap``.
+    ``tier`` is how the script ran and ``isolation`` how it was isolated. ``output`` is what
+    the script returned (or, for a plain script, printed), cut to the runner's cap when
+    ``truncated``. ``log`` holds what an entrypoint printed (and any script's stderr when it
+    succeeded), capped as well: it belongs in the trace, never on the terminal.
+    ``timed_out`` marks a call stopped (or walked away from) at its timeout;
+    ``quarantined`` a call refused, or the overrun that got the script quarantined.
     """
 
     ok: bool
@@ -47,89 +47,55 @@ class ScriptResult:
     timed_out: bool = False
     isolation: str = "inline"
     truncated: bool = False
+    log: str = ""
+    quarantined: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict, for traces."""
-        return {
-            "ok": self.ok,
-            "output": self.output,
-            "exit_code": self.exit_code,
-            "error": self.error,
-            "elapsed": self.elapsed,
-            "tier": self.tier,
-            "timed_out": self.timed_out,
-            "isolation": self.isolation,
-            "truncated": self.truncated,
-        }
-
-
-_ResultDraft = draft_class(ScriptResult)
-_new = object.__new__
-
-
-def fast_result(
-    ok: bool,
-    output: str,
-    exit_code: int,
-    error: str | None,
-    elapsed: float,
-    tier: Tier,
-    isolation: str,
-    truncated: bool,
-) -> ScriptResult:
-    """``ScriptResult`` (with ``timed_out=False``) without the dataclass ``__init__``."""
-    r = _new(_ResultDraft)
-    r.ok = ok
-    r.output = output
-    r.exit_code = exit_code
-    r.error = error
-    r.elapsed = elapsed
-    r.tier = tier
-    r.timed_out = False
-    r.isolation = isolation
-    r.truncated = truncated
-    r.__class__ = ScriptResult
-    return cast(ScriptResult, r)
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Outcome:
-    """A script call's result before timing and tier are attached."""
+    """A script call's result before timing, tier and isolation are attached."""
 
     ok: bool
     output: str
     exit_code: int
     error: str | None
     truncated: bool = False
-    ran: float = 0.0  # seconds the script itself ran, when measured apart from waiting
+    log: str = ""
 
 
-class CappedWriter(io.TextIOBase):
-    """A stdout replacement that keeps the first ``cap`` characters and counts the rest."""
+class CappedWriter:
+    """A text sink that keeps the first ``cap`` characters and counts the rest.
+
+    Used for captured prints; writes come from one call's thread or task at a time, and a
+    lost race between two threads of one script could only misorder its own lines."""
 
     def __init__(self, cap: int) -> None:
-        super().__init__()
         self._parts: list[str] = []
+        self._cap = cap
         self._room = cap
         self.dropped = 0
 
-    def write(self, s: str) -> int:
-        n = len(s)
-        if self._room >= n:
-            self._parts.append(s)
-            self._room -= n
-        else:
-            if self._room > 0:
-                self._parts.append(s[: self._room])
-            self.dropped += n - max(self._room, 0)
-            self._room = 0
-        return n
+    def write(self, text: str) -> int:
+        kept = text[: max(self._room, 0)]
+        if kept:
+            self._parts.append(kept)
+            self._room -= len(kept)
+        self.dropped += len(text) - len(kept)
+        return len(text)
 
-    def writable(self) -> bool:
-        return True
+    def flush(self) -> None:
+        """Nothing is buffered."""
 
     def getvalue(self) -> str:
         return "".join(self._parts)
+
+    def capped(self) -> tuple[str, bool]:
+        """The text kept, with a truncation marker when something was dropped."""
+        return cap_text(self.getvalue(), self._cap, self.dropped)
 
 
 def exit_status(exc: SystemExit) -> tuple[int, str | None]:

@@ -1,7 +1,7 @@
-"""Running a script away from the caller: a worker thread, an isolation process, a subprocess.
+"""Running a script in a process of its own: ``process`` isolation and the subprocess tier.
 
-Private to ``agentsim.skills.scripts``: ``run_in_thread`` (``thread`` isolation),
-``run_process`` and the two ways the runner uses it, ``call_in_child`` (``process``
+Private to ``agentsim.skills.scripts``: ``run_process`` and the two ways the runner uses
+it, ``call_in_child`` (``process``
 isolation) and ``run_as_script`` (the subprocess tier). Every child gets its own session so
 that a timeout kills the whole process group (a script's own children included), not only
 the Python process we started.
@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import functools
 import json
 import math
 import os
 import pickle
 import signal
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -27,48 +25,9 @@ from typing import cast
 from agentsim.skills._outcome import Outcome, Tier, cap_text
 from agentsim.skills.context import CONTEXT_ENV_VAR, SkillScriptContext
 
-__all__ = ["ProcOutcome", "call_in_child", "run_as_script", "run_in_thread", "run_process"]
+__all__ = ["ProcOutcome", "call_in_child", "run_as_script", "run_process"]
 
 _CHUNK = 65_536
-
-
-async def run_in_thread(call: Callable[[], Outcome], *, limit: float, name: str) -> Outcome | None:
-    """``call()`` on a fresh daemon thread, in a copy of the caller's context; None when it
-    has not returned after ``limit`` seconds. Its exceptions are re-raised here.
-
-    Python cannot kill a thread: a call that times out keeps running in the background
-    until it returns on its own, and its result is discarded. A fresh daemon thread per
-    call (not a pool) keeps such stragglers from starving later calls or blocking exit.
-    """
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[Outcome] = loop.create_future()
-    copied = contextvars.copy_context()
-
-    def deliver(outcome: Outcome | None, exc: BaseException | None) -> None:
-        if done.done():
-            return  # the caller timed out: discard
-        if exc is not None:
-            done.set_exception(exc)
-        else:
-            done.set_result(cast(Outcome, outcome))
-
-    def work() -> None:
-        outcome: Outcome | None = None
-        err: BaseException | None = None
-        try:
-            outcome = copied.run(call)
-        except BaseException as exc:  # delivered to (and re-raised in) the caller
-            err = exc
-        try:
-            loop.call_soon_threadsafe(deliver, outcome, err)
-        except RuntimeError:  # pragma: no cover - the caller's loop has closed
-            pass
-
-    threading.Thread(target=work, name=name, daemon=True).start()
-    try:
-        return await asyncio.wait_for(done, None if math.isinf(limit) else limit)
-    except TimeoutError:
-        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -185,7 +144,7 @@ async def call_in_child(
     limit: float,
     tier: Tier,
 ) -> tuple[Outcome, Tier] | None:
-    """``process`` isolation: the call made by a fresh ``python -m agentsim.skills._child``.
+    """``process`` isolation: the call made by a fresh ``python -m agentsim.skills._isolated``.
 
     Returns the outcome and the tier the child used (``tier`` if it crashed), None when it
     was killed at ``limit``; raises ``OSError`` when it cannot be started."""
@@ -196,7 +155,7 @@ async def call_in_child(
     env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
     proc = await run_process(
-        [python, "-m", "agentsim.skills._child"],
+        [python, "-m", "agentsim.skills._isolated"],
         cwd=ctx.workspace_root,
         env=env,
         stdin=payload,
@@ -215,6 +174,7 @@ async def call_in_child(
             exit_code=int(data["exit_code"]),
             error=data["error"],
             truncated=bool(data["truncated"]),
+            log=str(data.get("log", "")),
         )
         return outcome, cast(Tier, data["tier"])
     except (ValueError, KeyError, TypeError):
@@ -264,13 +224,13 @@ async def run_as_script(
     output, truncated = cap_text(
         proc.stdout.decode("utf-8", "replace"), output_cap, proc.stdout_dropped
     )
-    error = None
-    if proc.returncode != 0:
-        error, _ = cap_text(proc.stderr.decode("utf-8", "replace"), output_cap, proc.stderr_dropped)
+    stderr, _ = cap_text(proc.stderr.decode("utf-8", "replace"), output_cap, proc.stderr_dropped)
+    failed = proc.returncode != 0
     return Outcome(
-        ok=proc.returncode == 0,
+        ok=not failed,
         output=output,
         exit_code=proc.returncode,
-        error=error,
+        error=stderr if failed else None,
         truncated=truncated,
+        log="" if failed else stderr,
     )

@@ -2,8 +2,15 @@
 
 The runner hands the context to ``entrypoint(argv, ctx)`` and also publishes it in a
 contextvar, so helper code deep inside a script can call ``current_context()`` without
-threading ``ctx`` through. Nothing here reads or writes ``os.environ`` on the call path:
-``env`` is a snapshot taken by ``safe_env``, cached once per process.
+threading ``ctx`` through.
+
+``env`` is an allow-listed snapshot of the host's environment (``safe_env``): the few
+variables a script needs to behave like a normal program (``PATH``, ``HOME``, locale, time
+zone, temp folder, Python's own settings) plus the variables its skill declares. Nothing else
+reaches it, however harmless or secret its name looks. The same mapping is the whole
+environment of the subprocess tier and of ``process`` isolation. Inline and thread scripts
+run inside the host process and can still read ``os.environ`` themselves: inline code is
+trusted code.
 """
 
 from __future__ import annotations
@@ -18,9 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, cast
-
-from agentsim._draft import draft_class
+from typing import Any
 
 __all__ = [
     "CONTEXT_ENV_VAR",
@@ -28,40 +33,42 @@ __all__ = [
     "SkillScriptContext",
     "current_context",
     "looks_secret",
+    "make_context",
     "safe_env",
 ]
 
 CONTEXT_ENV_VAR = "AGENTSIM_CONTEXT_JSON"
 """Environment variable that carries the context (as JSON) into a subprocess-tier script."""
 
-DEFAULT_ALLOW: frozenset[str] = frozenset(
-    {
-        "PATH",
-        "HOME",
-        "LANG",
-        "LANGUAGE",
-        "LC_ALL",
-        "LC_CTYPE",
-        "TZ",
-        "PYTHONPATH",
-        "PYTHONHASHSEED",
-        "PYTHONIOENCODING",
-        "TMPDIR",
-        "USER",
-        "AGENTSIM_*",
-    }
+DEFAULT_ALLOW: tuple[str, ...] = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TZ",
+    "TMPDIR",
+    "PYTHONPATH",
+    "PYTHONHASHSEED",
+    "PYTHONIOENCODING",
+    "PYTHONUTF8",
 )
-"""Names (``fnmatch`` patterns allowed) copied into a script's environment snapshot."""
+"""Names (``fnmatch`` patterns allowed) every script's environment may hold.
 
-# Substrings, matched case-insensitively; deliberately broad (KEY also hits KEYBOARD) because
-# leaking one credential into thousands of agent workspaces costs more than a lost variable.
-_SECRET_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+``PYTHONPATH`` is kept so that a subprocess script imports what the host imports (a
+development checkout, say); it names folders, not secrets."""
+
+# Only a diagnostic now (the allow-list is the protection): `agentsim skills validate` and
+# the docs use it to warn that a declared variable looks like a credential.
+_SECRET_RE = re.compile(
+    r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS$|_PASS_|COOKIE|SESSION|CREDENTIAL|AUTH",
+    re.IGNORECASE,
+)
 
 _CURRENT: contextvars.ContextVar[SkillScriptContext] = contextvars.ContextVar(
     "agentsim_skill_script_context"
 )
-
-_default_env: Mapping[str, str] | None = None
 
 
 def looks_secret(name: str) -> bool:
@@ -69,37 +76,31 @@ def looks_secret(name: str) -> bool:
     return _SECRET_RE.search(name) is not None
 
 
-def _filter_env(environ: Mapping[str, str], allow: Iterable[str]) -> Mapping[str, str]:
-    exact = {a for a in allow if not any(c in a for c in "*?[")}
-    patterns = [a for a in allow if a not in exact]
-    out = {
-        name: value
-        for name, value in environ.items()
-        if (name in exact or any(fnmatch.fnmatchcase(name, p) for p in patterns))
-        and not looks_secret(name)
-    }
-    return MappingProxyType(out)
+def _allowed(name: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
 def safe_env(
-    environ: Mapping[str, str] | None = None, *, allow: Iterable[str] = DEFAULT_ALLOW
+    environ: Mapping[str, str] | None = None,
+    *,
+    allow: Iterable[str] = DEFAULT_ALLOW,
+    declared: Iterable[str] = (),
 ) -> Mapping[str, str]:
-    """A read-only, allow-listed copy of ``environ`` (default ``os.environ``) without secrets.
+    """A read-only copy of the allow-listed part of ``environ`` (default ``os.environ``).
 
-    Only names in ``allow`` (exact or ``fnmatch`` patterns such as ``AGENTSIM_*``) are kept,
-    and of those every name matching ``looks_secret`` is dropped. The default call (no
-    arguments) is computed once per process and shared, since every agent builds contexts:
-    later changes to ``os.environ`` are not seen by it.
+    Kept: names matching ``allow`` (exact or ``fnmatch`` patterns such as ``LC_*``) and the
+    exact names in ``declared`` (the variables a skill asks for). Everything else is dropped.
     """
-    global _default_env
-    if environ is None and allow is DEFAULT_ALLOW:
-        if _default_env is None:
-            _default_env = _filter_env(os.environ, DEFAULT_ALLOW)
-        return _default_env
-    return _filter_env(os.environ if environ is None else environ, allow)
+    source = os.environ if environ is None else environ
+    patterns = tuple(allow)
+    wanted = frozenset(declared)
+    kept = {
+        name: value for name, value in source.items() if name in wanted or _allowed(name, patterns)
+    }
+    return MappingProxyType(kept)
 
 
-def _default_env_factory() -> Mapping[str, str]:
+def _default_env() -> Mapping[str, str]:
     return safe_env()
 
 
@@ -107,9 +108,7 @@ def _default_env_factory() -> Mapping[str, str]:
 class SkillScriptContext:
     """The calling agent and skill, as seen by one script call. Immutable and picklable.
 
-    ``env`` is always a read-only mapping without secret-looking names: a plain mapping
-    passed in is copied and filtered with ``looks_secret`` (the allow-list is ``safe_env``'s
-    job; the secret filter is enforced here as a second line of defence).
+    ``env`` is stored as a read-only mapping; build it with ``safe_env`` (the default).
     """
 
     workspace_root: Path
@@ -119,14 +118,11 @@ class SkillScriptContext:
     agent_id: str
     tick: int
     time: datetime
-    env: Mapping[str, str] = field(default_factory=_default_env_factory)
+    env: Mapping[str, str] = field(default_factory=_default_env)
 
     def __post_init__(self) -> None:
-        # The shared default snapshot is already clean; skipping it keeps construction
-        # cheap for the common case of one context per agent per call.
-        if self.env is not _default_env:
-            clean = {k: v for k, v in self.env.items() if not looks_secret(k)}
-            object.__setattr__(self, "env", MappingProxyType(clean))
+        if not isinstance(self.env, MappingProxyType):
+            object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
 
     def state_dir(self, *parts: str) -> Path:
         """``workspace_root/state/<skill_name with _>/<parts>``; creates nothing."""
@@ -165,8 +161,8 @@ class SkillScriptContext:
         return (_rebuild, (self.to_dict(), dict(self.env)))
 
 
-_ContextDraft = draft_class(SkillScriptContext)
-_new = object.__new__
+def _rebuild(data: dict[str, Any], env: dict[str, str]) -> SkillScriptContext:
+    return SkillScriptContext.from_dict(data, env=env)
 
 
 def make_context(
@@ -179,24 +175,17 @@ def make_context(
     time: datetime,
     env: Mapping[str, str],
 ) -> SkillScriptContext:
-    """A context built without the dataclass ``__init__`` (~0.4 µs instead of ~3 µs): for
-    the runtime's hot path, which makes one per hook call. ``env`` must come from
-    ``safe_env`` (already filtered and read-only): nothing is checked here."""
-    ctx = _new(_ContextDraft)
-    ctx.workspace_root = workspace_root
-    ctx.skill_id = skill_id
-    ctx.skill_name = skill_name
-    ctx.skill_dir = skill_dir
-    ctx.agent_id = agent_id
-    ctx.tick = tick
-    ctx.time = time
-    ctx.env = env
-    ctx.__class__ = SkillScriptContext
-    return cast(SkillScriptContext, ctx)
-
-
-def _rebuild(data: dict[str, Any], env: dict[str, str]) -> SkillScriptContext:
-    return SkillScriptContext.from_dict(data, env=env)
+    """``SkillScriptContext`` from positional arguments, as the runtime builds one per call."""
+    return SkillScriptContext(
+        workspace_root=workspace_root,
+        skill_id=skill_id,
+        skill_name=skill_name,
+        skill_dir=skill_dir,
+        agent_id=agent_id,
+        tick=tick,
+        time=time,
+        env=env,
+    )
 
 
 def current_context() -> SkillScriptContext:
@@ -216,4 +205,6 @@ def current_context() -> SkillScriptContext:
                 "call; call it from code run by ScriptRunner.run (or use the ctx argument "
                 "of entrypoint)"
             ) from None
-        return SkillScriptContext.from_dict(json.loads(raw))
+        # A subprocess's whole environment is the allow-listed one the runner gave it.
+        env = {k: v for k, v in os.environ.items() if k != CONTEXT_ENV_VAR}
+        return SkillScriptContext.from_dict(json.loads(raw), env=env)

@@ -9,14 +9,11 @@ turn). The object's ``"message"`` (or, failing that, the whole object) is what t
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
-from typing import Any, Literal, cast
-
-from agentsim._draft import draft_class
+from typing import Any, Literal
 
 __all__ = [
     "HOOK_TYPES",
@@ -78,10 +75,6 @@ class HookOutcome:
         return out
 
 
-_OutcomeDraft = draft_class(HookOutcome)
-_new = object.__new__
-
-
 def make_outcome(
     skill_id: str,
     hook: str,
@@ -91,17 +84,16 @@ def make_outcome(
     elapsed: float,
     error: str | None,
 ) -> HookOutcome:
-    """``HookOutcome`` without the frozen dataclass ``__init__``: one per hook per step."""
-    out = _new(_OutcomeDraft)
-    out.skill_id = skill_id
-    out.hook = hook
-    out.ok = ok
-    out.text = text
-    out.decision = decision
-    out.elapsed = elapsed
-    out.error = error
-    out.__class__ = HookOutcome
-    return cast(HookOutcome, out)
+    """``HookOutcome`` from positional arguments, as the runtime builds one per hook call."""
+    return HookOutcome(
+        skill_id=skill_id,
+        hook=hook,
+        ok=ok,
+        text=text,
+        decision=decision,
+        elapsed=elapsed,
+        error=error,
+    )
 
 
 def parse_hook_output(output: str, *, skill_id: str, hook: str) -> tuple[str, HookDecision | None]:
@@ -110,8 +102,6 @@ def parse_hook_output(output: str, *, skill_id: str, hook: str) -> tuple[str, Ho
     A malformed decision (unknown kind, wrong hook) is not obeyed; the text says why, so
     the skill author sees the problem in the trace.
     """
-    if '"decision"' not in output:  # the common case: plain text, one scan
-        return output, None
     stripped = output.strip()
     if not stripped.startswith("{"):
         return output, None
@@ -144,10 +134,6 @@ def _failure(error: str | None) -> str:
     return f"hook failed: {lines[-1]}" if lines else "hook failed"
 
 
-# Escaped attribute values: skill ids and hook names are few and recur every step.
-_attr = functools.lru_cache(maxsize=4096)(escape)
-
-
 def render_skill_hooks(outcomes: Sequence[HookOutcome], *, cap: int = 2000) -> str:
     """The ``<skill_hooks>`` block of DESIGN.md: escaped, each hook capped at ``cap`` chars."""
     if not outcomes:
@@ -162,11 +148,9 @@ def render_skill_hooks(outcomes: Sequence[HookOutcome], *, cap: int = 2000) -> s
             state = "false"
         if len(body) > cap:
             body = _truncate(body, cap)
-        # Most hook outputs are plain text: three scans are cheaper than escape's replaces.
-        if "&" in body or "<" in body or ">" in body:
-            body = escape(body, quote=False)
+        body = escape(body, quote=False)
         parts.append(
-            f'<skill_hook skill="{_attr(o.skill_id)}" hook="{_attr(o.hook)}" ok="{state}">\n'
+            f'<skill_hook skill="{escape(o.skill_id)}" hook="{escape(o.hook)}" ok="{state}">\n'
             f"{body}\n</skill_hook>"
         )
     return "<skill_hooks>\n" + "\n".join(parts) + "\n</skill_hooks>"

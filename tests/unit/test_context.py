@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import json
 import pickle
 from datetime import UTC, datetime
@@ -56,11 +57,13 @@ def make_ctx(tmp_path: Path, **changes: object) -> SkillScriptContext:
         ("github_token", True),
         ("MY_SECRET", True),
         ("DB_PASSWORD", True),
+        ("SMTP_PASS", True),
+        ("SESSION_COOKIE", True),
         ("PGPASSWD", True),
         ("GOOGLE_APPLICATION_CREDENTIALS", True),
         ("HTTP_AUTHORIZATION", True),
         ("PATH", False),
-        ("AGENTSIM_MODE", False),
+        ("PASSAGE_COUNT", False),
         ("LC_ALL", False),
     ],
     ids=lambda v: str(v),
@@ -69,19 +72,26 @@ def test_looks_secret(name: str, secret: bool) -> None:
     assert looks_secret(name) is secret
 
 
-def test_safe_env_keeps_allow_listed_names_minus_secrets() -> None:
-    env = safe_env(ENVIRON)
-    assert dict(env) == {
+def test_safe_env_keeps_only_the_allow_list() -> None:
+    environ = {**ENVIRON, "LC_TIME": "C", "SMTP_PASS": "p", "SESSION_COOKIE": "c"}
+    assert dict(safe_env(environ)) == {
         "PATH": "/usr/bin",
         "HOME": "/home/a",
         "LANG": "C.UTF-8",
         "TZ": "UTC",
-        "AGENTSIM_MODE": "fast",
+        "LC_TIME": "C",
     }
 
 
-def test_safe_env_custom_allow_list_still_drops_secrets() -> None:
-    env = safe_env(ENVIRON, allow=["RANDOM_*", "OPENAI_API_KEY"])
+def test_safe_env_adds_exactly_the_declared_names() -> None:
+    env = safe_env(ENVIRON, declared=["AGENTSIM_MODE", "OPENAI_API_KEY", "ABSENT"])
+    assert env["AGENTSIM_MODE"] == "fast"
+    assert env["OPENAI_API_KEY"] == "sk-2"  # declared by the skill: its author asked for it
+    assert "ABSENT" not in env and "GITHUB_TOKEN" not in env and "AGENTSIM_API_KEY" not in env
+
+
+def test_safe_env_custom_allow_list_replaces_the_default() -> None:
+    env = safe_env(ENVIRON, allow=["RANDOM_*"])
     assert dict(env) == {"RANDOM_VAR": "x"}
 
 
@@ -91,11 +101,16 @@ def test_safe_env_is_read_only() -> None:
         env["PATH"] = "/evil"  # type: ignore[index]
 
 
-def test_safe_env_default_is_cached_and_clean() -> None:
-    first = safe_env()
-    assert safe_env() is first
-    assert not any(looks_secret(name) for name in first)
-    assert set(first) <= {n for n in first if n in DEFAULT_ALLOW or n.startswith("AGENTSIM_")}
+def test_safe_env_default_reads_os_environ_through_the_allow_list(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-live")
+    monkeypatch.setenv("MAIL_PASS", "p")
+    monkeypatch.setenv("TZ", "Europe/Paris")
+    env = safe_env()
+    assert env["TZ"] == "Europe/Paris"
+    assert "OPENAI_API_KEY" not in env and "MAIL_PASS" not in env
+    assert all(any(fnmatch.fnmatchcase(n, p) for p in DEFAULT_ALLOW) for n in env)
 
 
 def test_context_is_frozen_and_env_immutable(tmp_path: Path) -> None:
@@ -106,12 +121,13 @@ def test_context_is_frozen_and_env_immutable(tmp_path: Path) -> None:
         ctx.env["PATH"] = "/evil"  # type: ignore[index]
 
 
-def test_context_drops_secret_names_from_a_plain_env(tmp_path: Path) -> None:
-    raw = {"PATH": "/bin", "MY_TOKEN": "t"}
+def test_context_keeps_its_own_read_only_copy_of_a_plain_env(tmp_path: Path) -> None:
+    raw = {"PATH": "/bin"}
     ctx = make_ctx(tmp_path, env=raw)
+    raw["PATH"] = "/changed"
     assert dict(ctx.env) == {"PATH": "/bin"}
-    raw["PATH"] = "/changed"  # the context holds its own copy
-    assert ctx.env["PATH"] == "/bin"
+    with pytest.raises(TypeError, match="does not support item assignment"):
+        ctx.env["PATH"] = "/evil"  # type: ignore[index]
 
 
 def test_context_defaults_to_the_process_snapshot(tmp_path: Path) -> None:
@@ -120,7 +136,7 @@ def test_context_defaults_to_the_process_snapshot(tmp_path: Path) -> None:
     }
     del fields["env"]
     ctx = SkillScriptContext(**fields)
-    assert ctx.env is safe_env()
+    assert dict(ctx.env) == dict(safe_env())
 
 
 def test_state_dir_uses_the_skill_name_and_creates_nothing(tmp_path: Path) -> None:

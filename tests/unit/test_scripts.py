@@ -1,79 +1,30 @@
-"""ScriptRunner: tiers, isolation, timeouts, escalation, caching and the context."""
+"""ScriptRunner in-process: the entrypoint and plain-script tiers, caching, the context."""
 
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import math
 import os
 import pickle
 import sys
 import threading
-import time
 from dataclasses import FrozenInstanceError, replace
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from scripthelp import fx, make_ctx, wait_for_file, write_script
 
 from agentsim.errors import SkillError
-from agentsim.skills import _child
-from agentsim.skills.context import (
-    SkillScriptContext,
-    current_context,
-    looks_secret,
-    safe_env,
-)
-from agentsim.skills.scripts import TIMEOUT_EXIT_CODE, ScriptResult, ScriptRunner
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "scripts"
-
-SECRET_ENVIRON = {
-    "PATH": os.environ.get("PATH", "/usr/bin"),
-    "LANG": "C.UTF-8",
-    "AGENTSIM_MODE": "test",
-    "AGENTSIM_API_KEY": "sk-agentsim",
-    "OPENAI_API_KEY": "sk-openai",
-    "HF_TOKEN": "hf-token",
-    "DB_PASSWORD": "pw",
-}
-
-
-def make_ctx(root: Path, agent_id: str = "a-1", *, create: bool = True) -> SkillScriptContext:
-    workspace = root / "agents" / agent_id
-    if create:
-        workspace.mkdir(parents=True, exist_ok=True)
-    return SkillScriptContext(
-        workspace_root=workspace,
-        skill_id="custom@demo",
-        skill_name="demo",
-        skill_dir=FIXTURES,
-        agent_id=agent_id,
-        tick=7,
-        time=datetime(2026, 3, 2, 6, 0, tzinfo=UTC),
-        env=safe_env(SECRET_ENVIRON),
-    )
-
-
-def wait_for_file(path: Path) -> None:
-    deadline = time.monotonic() + 10
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.005)
-
-
-def write_script(folder: Path, name: str, text: str) -> Path:
-    path = folder / name
-    path.write_text(text)
-    return path
-
+from agentsim.skills.context import current_context
+from agentsim.skills.scripts import ScriptResult, ScriptRunner
 
 # -- entrypoint tier ------------------------------------------------------------------------
 
 
 async def test_entrypoint_returns_output_and_metadata(tmp_path: Path) -> None:
     runner = ScriptRunner()
-    result = await runner.run(FIXTURES / "echo.py", ["x", "y"], make_ctx(tmp_path))
+    result = await runner.run(fx(tmp_path, "echo.py"), ["x", "y"], make_ctx(tmp_path))
     assert result == ScriptResult(
         ok=True,
         output="a-1:7:x y",
@@ -89,7 +40,7 @@ async def test_entrypoint_returns_output_and_metadata(tmp_path: Path) -> None:
     assert json.loads(json.dumps(result.to_dict()))["output"] == "a-1:7:x y"
 
 
-async def test_inline_path_leaves_stdout_environ_and_cwd_alone(
+async def test_inline_path_leaves_environ_and_cwd_alone_and_keeps_prints_in_the_log(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     script = write_script(
@@ -103,7 +54,8 @@ async def test_inline_path_leaves_stdout_environ_and_cwd_alone(
     environ, cwd = dict(os.environ), os.getcwd()
     result = await ScriptRunner().run(script, [], make_ctx(tmp_path))
     assert result.output == cwd  # the script saw the caller's cwd: no chdir
-    assert capsys.readouterr().out == "to the real stdout\n"  # not swallowed into output
+    assert result.log == "to the real stdout\n"
+    assert capsys.readouterr().out == ""  # never on the terminal
     assert dict(os.environ) == environ
     assert os.getcwd() == cwd
 
@@ -111,7 +63,7 @@ async def test_inline_path_leaves_stdout_environ_and_cwd_alone(
 async def test_thousand_agents_write_only_their_own_workspace(tmp_path: Path) -> None:
     runner = ScriptRunner()
     # A fresh copy, so that this runner's own import is the only one for this path.
-    script = write_script(tmp_path, "write_own.py", (FIXTURES / "write_own.py").read_text())
+    script = write_script(tmp_path, "write_own.py", (fx(tmp_path, "write_own.py")).read_text())
     ctxs = [make_ctx(tmp_path, f"agent-{i:04d}") for i in range(1000)]
     results = await asyncio.gather(*(runner.run(script, [], ctx) for ctx in ctxs))
     for ctx, result in zip(ctxs, results, strict=True):
@@ -140,12 +92,12 @@ async def test_thousand_agents_write_only_their_own_workspace(tmp_path: Path) ->
     ids=["dict-sorted-json", "list-json", "none-empty", "other-str"],
 )
 async def test_return_values_become_output(tmp_path: Path, argv: list[str], output: str) -> None:
-    result = await ScriptRunner().run(FIXTURES / "returns.py", argv, make_ctx(tmp_path))
+    result = await ScriptRunner().run(fx(tmp_path, "returns.py"), argv, make_ctx(tmp_path))
     assert (result.ok, result.output) == (True, output)
 
 
 async def test_unserialisable_return_value_is_an_error(tmp_path: Path) -> None:
-    result = await ScriptRunner().run(FIXTURES / "returns.py", ["bad-json"], make_ctx(tmp_path))
+    result = await ScriptRunner().run(fx(tmp_path, "returns.py"), ["bad-json"], make_ctx(tmp_path))
     assert not result.ok
     assert result.exit_code == 1
     assert result.error is not None
@@ -154,14 +106,14 @@ async def test_unserialisable_return_value_is_an_error(tmp_path: Path) -> None:
 
 async def test_output_is_capped_with_a_marker(tmp_path: Path) -> None:
     runner = ScriptRunner(output_cap=100)
-    result = await runner.run(FIXTURES / "returns.py", ["big", "250"], make_ctx(tmp_path))
+    result = await runner.run(fx(tmp_path, "returns.py"), ["big", "250"], make_ctx(tmp_path))
     assert result.ok and result.truncated
     assert result.output == "x" * 100 + "\n...[truncated 150 chars]"
 
 
 async def test_raising_script_gives_exit_1_and_traceback(tmp_path: Path) -> None:
     runner = ScriptRunner()
-    result = await runner.run(FIXTURES / "raising.py", [], make_ctx(tmp_path))
+    result = await runner.run(fx(tmp_path, "raising.py"), [], make_ctx(tmp_path))
     assert (result.ok, result.exit_code, result.tier) == (False, 1, "entrypoint")
     assert result.error is not None
     assert result.error.startswith("Traceback")
@@ -170,7 +122,9 @@ async def test_raising_script_gives_exit_1_and_traceback(tmp_path: Path) -> None
 
 
 async def test_traceback_is_capped(tmp_path: Path) -> None:
-    result = await ScriptRunner(output_cap=30).run(FIXTURES / "raising.py", [], make_ctx(tmp_path))
+    result = await ScriptRunner(output_cap=30).run(
+        fx(tmp_path, "raising.py"), [], make_ctx(tmp_path)
+    )
     assert result.error is not None
     assert result.error.startswith("Traceback")
     assert "...[truncated" in result.error
@@ -189,18 +143,18 @@ async def test_traceback_is_capped(tmp_path: Path) -> None:
 async def test_system_exit_sets_the_exit_code(
     tmp_path: Path, arg: str, ok: bool, code: int, error: str | None
 ) -> None:
-    result = await ScriptRunner().run(FIXTURES / "exits.py", [arg], make_ctx(tmp_path))
+    result = await ScriptRunner().run(fx(tmp_path, "exits.py"), [arg], make_ctx(tmp_path))
     assert (result.ok, result.exit_code, result.error) == (ok, code, error)
 
 
 async def test_async_entrypoint_runs_in_the_callers_loop(tmp_path: Path) -> None:
-    result = await ScriptRunner().run(FIXTURES / "async_sleepy.py", ["0"], make_ctx(tmp_path))
+    result = await ScriptRunner().run(fx(tmp_path, "async_sleepy.py"), ["0"], make_ctx(tmp_path))
     assert (result.ok, result.output, result.tier) == (True, '["slept", "a-1"]', "entrypoint")
 
 
 async def test_no_timeout_when_the_default_is_infinite(tmp_path: Path) -> None:
     runner = ScriptRunner(default_timeout=math.inf)
-    result = await runner.run(FIXTURES / "async_sleepy.py", ["0"], make_ctx(tmp_path))
+    result = await runner.run(fx(tmp_path, "async_sleepy.py"), ["0"], make_ctx(tmp_path))
     assert result.ok
 
 
@@ -244,7 +198,7 @@ async def test_host_mode_sees_an_edit_from_the_next_tick_on(tmp_path: Path) -> N
     assert missing.error is not None and "tick_me.py cannot be read" in missing.error
 
 
-# -- the hot path: later calls of a script already seen -------------------------------------
+# -- later calls of a script already seen ----------------------------------------------------
 
 
 @pytest.mark.parametrize("host_mode", [False, True], ids=["per-call-stat", "host-mode"])
@@ -267,23 +221,21 @@ async def test_later_calls_give_the_same_result_as_the_first(
 ) -> None:
     runner = ScriptRunner(output_cap=100, check_every_call=not host_mode)
     ctx = make_ctx(tmp_path)
-    first = await runner.run(FIXTURES / script, argv, ctx)
-    again = [await runner.run(FIXTURES / script, argv, ctx) for _ in range(2)]
-    again.append(runner.run_now(FIXTURES / script, argv, ctx))  # type: ignore[arg-type]
+    first = await runner.run(fx(tmp_path, script), argv, ctx)
+    again = [await runner.run(fx(tmp_path, script), argv, ctx) for _ in range(2)]
     for later in again:
-        assert later is not None
         assert replace(later, elapsed=first.elapsed) == first
     stats = runner.stats()
-    assert stats["calls_entrypoint"] == 4
-    assert stats["errors"] == (0 if first.ok else 4)
-    assert stats["imports"] <= 1  # the module cache is per process: another test may import
+    assert stats["calls_entrypoint"] == 3
+    assert stats["errors"] == (0 if first.ok else 3)
+    assert stats["imports"] == 1
 
 
-async def test_results_of_the_hot_path_are_frozen_and_pickle(tmp_path: Path) -> None:
+async def test_results_are_frozen_and_pickle(tmp_path: Path) -> None:
     runner = ScriptRunner()
     ctx = make_ctx(tmp_path)
-    await runner.run(FIXTURES / "echo.py", ["x"], ctx)
-    result = await runner.run(FIXTURES / "echo.py", ["x"], ctx)
+    await runner.run(fx(tmp_path, "echo.py"), ["x"], ctx)
+    result = await runner.run(fx(tmp_path, "echo.py"), ["x"], ctx)
     assert type(result) is ScriptResult
     with pytest.raises(FrozenInstanceError, match="cannot assign to field 'output'"):
         result.output = "changed"  # type: ignore[misc]
@@ -338,29 +290,6 @@ async def test_a_hot_script_edited_into_a_plain_script_runs_as_one(tmp_path: Pat
         assert (result.tier, result.output) == ("wrapper", "now a plain script\n")
 
 
-async def test_a_hot_script_that_overruns_is_escalated(tmp_path: Path) -> None:
-    runner = ScriptRunner()
-    ctx = make_ctx(tmp_path)
-    fast = await runner.run(FIXTURES / "sleepy.py", ["0"], ctx, timeout=5)
-    assert (fast.ok, fast.isolation) == (True, "inline")
-    slow = await runner.run(FIXTURES / "sleepy.py", ["0.1"], ctx, timeout=0.05)
-    assert (slow.timed_out, slow.exit_code, slow.output) == (True, TIMEOUT_EXIT_CODE, "slept")
-    later = await runner.run(FIXTURES / "sleepy.py", ["0"], ctx, timeout=5)
-    assert (later.ok, later.isolation) == (True, "thread")
-    assert runner.run_now(FIXTURES / "sleepy.py", ["0"], ctx) is None  # needs the loop now
-
-
-async def test_run_now_runs_sync_entrypoints_and_defers_the_rest(tmp_path: Path) -> None:
-    runner = ScriptRunner()
-    ctx = make_ctx(tmp_path)
-    first = runner.run_now(FIXTURES / "echo.py", ["now"], ctx)
-    assert first is not None and first.output == "a-1:7:now"
-    for deferred in ("plain.py", "async_sleepy.py", "needs_sibling.py"):
-        assert runner.run_now(FIXTURES / deferred, ["0"], ctx) is None, deferred
-    missing = runner.run_now(tmp_path / "nope.py", [], ctx)
-    assert missing is not None and (missing.ok, missing.exit_code) == (False, 127)
-
-
 class _UnhashablePath:
     """A path-like with value equality and no hash: the runner must not need one."""
 
@@ -378,7 +307,7 @@ class _UnhashablePath:
 
 async def test_unhashable_path_like_scripts_run(tmp_path: Path) -> None:
     runner = ScriptRunner()
-    script = _UnhashablePath(FIXTURES / "echo.py")
+    script = _UnhashablePath(fx(tmp_path, "echo.py"))
     outputs = [(await runner.run(script, ["u"], make_ctx(tmp_path))).output for _ in range(2)]
     assert outputs == ["a-1:7:u", "a-1:7:u"]
 
@@ -394,7 +323,8 @@ async def test_missing_script_is_a_result_not_an_exception(tmp_path: Path) -> No
 async def test_relative_script_path_is_resolved_against_the_cwd(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.chdir(FIXTURES)
+    fx(tmp_path, "echo.py")
+    monkeypatch.chdir(tmp_path)
     result = await ScriptRunner().run("echo.py", ["rel"], make_ctx(tmp_path))
     assert result.output == "a-1:7:rel"
 
@@ -409,7 +339,9 @@ async def test_keyboard_interrupt_propagates(tmp_path: Path) -> None:
 
 async def test_cancellation_propagates(tmp_path: Path) -> None:
     runner = ScriptRunner()
-    task = asyncio.create_task(runner.run(FIXTURES / "async_sleepy.py", ["30"], make_ctx(tmp_path)))
+    task = asyncio.create_task(
+        runner.run(fx(tmp_path, "async_sleepy.py"), ["30"], make_ctx(tmp_path))
+    )
     await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -421,7 +353,7 @@ async def test_cancellation_propagates(tmp_path: Path) -> None:
 
 async def test_unknown_isolation_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(SkillError, match=r"isolation 'jail' for script .* is not one of inline"):
-        await ScriptRunner().run(FIXTURES / "echo.py", [], make_ctx(tmp_path), isolation="jail")  # type: ignore[arg-type]
+        await ScriptRunner().run(fx(tmp_path, "echo.py"), [], make_ctx(tmp_path), isolation="jail")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -437,87 +369,19 @@ def test_runner_options_are_checked(kwargs: dict[str, float], message: str) -> N
         ScriptRunner(**kwargs)  # type: ignore[arg-type]
 
 
-# -- inline overrun and escalation --------------------------------------------------------------
-
-
-async def test_inline_overrun_is_reported_and_escalated(tmp_path: Path) -> None:
-    runner = ScriptRunner()
-    script = FIXTURES / "sleepy.py"
-    ctx = make_ctx(tmp_path)
-    assert runner.escalated(script) is None
-    result = await runner.run(script, ["0.1"], ctx, timeout=0.05)
-    assert (result.ok, result.timed_out, result.exit_code) == (False, True, TIMEOUT_EXIT_CODE)
-    assert result.isolation == "inline"
-    assert result.output == "slept"  # it did finish; it was just too slow
-    assert result.error is not None
-    assert "timed out after 0.05s under inline isolation" in result.error
-    assert "later calls of this script run with thread isolation" in result.error
-    assert runner.escalated(script) == "thread"
-    later = await runner.run(script, ["0"], ctx, timeout=5)
-    assert (later.ok, later.isolation, later.output) == (True, "thread", "slept")
-    # A stronger request than the escalation is kept.
-    strong = await runner.run(script, ["0"], ctx, isolation="process", timeout=30)
-    assert (strong.ok, strong.isolation) == (True, "process"), strong.error
-    assert runner.stats()["escalations"] == 1
-    assert runner.stats()["timeouts"] == 1
-
-
-async def test_async_inline_overrun_is_cut_and_escalated(tmp_path: Path) -> None:
-    runner = ScriptRunner()
-    script = FIXTURES / "async_sleepy.py"
-    began = time.perf_counter()
-    result = await runner.run(script, ["5"], make_ctx(tmp_path), timeout=0.05)
-    assert time.perf_counter() - began < 4  # cancelled, not awaited to the end
-    assert (result.timed_out, result.ok, result.exit_code) == (True, False, TIMEOUT_EXIT_CODE)
-    assert runner.escalated(script) == "thread"
-
-
-async def test_async_entrypoint_that_blocks_is_still_reported(tmp_path: Path) -> None:
-    script = write_script(
-        tmp_path,
-        "blocks.py",
-        "import time\n\nasync def entrypoint(argv, ctx):\n    time.sleep(0.1)\n    return 'late'\n",
-    )
-    runner = ScriptRunner()
-    result = await runner.run(script, [], make_ctx(tmp_path), timeout=0.05)
-    assert (result.timed_out, result.output) == (True, "late")
-    assert runner.escalated(script) == "thread"
-
-
-async def test_async_entrypoint_that_raises(tmp_path: Path) -> None:
-    script = write_script(
-        tmp_path,
-        "araise.py",
-        "async def entrypoint(argv, ctx):\n    raise RuntimeError('async boom')\n",
-    )
-    result = await ScriptRunner().run(script, [], make_ctx(tmp_path))
-    assert (result.ok, result.exit_code) == (False, 1)
-    assert result.error is not None and "RuntimeError: async boom" in result.error
-
-
-async def test_wrapper_overrun_is_escalated(tmp_path: Path) -> None:
-    script = write_script(
-        tmp_path, "slow_plain.py", "import time\ntime.sleep(0.1)\nprint('done')\n"
-    )
-    runner = ScriptRunner()
-    result = await runner.run(script, [], make_ctx(tmp_path), timeout=0.05)
-    assert (result.timed_out, result.tier, result.output) == (True, "wrapper", "done\n")
-    assert runner.escalated(script) == "thread"
-
-
 # -- dynamic wrapper ------------------------------------------------------------------------------
 
 
 async def test_plain_script_runs_as_main_with_captured_stdout(tmp_path: Path) -> None:
-    saved_argv, saved_stdout = sys.argv, sys.stdout
-    result = await ScriptRunner().run(FIXTURES / "plain.py", ["x", "y"], make_ctx(tmp_path))
+    saved_argv = sys.argv
+    result = await ScriptRunner().run(fx(tmp_path, "plain.py"), ["x", "y"], make_ctx(tmp_path))
     assert (result.ok, result.tier) == (True, "wrapper")
     assert result.output == "argv=x,y\nagent=a-1\n"
-    assert sys.argv is saved_argv and sys.stdout is saved_stdout
+    assert sys.argv is saved_argv
 
 
 async def test_plain_script_exit_code_and_partial_output(tmp_path: Path) -> None:
-    result = await ScriptRunner().run(FIXTURES / "plain_exit.py", ["2"], make_ctx(tmp_path))
+    result = await ScriptRunner().run(fx(tmp_path, "plain_exit.py"), ["2"], make_ctx(tmp_path))
     assert (result.ok, result.exit_code, result.output) == (False, 2, "before exit\n")
 
 
@@ -532,10 +396,12 @@ async def test_wrapper_output_is_capped(tmp_path: Path) -> None:
     assert result.output == "True\nabcdefghi\nabcdefghi\n\n...[truncated 280 chars]"
 
 
-async def test_script_without_py_suffix_is_imported(tmp_path: Path) -> None:
-    script = write_script(tmp_path, "run", "def entrypoint(argv, ctx):\n    return 'no suffix'\n")
+async def test_stderr_of_a_plain_script_goes_to_its_log(tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path, "warns.py", "import sys\nprint('out')\nprint('careful', file=sys.stderr)\n"
+    )
     result = await ScriptRunner().run(script, [], make_ctx(tmp_path))
-    assert (result.tier, result.output) == ("entrypoint", "no suffix")
+    assert (result.ok, result.output, result.log) == (True, "out\n", "careful\n")
 
 
 async def test_star_import_is_imported_then_run_as_a_plain_script(tmp_path: Path) -> None:
@@ -547,14 +413,14 @@ async def test_star_import_is_imported_then_run_as_a_plain_script(tmp_path: Path
 
 
 async def test_non_callable_entrypoint_falls_back_to_the_wrapper(tmp_path: Path) -> None:
-    result = await ScriptRunner().run(FIXTURES / "not_callable.py", [], make_ctx(tmp_path))
+    result = await ScriptRunner().run(fx(tmp_path, "not_callable.py"), [], make_ctx(tmp_path))
     assert (result.tier, result.output) == ("wrapper", "ran as main\n")
 
 
 def test_wrapper_works_from_two_event_loops_in_turn(tmp_path: Path) -> None:
     runner = ScriptRunner()
-    first = asyncio.run(runner.run(FIXTURES / "plain.py", ["1"], make_ctx(tmp_path, "loop-1")))
-    second = asyncio.run(runner.run(FIXTURES / "plain.py", ["2"], make_ctx(tmp_path, "loop-2")))
+    first = asyncio.run(runner.run(fx(tmp_path, "plain.py"), ["1"], make_ctx(tmp_path, "loop-1")))
+    second = asyncio.run(runner.run(fx(tmp_path, "plain.py"), ["2"], make_ctx(tmp_path, "loop-2")))
     assert first.output == "argv=1\nagent=loop-1\n"
     assert second.output == "argv=2\nagent=loop-2\n"
 
@@ -566,7 +432,7 @@ def test_wrapper_works_from_threads_concurrently(tmp_path: Path) -> None:
     def worker(name: str) -> None:
         async def calls() -> list[str]:
             ctx = make_ctx(tmp_path, name)
-            results = [await runner.run(FIXTURES / "plain.py", [name], ctx) for _ in range(20)]
+            results = [await runner.run(fx(tmp_path, "plain.py"), [name], ctx) for _ in range(20)]
             return [r.output for r in results]
 
         outputs[name] = asyncio.run(calls())
@@ -600,7 +466,7 @@ async def test_busy_wrapper_lock_is_awaited_without_blocking_the_loop(tmp_path: 
     )
     thread.start()
     await asyncio.to_thread(wait_for_file, started)
-    queued = asyncio.create_task(runner.run(FIXTURES / "plain.py", ["q"], make_ctx(tmp_path)))
+    queued = asyncio.create_task(runner.run(fx(tmp_path, "plain.py"), ["q"], make_ctx(tmp_path)))
     await asyncio.sleep(0.05)
     assert not queued.done()  # waiting for the lock, while this loop still runs
     release.touch()
@@ -608,275 +474,3 @@ async def test_busy_wrapper_lock_is_awaited_without_blocking_the_loop(tmp_path: 
     thread.join(timeout=10)
     assert result.output == "argv=q\nagent=a-1\n"
     assert held[0].output == "blocker done\n"
-
-
-# -- subprocess tier -------------------------------------------------------------------------------
-
-
-async def test_import_failure_falls_back_to_a_scrubbed_subprocess(tmp_path: Path) -> None:
-    """needs_sibling.py imports a module that lives next to it. The runner never adds the
-    script's folder to sys.path, so the in-process import fails; `python needs_sibling.py`
-    puts that folder on the path itself, so the subprocess tier really runs and prints its
-    environment."""
-    ctx = make_ctx(tmp_path)
-    result = await ScriptRunner().run(FIXTURES / "needs_sibling.py", ["--flag", "v"], ctx)
-    assert (result.ok, result.tier, result.exit_code) == (True, "subprocess", 0), result.error
-    data = json.loads(result.output)
-    assert data["sibling"] == "sibling-ok"
-    assert data["argv"] == ["--flag", "v"]
-    real = os.path.realpath  # blocking, but trivial in a test
-    assert real(data["cwd"]) == real(ctx.workspace_root)
-    env = data["env"]
-    assert not [name for name in env if looks_secret(name)]
-    for name in ("OPENAI_API_KEY", "AGENTSIM_API_KEY", "HF_TOKEN", "DB_PASSWORD"):
-        assert name not in env
-    assert env["AGENTSIM_MODE"] == "test"
-    shipped = json.loads(env["AGENTSIM_CONTEXT_JSON"])
-    assert shipped["agent_id"] == "a-1"
-    assert shipped["workspace_root"] == str(ctx.workspace_root)
-
-
-def test_secrets_are_absent_from_ctx_env(tmp_path: Path) -> None:
-    env = make_ctx(tmp_path).env
-    assert dict(env) == {
-        "PATH": SECRET_ENVIRON["PATH"],
-        "LANG": "C.UTF-8",
-        "AGENTSIM_MODE": "test",
-    }
-
-
-async def test_failing_subprocess_reports_exit_code_stderr_and_caps(tmp_path: Path) -> None:
-    runner = ScriptRunner(output_cap=30)
-    result = await runner.run(FIXTURES / "subprocess_fail.py", ["50"], make_ctx(tmp_path))
-    assert (result.ok, result.exit_code, result.tier) == (False, 3, "subprocess")
-    assert result.truncated
-    assert result.output == "x" * 30 + "\n...[truncated 21 chars]"
-    assert result.error == "went wrong on purpose\n"
-    assert runner.stats()["calls_subprocess"] == 1
-
-
-async def test_syntax_error_goes_to_the_subprocess_which_reports_it(tmp_path: Path) -> None:
-    script = write_script(tmp_path, "broken.py", "def entrypoint(argv, ctx)\n    return 1\n")
-    result = await ScriptRunner().run(script, [], make_ctx(tmp_path))
-    assert (result.ok, result.tier, result.exit_code) == (False, "subprocess", 1)
-    assert result.error is not None and "SyntaxError" in result.error
-
-
-async def test_plain_script_with_sibling_import_is_demoted_to_subprocess(tmp_path: Path) -> None:
-    runner = ScriptRunner()
-    ctx = make_ctx(tmp_path)
-    first = await runner.run(FIXTURES / "plain_sibling.py", [], ctx)
-    second = await runner.run(FIXTURES / "plain_sibling.py", [], ctx)
-    assert (first.tier, first.output, first.ok) == ("subprocess", "sibling-ok\n", True)
-    assert (second.tier, second.output) == ("subprocess", "sibling-ok\n")
-
-
-async def test_subprocess_timeout_kills_the_child(tmp_path: Path) -> None:
-    script = write_script(
-        tmp_path,
-        "only_as_script.py",
-        "if __name__ != '__main__':\n"
-        "    raise ImportError('only runs as a script')\n"
-        "import time\n"
-        "def entrypoint(argv, ctx):\n"
-        "    return 'never'\n"
-        "time.sleep(30)\n",
-    )
-    result = await ScriptRunner().run(script, [], make_ctx(tmp_path), timeout=0.5)
-    assert (result.timed_out, result.tier, result.exit_code) == (True, "subprocess", 124)
-    assert result.error is not None and "timed out after 0.5s" in result.error
-
-
-def process_gone(pid: int) -> bool:
-    """True once ``pid`` has exited (a zombie waiting to be reaped counts as gone)."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError):
-            return True
-        if state in ("Z", "X"):
-            return True
-        time.sleep(0.01)
-    return False
-
-
-async def test_cancelling_a_subprocess_call_kills_the_child(tmp_path: Path) -> None:
-    pid_file = tmp_path / "pid"
-    script = write_script(
-        tmp_path,
-        "linger.py",
-        "if __name__ != '__main__':\n"
-        "    raise ImportError('only runs as a script')\n"
-        "import os, pathlib, time\n"
-        "def entrypoint(argv, ctx):\n"
-        "    return 'never'\n"
-        # Written then renamed, so the test never reads a half-written pid.
-        f"tmp = pathlib.Path({str(pid_file)!r} + '.tmp')\n"
-        "tmp.write_text(str(os.getpid()))\n"
-        f"tmp.rename({str(pid_file)!r})\n"
-        "time.sleep(30)\n",
-    )
-    task = asyncio.create_task(ScriptRunner().run(script, [], make_ctx(tmp_path), timeout=60))
-    await asyncio.to_thread(wait_for_file, pid_file)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert await asyncio.to_thread(process_gone, int(pid_file.read_text()))
-
-
-async def test_missing_workspace_is_reported(tmp_path: Path) -> None:
-    ctx = make_ctx(tmp_path, "ghost", create=False)
-    result = await ScriptRunner().run(FIXTURES / "needs_sibling.py", [], ctx)
-    assert (result.ok, result.exit_code) == (False, 127)
-    assert result.error is not None
-    assert "check that the agent workspace" in result.error
-
-
-# -- thread isolation ------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("script", "argv", "tier", "output"),
-    [
-        ("echo.py", ["t"], "entrypoint", "a-1:7:t"),
-        ("async_sleepy.py", ["0"], "entrypoint", '["slept", "a-1"]'),
-        ("plain.py", ["t"], "wrapper", "argv=t\nagent=a-1\n"),
-    ],
-    ids=["sync", "async", "wrapper"],
-)
-async def test_thread_isolation_runs_every_tier(
-    tmp_path: Path, script: str, argv: list[str], tier: str, output: str
-) -> None:
-    result = await ScriptRunner().run(
-        FIXTURES / script, argv, make_ctx(tmp_path), isolation="thread"
-    )
-    assert (result.ok, result.tier, result.output) == (True, tier, output), result.error
-
-
-async def test_thread_isolation_demotes_a_wrapper_that_needs_its_folder(tmp_path: Path) -> None:
-    # Fresh copies, so that no other test has demoted this path in the shared cache yet.
-    for name in ("plain_sibling.py", "agentsim_fixture_sibling_xyz.py"):
-        (tmp_path / name).write_text((FIXTURES / name).read_text())
-    result = await ScriptRunner().run(
-        tmp_path / "plain_sibling.py", [], make_ctx(tmp_path), isolation="thread"
-    )
-    assert (result.ok, result.tier, result.output) == (True, "subprocess", "sibling-ok\n")
-
-
-async def test_thread_isolation_keeps_the_context_and_reports_errors(tmp_path: Path) -> None:
-    runner = ScriptRunner()
-    ctx = make_ctx(tmp_path)
-    own = await runner.run(FIXTURES / "write_own.py", [], ctx, isolation="thread")
-    assert json.loads(own.output)["same_before"] is True
-    failed = await runner.run(FIXTURES / "raising.py", [], ctx, isolation="thread")
-    assert (failed.ok, failed.exit_code, failed.isolation) == (False, 1, "thread")
-
-
-async def test_thread_isolation_propagates_keyboard_interrupt(tmp_path: Path) -> None:
-    script = write_script(
-        tmp_path, "ctrl_c_t.py", "def entrypoint(argv, ctx):\n    raise KeyboardInterrupt\n"
-    )
-    with pytest.raises(KeyboardInterrupt):
-        await ScriptRunner().run(script, [], make_ctx(tmp_path), isolation="thread")
-
-
-@pytest.mark.slow
-async def test_thread_isolation_enforces_the_timeout(tmp_path: Path) -> None:
-    began = time.perf_counter()
-    result = await ScriptRunner().run(
-        FIXTURES / "sleepy.py", ["1.5"], make_ctx(tmp_path), isolation="thread", timeout=1
-    )
-    assert time.perf_counter() - began < 1.3
-    assert (result.timed_out, result.ok, result.isolation) == (True, False, "thread")
-    assert result.error is not None and "timed out after 1s under thread isolation" in result.error
-    await asyncio.sleep(0.8)  # let the abandoned thread finish: its late result is discarded
-
-
-# -- process isolation -----------------------------------------------------------------------
-
-
-async def test_process_isolation_runs_entrypoint_and_wrapper(tmp_path: Path) -> None:
-    runner = ScriptRunner()
-    ctx = make_ctx(tmp_path)
-    echo, plain, failed = await asyncio.gather(
-        runner.run(FIXTURES / "echo.py", ["p"], ctx, isolation="process"),
-        runner.run(FIXTURES / "plain.py", ["p"], ctx, isolation="process"),
-        runner.run(FIXTURES / "raising.py", [], ctx, isolation="process"),
-    )
-    assert (echo.ok, echo.output, echo.tier, echo.isolation) == (
-        True,
-        "a-1:7:p",
-        "entrypoint",
-        "process",
-    ), echo.error
-    assert (plain.output, plain.tier) == ("argv=p\nagent=a-1\n", "wrapper")
-    assert (failed.ok, failed.exit_code) == (False, 1)
-    assert failed.error is not None and "ValueError: boom from raising.py" in failed.error
-
-
-async def test_process_isolation_reports_a_crashed_child(tmp_path: Path) -> None:
-    script = write_script(
-        tmp_path, "hard_exit.py", "import os\n\ndef entrypoint(argv, ctx):\n    os._exit(9)\n"
-    )
-    result = await ScriptRunner().run(script, [], make_ctx(tmp_path), isolation="process")
-    assert (result.ok, result.exit_code) == (False, 9)
-    assert (
-        result.error is not None and "crashed its isolation process (exit code 9)" in result.error
-    )
-
-
-async def test_process_isolation_start_failure_is_reported(tmp_path: Path) -> None:
-    ctx = make_ctx(tmp_path, "ghost", create=False)
-    result = await ScriptRunner().run(FIXTURES / "echo.py", [], ctx, isolation="process")
-    assert (result.ok, result.exit_code, result.isolation) == (False, 127, "process")
-    assert result.error is not None and "check that the agent workspace" in result.error
-
-
-@pytest.mark.slow
-async def test_process_isolation_enforces_the_timeout(tmp_path: Path) -> None:
-    began = time.perf_counter()
-    result = await ScriptRunner().run(
-        FIXTURES / "sleepy.py", ["1.5"], make_ctx(tmp_path), isolation="process", timeout=1
-    )
-    assert time.perf_counter() - began < 1.3
-    assert (result.timed_out, result.ok, result.isolation) == (True, False, "process")
-    assert result.exit_code == TIMEOUT_EXIT_CODE
-
-
-def test_child_serves_a_pickled_request(tmp_path: Path) -> None:
-    request = {
-        "script": str(FIXTURES / "echo.py"),
-        "argv": ["c"],
-        "ctx": make_ctx(tmp_path),
-        "output_cap": 100,
-    }
-    reply = json.loads(_child.serve(pickle.dumps(request)))
-    assert (reply["ok"], reply["output"], reply["tier"]) == (True, "a-1:7:c", "entrypoint")
-
-
-def test_child_main_replies_on_fd_1_and_sends_prints_to_stderr(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
-) -> None:
-    script = write_script(
-        tmp_path, "noisy.py", "def entrypoint(argv, ctx):\n    print('noise')\n    return 'x'\n"
-    )
-    request = {"script": str(script), "argv": [], "ctx": make_ctx(tmp_path), "output_cap": 50}
-    read_end, write_end = os.pipe()
-    saved = os.dup(1)
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(pickle.dumps(request))))
-    # As in a real child: print() writes to whatever fd 1 is at the time.
-    fd1 = open(1, "w", encoding="utf-8", closefd=False, buffering=1)  # noqa: SIM115
-    monkeypatch.setattr(sys, "stdout", fd1)
-    try:
-        os.dup2(write_end, 1)
-        os.close(write_end)
-        assert _child.main() == 0
-    finally:
-        fd1.close()
-        os.dup2(saved, 1)  # main() pointed fd 1 at stderr; give pytest its capture back
-        os.close(saved)
-    with os.fdopen(read_end, encoding="utf-8") as reply:
-        data = json.loads(reply.read())
-    assert (data["ok"], data["output"]) == (True, "x")
-    assert "noise" in capfd.readouterr().err

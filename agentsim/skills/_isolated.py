@@ -1,9 +1,10 @@
-"""Entry point of ``process`` isolation: ``python -m agentsim.skills._child``.
+"""Entry point of ``process`` isolation: ``python -m agentsim.skills._isolated``.
 
 Reads a pickled request ``{script, argv, ctx, output_cap}`` from stdin, runs the script
-inline with a fresh ``ScriptRunner`` (the parent enforces the timeout by killing us) and
-writes the ``ScriptResult`` as one JSON object to the original stdout. Anything the script
-itself writes to fd 1 is redirected to stderr so it cannot corrupt that reply.
+inline with a fresh ``ScriptRunner`` (the parent enforces the timeout by killing our process
+group) and writes the ``ScriptResult`` as one JSON object to the original stdout. Anything
+written to file descriptor 1 by the script (or by C code it calls) goes to stderr instead,
+so it cannot corrupt that reply. The host never imports the script: this process does.
 """
 
 from __future__ import annotations
@@ -35,5 +36,5 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":  # pragma: no cover - run as a child process, see _in_process
+if __name__ == "__main__":  # pragma: no cover - run as a child process, see call_in_child
     sys.exit(main())

@@ -1,0 +1,163 @@
+"""Worker threads for script code the run must be able to walk away from.
+
+Private to ``agentsim.skills``. ``run_in_thread(call, limit=...)`` runs ``call()`` on a
+daemon worker thread and raises ``TimeoutError`` when it has not returned ``limit`` seconds
+after it *started* (waiting for a free worker does not count against the script).
+
+Python cannot kill a thread: a call that times out keeps its worker until it returns on its
+own, and its result is discarded. The pool therefore writes such a worker off (it exits once
+its call returns) and starts a replacement, so stragglers never starve later calls. Workers
+are daemon threads, so a script that never returns cannot keep the process from exiting;
+they are reused between calls because starting a thread per call costs more than most hook
+calls themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+__all__ = ["MAX_WORKERS", "run_in_thread"]
+
+T = TypeVar("T")
+
+MAX_WORKERS = 32
+"""Workers running calls at once, not counting those written off after a timeout."""
+
+
+class _Job(Generic[T]):
+    """One call, and the two futures (of the caller's loop) that report on it."""
+
+    def __init__(self, call: Callable[[], T], loop: asyncio.AbstractEventLoop) -> None:
+        self.call = call
+        self.loop = loop
+        self.done: asyncio.Future[T] = loop.create_future()
+        self.started_at: float | None = None  # time.monotonic() when a worker took it
+        # Guarded by the pool's lock.
+        self.running = False
+        self.finished = False
+        self.abandoned = False
+        self.written_off = False
+
+
+def _resolve(future: asyncio.Future[Any], value: Any, exc: BaseException | None) -> None:
+    if future.done():
+        return  # the caller gave up (timeout or cancellation): discard
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(value)
+
+
+def _report(
+    job: _Job[Any], future: asyncio.Future[Any], value: Any, exc: BaseException | None
+) -> None:
+    try:
+        job.loop.call_soon_threadsafe(_resolve, future, value, exc)
+    except RuntimeError:  # pragma: no cover - the caller's loop has closed
+        pass
+
+
+class _Pool:
+    def __init__(self, max_workers: int) -> None:
+        self._jobs: queue.SimpleQueue[_Job[Any]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._max = max_workers
+        # Guarded by the lock: workers not written off, those waiting for a job, and jobs
+        # not yet taken by a worker.
+        self._live = 0
+        self._idle = 0
+        self._pending = 0
+
+    def _need_worker(self) -> bool:
+        """Called with the lock held: start a worker if queued jobs outnumber idle ones."""
+        if self._pending > self._idle and self._live < self._max:
+            self._live += 1
+            return True
+        return False
+
+    def _spawn(self) -> None:
+        threading.Thread(target=self._work, name="agentsim-script", daemon=True).start()
+
+    def submit(self, job: _Job[Any]) -> None:
+        with self._lock:
+            self._pending += 1
+            spawn = self._need_worker()
+        self._jobs.put(job)
+        if spawn:
+            self._spawn()
+
+    def abandon(self, job: _Job[Any]) -> None:
+        """The caller stopped waiting: skip the job, or write its worker off and replace it."""
+        with self._lock:
+            if job.finished or job.abandoned:
+                return
+            job.abandoned = True
+            spawn = False
+            if job.running:
+                job.written_off = True
+                self._live -= 1
+                spawn = self._need_worker()
+        if spawn:
+            self._spawn()
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            job = self._jobs.get()
+            with self._lock:
+                self._idle -= 1
+                self._pending -= 1
+                skip = job.abandoned
+                job.running = not skip
+            if skip:
+                continue
+            job.started_at = time.monotonic()
+            value: Any = None
+            err: BaseException | None = None
+            try:
+                value = job.call()
+            except BaseException as exc:  # delivered to (and re-raised in) the caller
+                err = exc
+            _report(job, job.done, value, err)
+            with self._lock:
+                job.finished = True
+                if job.written_off:
+                    return  # a replacement has taken our place
+
+
+_pool = _Pool(MAX_WORKERS)
+
+
+async def run_in_thread(call: Callable[[], T], *, limit: float) -> T:
+    """``call()`` on a worker thread, in a copy of the caller's context. Its exceptions are
+    re-raised here; ``TimeoutError`` when it runs longer than ``limit`` seconds."""
+    copied = contextvars.copy_context()
+    job: _Job[T] = _Job(lambda: copied.run(call), asyncio.get_running_loop())
+    _pool.submit(job)
+    wait = None if math.isinf(limit) else limit
+    try:
+        while True:
+            try:
+                # Shielded: a timeout here only means "look again", not "cancel the job".
+                return await asyncio.wait_for(asyncio.shield(job.done), wait)
+            except TimeoutError:
+                if job.done.done():
+                    raise  # the call's own TimeoutError
+                started = job.started_at
+                if started is not None:
+                    wait = started + limit - time.monotonic()
+                    if wait <= 0:
+                        raise
+                # else: still queued behind busy workers, which is not the script's time
+    except BaseException:  # timeout, or our caller was cancelled
+        if not job.done.done():
+            _pool.abandon(job)
+        raise
