@@ -90,6 +90,10 @@ class SkillDescriptor:
         return self.manifest.retries
 
     @property
+    def env(self) -> tuple[str, ...]:
+        return self.manifest.env
+
+    @property
     def version(self) -> str | None:
         return self.manifest.version
 

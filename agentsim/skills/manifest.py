@@ -100,6 +100,15 @@ def _schema(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
+def _env_name(value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise ValueError(
+            f"{value!r} is not an environment variable name; use letters, digits and "
+            "underscores (like MY_SERVICE_URL)"
+        )
+    return value
+
+
 def _split_tools(value: Any) -> Any:
     # The spec's form is one space-separated string; a YAML list is read too.
     return tuple(value.split()) if isinstance(value, str) else value
@@ -108,6 +117,7 @@ def _split_tools(value: Any) -> Any:
 SkillName = Annotated[StrictStr, AfterValidator(_skill_name)]
 RelPath = Annotated[StrictStr, AfterValidator(_relative)]
 Schema = Annotated[dict[str, Any], AfterValidator(_schema)]
+EnvName = Annotated[StrictStr, AfterValidator(_env_name)]
 
 
 class HookSpec(BaseModel):
@@ -149,6 +159,8 @@ class SkillManifest(BaseModel):
     status: Literal["active", "deprecated"] = "active"
     idempotent: bool = False
     retries: int = Field(default=0, ge=0)
+    # Environment variables this skill's scripts may read, beyond the runner's allow-list.
+    env: tuple[EnvName, ...] = Field(default=(), strict=False)
     extra: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("name")

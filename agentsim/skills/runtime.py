@@ -441,14 +441,16 @@ class AgentSkillRuntime:
         ctx = self._context(desc, tick=tick, time=time)
         path = os.path.join(desc.path, rel)
         isolation = cast(Isolation, desc.isolation)
-        result = await space.runner.run(path, argv, ctx, isolation=isolation, timeout=desc.timeout)
+        result = await space.runner.run(
+            path, argv, ctx, isolation=isolation, timeout=desc.timeout, env=desc.env
+        )
         if not result.ok and desc.idempotent:
             # Only an idempotent skill may be re-run: a failed call may have done half its work.
             attempts = desc.retries
             while not result.ok and not result.timed_out and attempts > 0:
                 attempts -= 1
                 result = await space.runner.run(
-                    path, argv, ctx, isolation=isolation, timeout=desc.timeout
+                    path, argv, ctx, isolation=isolation, timeout=desc.timeout, env=desc.env
                 )
         if result.ok and desc.output_schema is not None:
             v_out = space.validator(desc, "output")
@@ -528,6 +530,7 @@ class AgentSkillRuntime:
                 self._context(desc, tick=tick, time=time),
                 isolation=cast(Isolation, desc.isolation),
                 timeout=desc.timeout,
+                env=desc.env,
             )
             if res.ok:
                 text, decision = parse_hook_output(

@@ -166,19 +166,6 @@ class ScriptRunner:
             if n >= self.quarantine_after
         )
 
-    def run_now(
-        self,
-        script: str | os.PathLike[str],
-        argv: Sequence[str],
-        ctx: SkillScriptContext,
-        *,
-        timeout: float | None = None,
-    ) -> ScriptResult | None:
-        """Always None: every call now needs the event loop (``await run(...)``), since sync
-        code runs on a worker thread that the run can walk away from. Kept for callers of
-        the former synchronous fast path."""
-        return None
-
     async def run(
         self,
         script: str | os.PathLike[str],

@@ -434,3 +434,42 @@ async def test_state_round_trips(space: SkillSpace, tmp_path: Path) -> None:
     assert other.active == rt.active
     assert other.bodies() == rt.bodies()
     assert other.warnings == ["skill built-in@gone is no longer installed; not re-activated"]
+
+
+# -- declared environment ---------------------------------------------------------------------
+
+
+async def test_a_skill_sees_only_the_variables_it_declares(tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    for name, front in (("reader", "env: [SERVICE_URL]\n"), ("plain", "")):
+        folder = make_skill(root, name, front=f"script: scripts/show.py\n{front}")
+        (folder / "scripts").mkdir()
+        (folder / "scripts" / "show.py").write_text(
+            "def entrypoint(argv, ctx):\n"
+            "    return ','.join(f'{k}={ctx.env[k]}' for k in sorted(ctx.env)"
+            " if k in ('SERVICE_URL', 'DB_PASS'))\n"
+        )
+    reg = SkillRegistry()
+    reg.scan_custom(root)
+    environ = {"PATH": "/usr/bin", "SERVICE_URL": "http://127.0.0.1:9", "DB_PASS": "hunter2"}
+    from agentsim.skills.scripts import ScriptRunner
+
+    space = SkillSpace(reg.snapshot(), runner=ScriptRunner(environ=environ), environ=environ)
+    rt = runtime(space, tmp_path)
+    when = datetime(2026, 3, 2, 6)
+    for name in ("reader", "plain"):
+        await rt.activate(name)
+    declared = await rt.call_script("reader", [], tick=0, time=when)
+    undeclared = await rt.call_script("plain", [], tick=0, time=when)
+    assert (declared.ok, declared.output) == (True, "SERVICE_URL=http://127.0.0.1:9")
+    assert (undeclared.ok, undeclared.output) == (True, "")
+
+
+def test_a_declared_variable_must_be_a_name(tmp_path: Path) -> None:
+    make_skill(tmp_path / "skills", "bad", front="env: [SERVICE-URL]\n")
+    reg = SkillRegistry()
+    reg.scan_custom(tmp_path / "skills")
+    assert reg.list_all() == ()
+    assert any(
+        "'SERVICE-URL' is not an environment variable name" in d.message for d in reg.diagnostics
+    )
