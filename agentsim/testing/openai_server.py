@@ -153,7 +153,8 @@ class OpenAITestServer:
     ``latency`` delays every chat answer. ``answer(request)`` decides the answers (see
     ``agentsim.testing.FunctionModel`` for what it may return). ``models`` lists the served
     models: ``GET /v1/models`` returns them and a chat request for another model gets 404;
-    without it any model is accepted and there is no ``/v1/models`` (as on some servers).
+    without it any model is accepted. ``list_models=False`` (or no ``models``) makes
+    ``/v1/models`` a 404, as on servers that have no model list.
     ``api_key`` makes every request without ``Authorization: Bearer <api_key>`` a 401.
     ``record=False`` keeps no request bodies (benchmarks).
     """
@@ -168,6 +169,7 @@ class OpenAITestServer:
         faults: Sequence[Fault] = RETRYABLE_FAULTS,
         seed: int = 0,
         models: Sequence[str] | None = None,
+        list_models: bool = True,
         api_key: str | None = None,
         record: bool = True,
     ) -> None:
@@ -180,6 +182,7 @@ class OpenAITestServer:
         self.fault_rate = fault_rate
         self.faults = tuple(faults)
         self.models = tuple(models) if models is not None else None
+        self.list_models = list_models
         self.api_key = api_key
         self.record = record
         self.recorded: list[RecordedRequest] = []
@@ -325,7 +328,7 @@ class OpenAITestServer:
         refused = self._refuse(request)
         if refused is not None:
             return refused
-        if self.models is None:
+        if self.models is None or not self.list_models:
             return _error(404, "this server has no model list; POST /v1/chat/completions")
         data = [{"id": m, "object": "model", "owned_by": "agentsim"} for m in self.models]
         return JSONResponse({"object": "list", "data": data})
