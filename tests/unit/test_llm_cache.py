@@ -207,7 +207,7 @@ async def test_api_key_never_reaches_the_cache_file(
         assert rec.model_name == "served" and rec.params == {"temperature": 0}
         first = await rec.complete(MSGS, TOOLS, seed=4)
         await rec.aclose()
-    assert srv.requests[0].headers["authorization"] == f"Bearer {key}"
+    assert srv.recorded[0].headers["authorization"] == f"Bearer {key}"
     # The database and its -wal / -shm companions.
     assert not files_containing(tmp_path, key.encode())
     assert key not in repr(rec)
