@@ -124,8 +124,9 @@ def as_completion(reply: Reply, request: ChatRequest, *, model: str = "function"
     if isinstance(reply, str):
         usage = usage_for(request.messages, reply)
         return Completion(content=reply, usage=usage, finish_reason="stop", model=model)
-    calls = (reply,) if isinstance(reply, ToolCall) else tuple(reply)
-    if not calls or not all(isinstance(c, ToolCall) for c in calls):
+    items = [reply] if isinstance(reply, ToolCall) else _sequence(reply)
+    calls = tuple(c for c in items if isinstance(c, ToolCall))
+    if not calls or len(calls) != len(items):
         raise TypeError(
             f"an answer function returned {reply!r}; return a str, a tool call "
             "(agentsim.testing.tool_call), a list of them, or a Completion"
@@ -178,6 +179,10 @@ class FunctionModel:
         if inspect.isawaitable(reply):
             reply = await reply
         return as_completion(reply, request, model=self.model)
+
+
+def _sequence(value: object) -> list[object]:
+    return list(value) if isinstance(value, Sequence) and not isinstance(value, str) else []
 
 
 def _text(message: Message) -> str:

@@ -35,6 +35,7 @@ import inspect
 import json
 import logging
 import random
+import socket
 import sys
 import threading
 from collections.abc import Mapping, Sequence
@@ -193,7 +194,6 @@ class OpenAITestServer:
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
-        self._thread_loop: asyncio.AbstractEventLoop | None = None
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
@@ -363,8 +363,6 @@ class OpenAITestServer:
     def _uvicorn(self) -> uvicorn.Server:
         config = uvicorn.Config(
             self.app,
-            host="127.0.0.1",
-            port=self._port,
             log_level="warning",
             access_log=False,
             lifespan="off",
@@ -375,16 +373,23 @@ class OpenAITestServer:
         return uvicorn.Server(config)
 
     async def start(self) -> None:
-        """Serve in the running event loop until ``close()``."""
+        """Serve in the running event loop until ``close()``. A port in use is an
+        ``OSError`` here, not a log line."""
         _silence_intended_drops()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind(("127.0.0.1", self._port))
+        except OSError:
+            sock.close()
+            raise
+        self._port = int(sock.getsockname()[1])
         self._server = server = self._uvicorn()
-        self._task = asyncio.create_task(server.serve())
+        self._task = asyncio.create_task(server.serve(sockets=[sock]))
         while not server.started:
             if self._task.done():
-                self._task.result()  # raises what stopped it (e.g. the port is taken)
+                self._task.result()  # raises what stopped it
                 raise RuntimeError("the test server stopped before it started")
             await asyncio.sleep(0.005)
-        self._port = int(server.servers[0].sockets[0].getsockname()[1])
 
     async def close(self) -> None:
         server, task = self._server, self._task
@@ -408,7 +413,6 @@ class OpenAITestServer:
 
         def run() -> None:
             async def main() -> None:
-                self._thread_loop = asyncio.get_running_loop()
                 try:
                     await self.start()
                 except BaseException as exc:
