@@ -25,7 +25,6 @@ import logging
 import os
 import random
 import ssl
-import threading
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -40,6 +39,7 @@ from agentsim.errors import (
     ModelResponseError,
     ModelTimeoutError,
 )
+from agentsim.llm._clients import HTTPClients
 from agentsim.llm._openai_format import error_text, http_fix, parse_completion, parse_retry_after
 from agentsim.llm.base import Completion, Message, ToolSchema
 from agentsim.llm.limiter import RateLimiter
@@ -73,8 +73,9 @@ class OpenAIChatModel:
     backoff jitter (tests). ``stats`` collects usage, retries, errors, latency and (with
     ``prices``) cost.
 
-    Each event loop that calls the model gets its own ``httpx.AsyncClient`` (a client's
-    connections belong to the loop that opened them); ``aclose()`` closes them all.
+    Each event loop that calls the model gets its own ``httpx.AsyncClient``s (a client's
+    connections belong to the loop that opened them; see ``agentsim.llm._clients``);
+    ``aclose()`` closes them all.
     Pickling ships the configuration only: the receiving process reads the key from its own
     environment and starts with a fresh ``stats`` and no limiter (both are per process).
     """
@@ -139,8 +140,14 @@ class OpenAIChatModel:
         self._rng = random.Random(rng_seed)
         self.__key = _read_key(api_key_env)
         self._where = f"model {model!r} at {self.base_url}"
-        self._clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
-        self._clients_lock = threading.Lock()
+        headers = {"User-Agent": "agentsim", "Accept": "application/json"}
+        if self.__key:
+            headers["Authorization"] = f"Bearer {self.__key}"
+        self._http = HTTPClients(
+            headers=headers,
+            timeout=timeout,
+            concurrency=limiter.max_concurrency if limiter is not None else None,
+        )
 
     def __repr__(self) -> str:
         return (
@@ -189,40 +196,9 @@ class OpenAIChatModel:
         body.update(self.request_params)
         return body
 
-    # -- HTTP clients ----------------------------------------------------------------------
-
-    def _client(self) -> httpx.AsyncClient:
-        """The client of the running loop, opened on first use."""
-        loop = asyncio.get_running_loop()
-        with self._clients_lock:
-            client = self._clients.get(loop)
-            if client is None or client.is_closed:
-                # Forget the clients of loops that have ended: nothing can use them again.
-                for ended in [other for other in self._clients if other.is_closed()]:
-                    del self._clients[ended]
-                headers = {"User-Agent": "agentsim", "Accept": "application/json"}
-                if self.__key:
-                    headers["Authorization"] = f"Bearer {self.__key}"
-                client = httpx.AsyncClient(
-                    headers=headers,
-                    timeout=httpx.Timeout(self.timeout),
-                    # The limiter bounds concurrency; the pool must not add a second queue.
-                    limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
-                    trust_env=True,
-                )
-                self._clients[loop] = client
-        return client
-
     async def aclose(self) -> None:
         """Close the HTTP clients of every loop that used this model (idempotent)."""
-        with self._clients_lock:
-            clients, self._clients = self._clients, {}
-        current = asyncio.get_running_loop()
-        for loop, client in clients.items():
-            if loop is current:
-                await client.aclose()
-            elif loop.is_running():  # serving another thread: close it there
-                asyncio.run_coroutine_threadsafe(client.aclose(), loop)
+        await self._http.aclose()
 
     # -- the call ------------------------------------------------------------------------
 
@@ -237,14 +213,13 @@ class OpenAIChatModel:
         data = json.dumps(body, ensure_ascii=False).encode()
         # ~4 bytes per token is the usual rule of thumb; the tpm bucket is settled after.
         estimate = len(data) // 4 + (self.max_tokens or 0)
-        client = self._client()
         started = time.perf_counter()
         seen_malformed = False
         attempt = 0
         while True:
             attempt += 1
             try:
-                completion = await self._attempt(client, data, estimate)
+                completion = await self._attempt(data, estimate)
             except _Retry as failure:
                 give_up = attempt > self.max_retries or (failure.malformed and seen_malformed)
                 seen_malformed = seen_malformed or failure.malformed
@@ -271,25 +246,26 @@ class OpenAIChatModel:
                 self.stats.record_call(completion.usage, time.perf_counter() - started, cost=cost)
                 return completion
 
-    async def _attempt(self, client: httpx.AsyncClient, data: bytes, estimate: int) -> Completion:
+    async def _attempt(self, data: bytes, estimate: int) -> Completion:
         """One request, inside the limiter when there is one."""
         if self.limiter is None:
-            return self._read(await self._post(client, data))
+            return self._read(await self._post(data))
         async with self.limiter.acquire(estimate) as permit:
-            response = await self._post(client, data)
+            response = await self._post(data)
             completion = self._read(response)
             reported = completion.usage.total_tokens
             # No usage in the answer: keep the estimate booked rather than give it all back.
             permit.record_tokens(reported if reported else estimate)
             return completion
 
-    async def _post(self, client: httpx.AsyncClient, data: bytes) -> httpx.Response:
+    async def _post(self, data: bytes) -> httpx.Response:
         try:
-            return await client.post(
-                f"{self.base_url}/chat/completions",
-                content=data,
-                headers={"Content-Type": "application/json"},
-            )
+            with self._http.pick() as client:
+                return await client.post(
+                    f"{self.base_url}/chat/completions",
+                    content=data,
+                    headers={"Content-Type": "application/json"},
+                )
         except httpx.TimeoutException:
             raise _Retry(
                 ModelTimeoutError(
@@ -409,12 +385,12 @@ class OpenAIChatModel:
     ) -> httpx.Response:
         """One pre-flight request; a busy server (429, 5xx) is given the usual retries, an
         unreachable one is reported at once."""
-        client = self._client()
         attempt = 0
         while True:
             attempt += 1
             try:
-                response = await client.request(method, f"{self.base_url}{path}", json=body)
+                with self._http.pick() as client:
+                    response = await client.request(method, f"{self.base_url}{path}", json=body)
             except httpx.TransportError as exc:
                 detail = str(exc) or type(exc).__name__
                 raise ModelError(

@@ -420,12 +420,12 @@ def test_clients_follow_the_running_loop() -> None:
         try:
             fut = asyncio.run_coroutine_threadsafe(model.complete(USER), loop)
             assert fut.result(10).content == "echo: hello"
-            (client,) = model._clients.values()
+            (clients,) = model._http._by_loop.values()
             asyncio.run(model.aclose())
             deadline = time.monotonic() + 5
-            while not client.is_closed and time.monotonic() < deadline:
+            while not clients.closed and time.monotonic() < deadline:
                 time.sleep(0.01)
-            assert client.is_closed
+            assert clients.closed
         finally:
             loop.call_soon_threadsafe(loop.stop)
             thread.join(5)
