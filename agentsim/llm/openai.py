@@ -275,6 +275,11 @@ class OpenAIChatModel:
             ) from None
         except httpx.TransportError as exc:
             raise self._transport_error(exc) from None
+        except httpx.HTTPError as exc:  # e.g. a body that does not decode as announced
+            raise ModelResponseError(
+                f"{self._where}: unreadable HTTP answer ({exc}); check that base_url points "
+                "at an OpenAI-compatible API"
+            ) from None
 
     def _transport_error(self, exc: httpx.TransportError) -> _Retry | ModelError:
         """A failure below HTTP: what to raise, and whether it is worth another try."""

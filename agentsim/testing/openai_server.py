@@ -38,7 +38,7 @@ import random
 import socket
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -360,7 +360,7 @@ class OpenAITestServer:
 
     # -- running -------------------------------------------------------------------------
 
-    def _uvicorn(self) -> uvicorn.Server:
+    def _uvicorn(self, *, handle_signals: bool) -> uvicorn.Server:
         config = uvicorn.Config(
             self.app,
             log_level="warning",
@@ -370,11 +370,12 @@ class OpenAITestServer:
             backlog=4096,
             timeout_keep_alive=60,
         )
-        return uvicorn.Server(config)
+        return uvicorn.Server(config) if handle_signals else _EmbeddedServer(config)
 
-    async def start(self) -> None:
+    async def start(self, *, handle_signals: bool = False) -> None:
         """Serve in the running event loop until ``close()``. A port in use is an
-        ``OSError`` here, not a log line."""
+        ``OSError`` here, not a log line. ``handle_signals``: stop on SIGINT / SIGTERM
+        (for the command line)."""
         _silence_intended_drops()
         # IPPROTO_TCP named explicitly: asyncio sets TCP_NODELAY only on sockets whose
         # protocol says TCP, and without it every answer waits ~40 ms for a delayed ACK.
@@ -385,13 +386,23 @@ class OpenAITestServer:
             sock.close()
             raise
         self._port = int(sock.getsockname()[1])
-        self._server = server = self._uvicorn()
+        self._server = server = self._uvicorn(handle_signals=handle_signals)
         self._task = asyncio.create_task(server.serve(sockets=[sock]))
         while not server.started:
             if self._task.done():
                 self._task.result()  # raises what stopped it
                 raise RuntimeError("the test server stopped before it started")
             await asyncio.sleep(0.005)
+
+    def request_stop(self) -> None:
+        """Ask the server to stop (from its own loop's thread)."""
+        if self._server is not None:
+            self._server.should_exit = True
+
+    async def wait_stopped(self) -> None:
+        """Wait until the server has stopped (``request_stop``, or a signal it handles)."""
+        if self._task is not None:
+            await asyncio.shield(self._task)
 
     async def close(self) -> None:
         server, task = self._server, self._task
@@ -443,6 +454,16 @@ class OpenAITestServer:
         if self._thread is not None:
             self._thread.join(30)
             self._thread = None
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """uvicorn without its signal handlers: embedded in a test's event loop, Ctrl-C and
+    SIGTERM belong to the test runner (uvicorn would swap the handlers in one test and
+    put them back in another)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 class _Dropped(Response):
@@ -563,21 +584,18 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 async def _serve(server: OpenAITestServer, *, stop_on_eof: bool) -> None:
-    async with server:
-        print(json.dumps({"base_url": server.base_url, "port": server.port}), flush=True)
-        assert server._task is not None
-        if stop_on_eof:
-            loop = asyncio.get_running_loop()
-            uv = server._server
-            assert uv is not None
+    await server.start(handle_signals=True)  # SIGINT / SIGTERM stop it
+    print(json.dumps({"base_url": server.base_url, "port": server.port}), flush=True)
+    if stop_on_eof:
+        loop = asyncio.get_running_loop()
 
-            def watch_stdin() -> None:
-                sys.stdin.read()
-                loop.call_soon_threadsafe(setattr, uv, "should_exit", True)
+        def watch_stdin() -> None:
+            sys.stdin.read()
+            loop.call_soon_threadsafe(server.request_stop)
 
-            threading.Thread(target=watch_stdin, daemon=True).start()
-        # uvicorn stops on SIGINT / SIGTERM by itself (and on stdin's end, above).
-        await asyncio.shield(server._task)
+        threading.Thread(target=watch_stdin, daemon=True).start()
+    await server.wait_stopped()
+    await server.close()
 
 
 if __name__ == "__main__":
