@@ -63,7 +63,12 @@ __all__ = [
 ]
 
 FaultKind = Literal["status", "drop", "malformed", "no_usage", "delay", "reply"]
-_DROP_LOG = "ASGI callable returned without completing response."
+# What uvicorn logs as errors when this server does what it is asked: hang up on a
+# Fault.drop, and cut short the answers still delayed when it is closed.
+_INTENDED_LOGS = (
+    "ASGI callable returned without completing response.",
+    "timeout graceful shutdown exceeded",
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -369,6 +374,8 @@ class OpenAITestServer:
             # Many agents keep many connections open between ticks.
             backlog=4096,
             timeout_keep_alive=60,
+            # Closing does not wait for answers still delayed (latency, Fault.delay).
+            timeout_graceful_shutdown=1,
         )
         return uvicorn.Server(config) if handle_signals else _EmbeddedServer(config)
 
@@ -376,7 +383,7 @@ class OpenAITestServer:
         """Serve in the running event loop until ``close()``. A port in use is an
         ``OSError`` here, not a log line. ``handle_signals``: stop on SIGINT / SIGTERM
         (for the command line)."""
-        _silence_intended_drops()
+        _silence_intended_errors()
         # IPPROTO_TCP named explicitly: asyncio sets TCP_NODELAY only on sockets whose
         # protocol says TCP, and without it every answer waits ~40 ms for a delayed ACK.
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -478,16 +485,16 @@ class _Dropped(Response):
         # Returning now, with the body promised, makes uvicorn close the connection.
 
 
-def _silence_intended_drops() -> None:
-    """uvicorn logs the hang-up of ``Fault.drop`` as an error; here it is the point."""
+def _silence_intended_errors() -> None:
     log = logging.getLogger("uvicorn.error")
-    if not any(isinstance(f, _DropFilter) for f in log.filters):
-        log.addFilter(_DropFilter())
+    if not any(isinstance(f, _IntendedErrors) for f in log.filters):
+        log.addFilter(_IntendedErrors())
 
 
-class _DropFilter(logging.Filter):
+class _IntendedErrors(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != _DROP_LOG
+        message = record.getMessage()
+        return not any(text in message for text in _INTENDED_LOGS)
 
 
 def _tools(raw: Any) -> list[ToolSchema]:
