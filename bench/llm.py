@@ -1,6 +1,6 @@
 """How well the model client keeps a slow server busy.
 
-    python bench/llm.py [--calls 1024] [--concurrency 64] [--latency 0.25] [--repeats 3]
+    python bench/llm.py [--calls 4096] [--concurrency 64] [--latency 0.25] [--repeats 3]
 
 ``calls`` concurrent calls (one asyncio task each) go through ``OpenAIChatModel`` with a
 ``RateLimiter(max_concurrency=concurrency)`` to the test server answering after ``latency``
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--calls", type=int, default=1024)
+    p.add_argument("--calls", type=int, default=4096)
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--latency", type=float, default=0.25)
     p.add_argument("--repeats", type=int, default=3)
