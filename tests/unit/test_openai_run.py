@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from agentsim.llm.openai import OpenAIChatModel
 from agentsim.sim.config import parse_experiment
 from agentsim.sim.engine import Engine
 from agentsim.testing import scripted_answer
@@ -188,3 +189,19 @@ async def test_retryable_faults_change_nothing_in_the_run(tmp_path: Path) -> Non
         tmp_path / "rough" / "events.jsonl"
     ).read_bytes()
     assert _traces(tmp_path / "calm") == _traces(tmp_path / "rough")
+
+
+@pytest.mark.parametrize("no_proxy", ["", "127.0.0.1"], ids=["proxied", "no-proxy"])
+async def test_model_and_preflight_follow_http_proxy_and_no_proxy(
+    monkeypatch: pytest.MonkeyPatch, no_proxy: str
+) -> None:
+    proxy = ForwardProxy({"model.invalid": "127.0.0.1", "127.0.0.1": "127.0.0.1"})
+    async with OpenAITestServer(models=["m"]) as srv, proxy.running():
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+        monkeypatch.setenv("NO_PROXY", no_proxy)
+        model = OpenAIChatModel(model="m", base_url=srv.base_url)
+        await model.preflight()
+        assert (await model.complete([{"role": "user", "content": "hi"}])).content == "echo: hi"
+        await model.aclose()
+    expected = [f"GET {srv.base_url}/models", f"POST {srv.base_url}/chat/completions"]
+    assert [s.rsplit(" ", 1)[0] for s in proxy.seen] == ([] if no_proxy else expected)
