@@ -17,7 +17,7 @@ from typing import Any
 
 _EXPORTS: dict[str, str] = {
     "ChatRequest": "agentsim.testing.function_model",
-    "Fault": "agentsim.testing.openai_server",
+    "Fault": "agentsim.testing.faults",
     "FunctionModel": "agentsim.testing.function_model",
     "OpenAITestServer": "agentsim.testing.openai_server",
     "echo_answer": "agentsim.testing.function_model",

@@ -40,7 +40,7 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -51,6 +51,7 @@ from starlette.types import Receive, Scope, Send
 
 from agentsim.llm.base import Completion, ToolSchema
 from agentsim.testing._spawn import SpawnedServer, spawn_test_server
+from agentsim.testing.faults import RETRYABLE_FAULTS, Fault
 from agentsim.testing.function_model import AnswerFunction, ChatRequest, as_completion, echo_answer
 
 __all__ = [
@@ -62,72 +63,12 @@ __all__ = [
     "spawn_test_server",
 ]
 
-FaultKind = Literal["status", "drop", "malformed", "no_usage", "delay", "reply"]
 # What uvicorn logs as errors when this server does what it is asked: hang up on a
 # Fault.drop, and cut short the answers still delayed when it is closed.
 _INTENDED_LOGS = (
     "ASGI callable returned without completing response.",
     "timeout graceful shutdown exceeded",
 )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Fault:
-    """One misbehaviour, applied to one chat request. Build it with the class methods."""
-
-    kind: FaultKind
-    status_code: int = 200
-    retry_after: float | str | None = None
-    message: str = ""
-    seconds: float = 0.0
-    body: Any = None
-
-    @classmethod
-    def status(
-        cls, code: int, *, retry_after: float | str | None = None, message: str = ""
-    ) -> Fault:
-        """Answer HTTP ``code`` with an OpenAI-style error body; ``retry_after`` is sent as
-        the ``Retry-After`` header (seconds, or a string such as an HTTP date, as is)."""
-        return cls(kind="status", status_code=code, retry_after=retry_after, message=message)
-
-    @classmethod
-    def drop(cls) -> Fault:
-        """Close the connection after the headers, before the body (a crashed upstream)."""
-        return cls(kind="drop")
-
-    @classmethod
-    def malformed(cls) -> Fault:
-        """Answer 200 with a body that is not JSON."""
-        return cls(kind="malformed")
-
-    @classmethod
-    def no_usage(cls) -> Fault:
-        """Answer normally, but without the ``usage`` object."""
-        return cls(kind="no_usage")
-
-    @classmethod
-    def delay(cls, seconds: float) -> Fault:
-        """Wait ``seconds`` on top of the server's latency, then answer normally."""
-        return cls(kind="delay", seconds=seconds)
-
-    @classmethod
-    def reply(cls, body: Any) -> Fault:
-        """Answer 200 with this exact JSON body (a completion of the wrong shape, say)."""
-        return cls(kind="reply", body=body)
-
-    @property
-    def label(self) -> str:
-        """A short name for counting: ``429``, ``drop``, ``malformed``..."""
-        return str(self.status_code) if self.kind == "status" else self.kind
-
-
-RETRYABLE_FAULTS: tuple[Fault, ...] = (
-    Fault.status(429, retry_after=0.05, message="rate limited"),
-    Fault.status(500, message="internal error"),
-    Fault.status(503, message="overloaded"),
-    Fault.drop(),
-)
-"""Faults a correct client retries until it succeeds (the default for ``fault_rate``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
