@@ -21,8 +21,8 @@ Three ways to run it::
         srv.base_url, srv.stats()
 
 or from a shell: ``python -m agentsim.testing.openai_server --port 8000 --latency 1.0
---fault-rate 0.1``. Counters (``requests``, ``served``, ``faults``, ``max_in_flight``, token
-sums) are there for assertions; ``GET /_stats`` returns them as JSON.
+--fault-rate 0.1``. Counters (``requests``, ``served``, ``faults_injected``, ``max_in_flight``,
+token sums) are there for assertions; ``GET /_stats`` returns them as JSON.
 """
 
 from __future__ import annotations
