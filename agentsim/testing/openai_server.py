@@ -103,7 +103,8 @@ class OpenAITestServer:
     without it any model is accepted. ``list_models=False`` (or no ``models``) makes
     ``/v1/models`` a 404, as on servers that have no model list.
     ``api_key`` makes every request without ``Authorization: Bearer <api_key>`` a 401.
-    ``record=False`` keeps no request bodies (benchmarks).
+    ``record=False`` keeps no request bodies (benchmarks). ``ssl_certfile`` and
+    ``ssl_keyfile`` (PEM files) serve HTTPS instead of HTTP.
     """
 
     def __init__(
@@ -119,6 +120,8 @@ class OpenAITestServer:
         list_models: bool = True,
         api_key: str | None = None,
         record: bool = True,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
     ) -> None:
         if not 0.0 <= fault_rate <= 1.0:
             raise ValueError(f"fault_rate={fault_rate!r} is outside [0, 1]; pass e.g. 0.1")
@@ -132,6 +135,7 @@ class OpenAITestServer:
         self.list_models = list_models
         self.api_key = api_key
         self.record = record
+        self._tls = (ssl_certfile, ssl_keyfile)
         self.recorded: list[RecordedRequest] = []
         self._rng = random.Random(seed)
         self._queue: collections.deque[Fault] = collections.deque()
@@ -157,7 +161,8 @@ class OpenAITestServer:
     @property
     def base_url(self) -> str:
         """What to pass as ``base_url`` to an OpenAI-compatible client."""
-        return f"http://127.0.0.1:{self._port}/v1"
+        scheme = "https" if self._tls[0] else "http"
+        return f"{scheme}://127.0.0.1:{self._port}/v1"
 
     @property
     def requests(self) -> int:
@@ -317,6 +322,8 @@ class OpenAITestServer:
             timeout_keep_alive=60,
             # Closing does not wait for answers still delayed (latency, Fault.delay).
             timeout_graceful_shutdown=1,
+            ssl_certfile=self._tls[0],
+            ssl_keyfile=self._tls[1],
         )
         return uvicorn.Server(config) if handle_signals else _EmbeddedServer(config)
 

@@ -8,10 +8,13 @@ import json
 import logging
 import pickle
 import random
+import shutil
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -470,3 +473,38 @@ async def test_error_pickles_with_attempts(srv: OpenAITestServer) -> None:
     await model.aclose()
     back = pickle.loads(pickle.dumps(info.value))
     assert type(back) is ModelHTTPError and back.attempts == 2 and str(back) == str(info.value)
+
+
+def self_signed_certificate(folder: Path) -> tuple[Path, Path]:
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a certificate")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    command = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+    command += "-days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1"
+    subprocess.run(
+        [*command.split(), "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True
+    )
+    return cert, key
+
+
+async def test_https_verifies_the_server_against_ssl_cert_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, key = self_signed_certificate(tmp_path)
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    async with OpenAITestServer(ssl_certfile=str(cert), ssl_keyfile=str(key)) as srv:
+        assert srv.base_url.startswith("https://127.0.0.1:")
+        untrusted = make(srv, max_retries=3)
+        with pytest.raises(
+            ModelError,
+            match=r"the server's TLS certificate is not trusted \(.*CERTIFICATE_VERIFY_FAILED.*"
+            r"\); check base_url, or point SSL_CERT_FILE at the CA bundle that signed it",
+        ):
+            await untrusted.complete(USER)
+        await untrusted.aclose()
+        assert untrusted.stats.retries == 0  # retrying cannot help
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        trusted = make(srv)
+        assert (await trusted.complete(USER)).content == "echo: hello"
+        await trusted.aclose()
