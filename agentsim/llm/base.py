@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast, runtime_checkable
-
-from agentsim._draft import draft_class
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
     "ChatModel",
@@ -20,9 +18,6 @@ __all__ = [
     "ToolCall",
     "ToolSchema",
     "Usage",
-    "make_completion",
-    "make_tool_call",
-    "make_usage",
 ]
 
 Message = Mapping[str, Any]
@@ -81,53 +76,6 @@ class Completion:
         if self.tool_calls:
             msg["tool_calls"] = [tc.to_message_part() for tc in self.tool_calls]
         return msg
-
-
-_UsageDraft = draft_class(Usage)
-_CompletionDraft = draft_class(Completion)
-_new = object.__new__
-
-
-def make_usage(prompt_tokens: int, completion_tokens: int) -> Usage:
-    """``Usage(prompt_tokens=..., completion_tokens=...)`` for hot paths (every model call
-    builds one): the same frozen value, without the dataclass ``__init__`` (see
-    ``agentsim._draft``)."""
-    u = _new(_UsageDraft)
-    u.prompt_tokens = prompt_tokens
-    u.completion_tokens = completion_tokens
-    u.__class__ = Usage
-    return cast(Usage, u)
-
-
-_ToolCallDraft = draft_class(ToolCall)
-
-
-def make_tool_call(call_id: str, name: str, arguments: str) -> ToolCall:
-    """``ToolCall(id=..., name=..., arguments=...)`` for hot paths (see ``make_usage``)."""
-    t = _new(_ToolCallDraft)
-    t.id = call_id
-    t.name = name
-    t.arguments = arguments
-    t.__class__ = ToolCall
-    return cast(ToolCall, t)
-
-
-def make_completion(
-    content: str | None,
-    tool_calls: tuple[ToolCall, ...],
-    usage: Usage,
-    finish_reason: str,
-    model: str,
-) -> Completion:
-    """``Completion(...)`` with every field given, for hot paths (see ``make_usage``)."""
-    c = _new(_CompletionDraft)
-    c.content = content
-    c.tool_calls = tool_calls
-    c.usage = usage
-    c.finish_reason = finish_reason
-    c.model = model
-    c.__class__ = Completion
-    return cast(Completion, c)
 
 
 @runtime_checkable

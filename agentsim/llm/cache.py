@@ -296,6 +296,13 @@ class CachedModel:
         if closer is not None:
             await closer()
 
+    async def preflight(self) -> None:
+        """Check the inner model before a run, when this cache may call it and it can be
+        checked (``OpenAIChatModel.preflight``); a pure replay needs no model at all."""
+        check = getattr(self.inner, "preflight", None)
+        if check is not None:
+            await check()
+
     def __len__(self) -> int:
         """Recorded completions in the file."""
         with self._lock:

@@ -1,22 +1,25 @@
 """``OpenAIChatModel``: any OpenAI-compatible chat-completions server (vLLM, Ollama,
-llama.cpp server, OpenAI) over a lean HTTP/1.1 keep-alive client (``agentsim.llm._http``).
+llama.cpp server, OpenAI) over ``httpx.AsyncClient``.
 
-The API key is read once from the environment variable named in the config and lives in
-private attributes only (the key and the pre-encoded request head that carries it): it is
-never part of ``repr``, of an error message, of a log line or of a pickle (a pickled model
-re-reads the variable in the process that unpickles it).
+httpx brings what users expect of an HTTP client: proxies from the environment
+(``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``), TLS verified against certifi's
+bundle (or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``), keep-alive pools and timeouts. What is ours
+sits around it: the limiter, retries, usage accounting and the translation of every failure
+into ``agentsim.errors`` (here, and nowhere else).
 
-Failures are translated here, at the boundary, into ``agentsim.errors``. Retried: 429, 500,
-502, 503, 504, dropped or refused connections and timeouts, with exponential backoff and
-full jitter (``uniform(0, min(backoff_max, backoff_base * 2**retry))``), or the server's
-``Retry-After`` when it sends one (capped at ``backoff_max``).
+Retried: 429, 500, 502, 503, 504, dropped or refused connections and timeouts, with
+exponential backoff and full jitter (``uniform(0, min(backoff_max, backoff_base * 2**n))``),
+or the server's ``Retry-After`` when it sends one (capped at ``backoff_max``). An answer that
+is not a chat completion (not JSON, wrong shape) is retried once.
+
+The API key is read from the environment variable named by ``api_key_env`` and is never part
+of ``repr``, an error message, a log line or a pickle (a pickled model re-reads the variable
+in the process that unpickles it).
 """
 
 from __future__ import annotations
 
-import _json
 import asyncio
-import email.utils
 import json
 import logging
 import os
@@ -24,10 +27,10 @@ import random
 import ssl
 import time
 import urllib.parse
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, TypeGuard
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
 
 from agentsim.errors import (
     ConfigError,
@@ -36,22 +39,9 @@ from agentsim.errors import (
     ModelResponseError,
     ModelTimeoutError,
 )
-from agentsim.llm._http import (
-    HTTPCertificateError,
-    HTTPConnectionError,
-    HTTPPool,
-    HTTPProtocolError,
-    HTTPReply,
-)
-from agentsim.llm.base import (
-    Completion,
-    Message,
-    ToolCall,
-    ToolSchema,
-    Usage,
-    make_completion,
-    make_usage,
-)
+from agentsim.llm._clients import HTTPClients
+from agentsim.llm._openai_format import error_text, http_fix, parse_completion, parse_retry_after
+from agentsim.llm.base import Completion, Message, ToolSchema
 from agentsim.llm.limiter import RateLimiter
 from agentsim.llm.stats import ModelStats, Prices
 
@@ -61,59 +51,16 @@ log = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _RESERVED = frozenset({"model", "messages", "tools", "tool_choice", "seed", "stream"})
-_MAX_ERROR_TEXT = 500
-_HTTP_FAILURES = (TimeoutError, HTTPConnectionError, HTTPProtocolError, HTTPCertificateError)
-# The C encoder, built once and called directly: json.dumps (and JSONEncoder.encode) build a
-# new one, and two Python frames, on every call. The output is json.dumps(body,
-# ensure_ascii=False): the request is our own dicts and lists, so no check for circular
-# references is needed.
-_ENCODE = _json.make_encoder(
-    None, json.JSONEncoder().default, _json.encode_basestring, None, ": ", ", ", False, False, True
-)
-# The C scanner of a JSONDecoder, called directly (see _decode_json).
-_DECODER = json.JSONDecoder()
-_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
-class _Retryable(Exception):
+class _Retry(Exception):
     """One failed attempt worth another try; ``wait`` is the server's Retry-After, if any."""
 
-    def __init__(self, final: ModelError, wait: float | None = None) -> None:
-        super().__init__(final)
-        self.final = final
+    def __init__(self, error: ModelError, *, wait: float | None = None, malformed: bool = False):
+        super().__init__(error)
+        self.error = error
         self.wait = wait
-
-
-def _close_with_loop(pool: HTTPPool) -> AsyncGenerator[None, None]:
-    # A suspended async generator is closed by the loop's shutdown_asyncgens(), which
-    # asyncio.run() and asyncio.Runner call before closing the loop: so a pool created in a
-    # loop that ends (a test, one asyncio.run per phase) is closed inside that loop, while it
-    # can still close its sockets, without the caller having to call aclose().
-    async def guard() -> AsyncGenerator[None, None]:
-        try:
-            yield
-        finally:
-            pool.close()
-
-    return guard()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _HeldPool:
-    pool: HTTPPool
-    loop: asyncio.AbstractEventLoop
-    guard: AsyncGenerator[None, None]
-
-    async def drop(self) -> None:
-        current = asyncio.get_running_loop()
-        if self.loop is current:
-            await self.guard.aclose()
-        elif self.loop.is_running():
-            # Still serving another thread: close the pool there, in its own loop.
-            asyncio.run_coroutine_threadsafe(self.guard.aclose(), self.loop)
-        else:
-            # Its loop has ended; the guard normally closed the pool already.
-            self.pool.close()
+        self.malformed = malformed
 
 
 class OpenAIChatModel:
@@ -124,11 +71,11 @@ class OpenAIChatModel:
     variable holding the key; ``None`` sends no ``Authorization`` header (local servers).
     ``extra_params`` are added to every request body (e.g. ``top_p``). ``rng_seed`` seeds the
     backoff jitter (tests). ``stats`` collects usage, retries, errors, latency and (with
-    ``prices``) cost. The connection pool is opened lazily in the running loop, re-opened if
-    the loop changes, and closed by ``aclose()`` or when its loop ends. ``https`` base URLs
-    verify the server against the system's CA store (OpenSSL's ``SSL_CERT_FILE`` /
-    ``SSL_CERT_DIR`` select another one).
+    ``prices``) cost.
 
+    Each event loop that calls the model gets its own ``httpx.AsyncClient``s (a client's
+    connections belong to the loop that opened them; see ``agentsim.llm._clients``);
+    ``aclose()`` closes them all.
     Pickling ships the configuration only: the receiving process reads the key from its own
     environment and starts with a fresh ``stats`` and no limiter (both are per process).
     """
@@ -192,23 +139,15 @@ class OpenAIChatModel:
         self._rng_seed = rng_seed
         self._rng = random.Random(rng_seed)
         self.__key = _read_key(api_key_env)
-        parts = urllib.parse.urlsplit(self.base_url)
-        self._tls = parts.scheme == "https"
-        self._host = str(parts.hostname)
-        self._port = parts.port or (443 if self._tls else 80)
-        target = f"{parts.path.rstrip('/')}/chat/completions"
-        if parts.query:
-            target += f"?{parts.query}"
-        auth = f"Authorization: Bearer {self.__key}\r\n" if self.__key else ""
-        # Everything but the length is the same for every request: encode it once.
-        self.__head = (
-            f"POST {target} HTTP/1.1\r\nHost: {parts.netloc.rpartition('@')[2]}\r\n"
-            "User-Agent: agentsim\r\nAccept: application/json\r\n"
-            f"Content-Type: application/json\r\n{auth}Content-Length: "
-        ).encode("latin-1")
-        self._ssl_context: ssl.SSLContext | None = None
         self._where = f"model {model!r} at {self.base_url}"
-        self._held: _HeldPool | None = None
+        headers = {"User-Agent": "agentsim", "Accept": "application/json"}
+        if self.__key:
+            headers["Authorization"] = f"Bearer {self.__key}"
+        self._http = HTTPClients(
+            headers=headers,
+            timeout=timeout,
+            concurrency=limiter.max_concurrency if limiter is not None else None,
+        )
 
     def __repr__(self) -> str:
         return (
@@ -254,49 +193,12 @@ class OpenAIChatModel:
         if tools:
             body["tools"] = list(tools)
             body["tool_choice"] = "auto"
-        # What request_params holds, without building that dict first.
-        if self.extra_params:
-            body.update(self.extra_params)
-        if self.temperature is not None:
-            body["temperature"] = self.temperature
-        if self.max_tokens is not None:
-            body["max_tokens"] = self.max_tokens
+        body.update(self.request_params)
         return body
 
-    # -- connection pool -----------------------------------------------------------------
-
-    def _pool(self) -> HTTPPool | None:
-        """The pool of the running loop, if it has one already (the fast path)."""
-        held = self._held
-        if held is not None and held.loop is asyncio.get_running_loop() and not held.pool.closed:
-            return held.pool
-        return None
-
-    async def _new_pool(self) -> HTTPPool:
-        loop = asyncio.get_running_loop()
-        held, self._held = self._held, None
-        if held is not None:
-            await held.drop()
-        if self._tls and self._ssl_context is None:
-            # Loading the CA store takes milliseconds: once per model and process.
-            self._ssl_context = ssl.create_default_context()
-        pool = HTTPPool(
-            host=self._host,
-            port=self._port,
-            timeout=self.timeout,
-            ssl_context=self._ssl_context,
-            loop=loop,
-        )
-        guard = _close_with_loop(pool)
-        await anext(guard)
-        self._held = _HeldPool(pool=pool, loop=loop, guard=guard)
-        return pool
-
     async def aclose(self) -> None:
-        """Close the HTTP connections (idempotent)."""
-        held, self._held = self._held, None
-        if held is not None:
-            await held.drop()
+        """Close the HTTP clients of every loop that used this model (idempotent)."""
+        await self._http.aclose()
 
     # -- the call ------------------------------------------------------------------------
 
@@ -308,212 +210,234 @@ class OpenAIChatModel:
         seed: int = 0,
     ) -> Completion:
         body = self.build_request(messages, tools, seed=seed)
-        data = "".join(_ENCODE(body, 0)).encode()
-        del body  # not kept alive (and tracked by the GC) while the call waits
-        # ~4 bytes per token is the usual rule of thumb; the tpm bucket is corrected after.
+        data = json.dumps(body, ensure_ascii=False).encode()
+        # ~4 bytes per token is the usual rule of thumb; the tpm bucket is settled after.
         estimate = len(data) // 4 + (self.max_tokens or 0)
-        request = b"%b%d\r\n\r\n%b" % (self.__head, len(data), data)
-        limiter = self.limiter
-        track_tokens = limiter is not None and limiter.tpm is not None
         started = time.perf_counter()
+        seen_malformed = False
         attempt = 0
-        # One flat loop rather than helper coroutines: every await level costs a frame on
-        # each of the thousands of calls per second this serves.
         while True:
             attempt += 1
-            pool = self._pool() or await self._new_pool()
-            permit = None if limiter is None else limiter.acquire(estimate)
-            # The limiter's slot is taken and given back by the pool, around the exchange
-            # alone: reading the answer happens outside the limit.
-            exchange = pool.submit(request, permit)
             try:
-                reply = await exchange.future
-                if reply is None:
-                    reply = await pool.send_on_new(exchange)
-                completion = self._read(reply)
-            except _HTTP_FAILURES as exc:
-                failure = self._translate(exc)
-            except _Retryable as exc:
-                failure = exc
-            except ModelError as exc:
-                failure = exc
+                completion = await self._attempt(data, estimate)
+            except _Retry as failure:
+                give_up = attempt > self.max_retries or (failure.malformed and seen_malformed)
+                seen_malformed = seen_malformed or failure.malformed
+                if give_up:
+                    self.stats.record_error()
+                    failure.error.attempts = attempt
+                    raise failure.error from None
+                delay = self._backoff(attempt, failure.wait)
+                self.stats.record_retry()
+                log.info(
+                    "%s: attempt %d failed (%s); retrying in %.3f s",
+                    self._where,
+                    attempt,
+                    failure.error.message,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+            except ModelError as error:
+                self.stats.record_error()
+                error.attempts = attempt
+                raise
             else:
-                if track_tokens and permit is not None:
-                    permit.record_tokens(completion.usage.total_tokens)
                 cost = self.prices.cost(completion.usage) if self.prices is not None else 0.0
                 self.stats.record_call(completion.usage, time.perf_counter() - started, cost=cost)
                 return completion
-            finally:
-                # A no-op once answered; otherwise (cancelled, failed before sending) it
-                # drops the connection the answer may still come on, and frees the slot.
-                exchange.abandon()
-            if isinstance(failure, ModelError):
-                self.stats.record_error()
-                failure.attempts = attempt
-                raise failure
-            if attempt > self.max_retries:
-                self.stats.record_error()
-                failure.final.attempts = attempt
-                raise failure.final from None
-            delay = self._backoff(attempt, failure.wait)
-            self.stats.record_retry()
-            log.info(
-                "model %r: attempt %d failed (%s); retrying in %.3f s",
-                self.model,
-                attempt,
-                failure.final.message,
-                delay,
-            )
-            await asyncio.sleep(delay)
 
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(self.backoff_max, max(0.0, retry_after))
-        ceiling = min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1))
-        return self._rng.uniform(0.0, ceiling)
+    async def _attempt(self, data: bytes, estimate: int) -> Completion:
+        """One request, inside the limiter when there is one."""
+        if self.limiter is None:
+            return self._read(await self._post(data))
+        async with self.limiter.acquire(estimate) as permit:
+            response = await self._post(data)
+            completion = self._read(response)
+            reported = completion.usage.total_tokens
+            # No usage in the answer: keep the estimate booked rather than give it all back.
+            permit.record_tokens(reported if reported else estimate)
+            return completion
 
-    def _translate(self, exc: Exception) -> _Retryable | ModelError:
-        """An HTTP-level failure as the error to raise (or to retry on)."""
-        where = self._where
-        if isinstance(exc, TimeoutError):
-            return _Retryable(
+    async def _post(self, data: bytes) -> httpx.Response:
+        try:
+            with self._http.pick() as client:
+                return await client.post(
+                    f"{self.base_url}/chat/completions",
+                    content=data,
+                    headers={"Content-Type": "application/json"},
+                )
+        except httpx.TimeoutException:
+            raise _Retry(
                 ModelTimeoutError(
-                    f"{where}: no answer within {self.timeout} s; raise the model timeout or "
-                    "check that the server is not overloaded"
+                    f"{self._where}: no answer within {self.timeout} s; raise model.timeout "
+                    "or check that the server is not overloaded"
                 )
-            )
-        if isinstance(exc, HTTPConnectionError):
-            # Refused, reset, or dropped before or in the middle of the answer.
-            return _Retryable(
-                ModelError(
-                    f"{where}: connection failed ({exc}); check that the server is running "
-                    "and base_url is right"
-                )
-            )
-        if isinstance(exc, HTTPCertificateError):
+            ) from None
+        except httpx.TransportError as exc:
+            raise self._transport_error(exc) from None
+        except httpx.HTTPError as exc:  # e.g. a body that does not decode as announced
+            raise ModelResponseError(
+                f"{self._where}: unreadable HTTP answer ({exc}); check that base_url points "
+                "at an OpenAI-compatible API"
+            ) from None
+
+    def _transport_error(self, exc: httpx.TransportError) -> _Retry | ModelError:
+        """A failure below HTTP: what to raise, and whether it is worth another try."""
+        where = self._where
+        if _is_certificate_error(exc):
             return ModelError(
                 f"{where}: the server's TLS certificate is not trusted ({exc}); check "
                 "base_url, or point SSL_CERT_FILE at the CA bundle that signed it"
             )
-        return ModelResponseError(
-            f"{where}: unreadable HTTP answer ({exc}); check that base_url points at an "
-            "OpenAI-compatible API"
+        if isinstance(exc, httpx.ProxyError):
+            return ModelError(
+                f"{where}: the proxy refused the connection ({exc}); check HTTPS_PROXY / "
+                "HTTP_PROXY, or list the server's host in NO_PROXY"
+            )
+        # Refused, reset, or dropped before or in the middle of the answer.
+        detail = str(exc) or type(exc).__name__
+        return _Retry(
+            ModelError(
+                f"{where}: connection failed ({detail}); check that the server is running "
+                "and base_url is right"
+            )
         )
 
-    def _read(self, reply: HTTPReply) -> Completion:
-        """The completion in an answer; ``_Retryable`` or a ``ModelError`` if there is none."""
-        raw = reply.body
-        status = reply.status
+    def _read(self, response: httpx.Response) -> Completion:
+        """The completion in an answer; ``_Retry`` or a ``ModelError`` if there is none."""
+        status = response.status_code
         if status != 200:
-            detail = self._scrub(_error_text(raw))
-            err = ModelHTTPError(
-                f"{self._where}: HTTP {status} {reply.reason}: {detail}; " + _http_fix(status)
+            detail = self._scrub(error_text(response.content))
+            error = ModelHTTPError(
+                f"{self._where}: HTTP {status} {response.reason_phrase}: {detail}; "
+                + http_fix(status)
             )
             if status in RETRY_STATUSES:
-                raise _Retryable(err, _parse_retry_after(reply.headers.get("retry-after")))
-            raise err
+                raise _Retry(error, wait=parse_retry_after(response.headers.get("retry-after")))
+            raise error
         try:
-            payload = _decode_json(raw)
+            payload = json.loads(response.content)
         except ValueError:
-            snippet = self._scrub(raw[:200].decode("utf-8", "replace"))
-            raise ModelResponseError(
-                f"{self._where}: the answer is not JSON ({snippet!r}); check that base_url "
-                "points at an OpenAI-compatible API (usually ending in /v1)"
+            snippet = self._scrub(response.content[:200].decode("utf-8", "replace"))
+            raise _Retry(
+                ModelResponseError(
+                    f"{self._where}: the answer is not JSON ({snippet!r}); check that base_url "
+                    "points at an OpenAI-compatible API (usually ending in /v1)"
+                ),
+                malformed=True,
             ) from None
-        return parse_completion(payload, default_model=self.model, where=self._where)
+        try:
+            completion = parse_completion(payload, default_model=self.model, where=self._where)
+        except ModelResponseError as exc:
+            raise _Retry(exc, malformed=True) from None
+        if not isinstance(payload.get("usage"), Mapping):
+            self.stats.record_missing_usage()
+        return completion
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(self.backoff_max, retry_after)
+        ceiling = min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1))
+        return self._rng.uniform(0.0, ceiling)
 
     def _scrub(self, text: str) -> str:
         # A misbehaving proxy may echo the request headers back: never let the key through.
         return text.replace(self.__key, "***") if self.__key else text
 
+    # -- pre-flight ----------------------------------------------------------------------
 
-def parse_completion(
-    payload: Any, *, default_model: str = "", where: str = "model server"
-) -> Completion:
-    """Read an OpenAI chat-completion JSON object; ``ModelResponseError`` if it is not one."""
-    # ``type(x) is dict`` first: JSON objects are dicts, and the ABC check costs more than
-    # the rest of this function when thousands of answers arrive per second.
-    if not (type(payload) is dict or isinstance(payload, Mapping)):
-        raise _not_completion(where, f"a JSON {type(payload).__name__}, not an object")
-    choices = payload.get("choices")
-    if type(choices) is not list or not choices or not _is_object(choices[0]):
-        raise _not_completion(where, "no 'choices'")
-    choice = choices[0]
-    message = choice.get("message")
-    if not _is_object(message):
-        raise _not_completion(where, "choices[0] has no 'message'")
-    content = message.get("content")
-    if content is not None and type(content) is not str:
-        raise _not_completion(where, f"message.content is a {type(content).__name__}, not a string")
-    raw_calls = message.get("tool_calls")
-    calls: tuple[ToolCall, ...] = ()
-    if raw_calls:
-        calls = _parse_tool_calls(raw_calls, where)
-    elif raw_calls is not None and type(raw_calls) is not list:
-        raise _not_completion(where, "message.tool_calls is not a list")
-    usage_raw = payload.get("usage")
-    usage = _NO_USAGE
-    if _is_object(usage_raw):
-        try:
-            usage = make_usage(
-                int(usage_raw.get("prompt_tokens") or 0),
-                int(usage_raw.get("completion_tokens") or 0),
+    async def preflight(self) -> None:
+        """Check, before a run writes anything, that the server answers, accepts the key and
+        serves the model: ``GET /models``, or a one-token completion where the server has no
+        model list. Raises a ``ModelError`` that names what to fix."""
+        response = await self._preflight_request("GET", "/models", None)
+        if response.status_code in (401, 403):
+            raise self._key_refused(response)
+        served = _model_ids(response) if response.status_code == 200 else None
+        if served is None:
+            await self._preflight_chat()
+            return
+        if self.model not in served:
+            listed = ", ".join(sorted(served)[:20]) or "none"
+            raise ModelError(
+                f"pre-flight: the server at {self.base_url} does not serve model "
+                f"{self.model!r} (it serves: {listed}); set model.model to one of those"
             )
-        except (TypeError, ValueError):
-            raise _not_completion(where, "usage holds non-integer token counts") from None
-    finish = choice.get("finish_reason")
-    if type(finish) is not str:
-        finish = "tool_calls" if calls else "stop"
-    model = payload.get("model")
-    return make_completion(
-        content, calls, usage, finish, model if type(model) is str and model else default_model
-    )
+
+    async def _preflight_chat(self) -> None:
+        body = {"model": self.model, "messages": [{"role": "user", "content": "ping"}]}
+        response = await self._preflight_request(
+            "POST", "/chat/completions", {**body, "max_tokens": 1}
+        )
+        status = response.status_code
+        if status == 200:
+            return
+        if status in (401, 403):
+            raise self._key_refused(response)
+        detail = self._scrub(error_text(response.content))
+        if status in (400, 404):
+            raise ModelHTTPError(
+                f"pre-flight: {self.base_url} refused a one-token request for model "
+                f"{self.model!r} (HTTP {status}: {detail}); check model.model, and that "
+                "base_url is the API root (usually ending in /v1)"
+            )
+        raise ModelHTTPError(
+            f"pre-flight: {self.base_url} answered HTTP {status} ({detail}); {http_fix(status)}"
+        )
+
+    async def _preflight_request(
+        self, method: str, path: str, body: Mapping[str, Any] | None
+    ) -> httpx.Response:
+        """One pre-flight request; a busy server (429, 5xx) is given the usual retries, an
+        unreachable one is reported at once."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                with self._http.pick() as client:
+                    response = await client.request(method, f"{self.base_url}{path}", json=body)
+            except httpx.TransportError as exc:
+                detail = str(exc) or type(exc).__name__
+                raise ModelError(
+                    f"pre-flight: cannot reach the model server at {self.base_url} ({detail}); "
+                    "start the server or fix model.base_url (behind a proxy: check "
+                    "HTTPS_PROXY / HTTP_PROXY / NO_PROXY)"
+                ) from None
+            if response.status_code not in RETRY_STATUSES or attempt > self.max_retries:
+                return response
+            wait = parse_retry_after(response.headers.get("retry-after"))
+            await asyncio.sleep(self._backoff(attempt, wait))
+
+    def _key_refused(self, response: httpx.Response) -> ModelHTTPError:
+        detail = self._scrub(error_text(response.content))
+        if self.api_key_env is None:
+            fix = "the server wants an API key: set model.api_key_env to the variable holding it"
+        else:
+            fix = f"check the key in ${self.api_key_env} (a valid key, with access to the model)"
+        return ModelHTTPError(
+            f"pre-flight: {self.base_url} refused the API key (HTTP {response.status_code}: "
+            f"{detail}); {fix}"
+        )
 
 
-_NO_USAGE = Usage()
-
-
-def _is_object(value: Any) -> TypeGuard[Mapping[str, Any]]:
-    return type(value) is dict or isinstance(value, Mapping)
-
-
-def _parse_tool_calls(raw_calls: Any, where: str) -> tuple[ToolCall, ...]:
-    if type(raw_calls) is not list:
-        raise _not_completion(where, "message.tool_calls is not a list")
-    calls: list[ToolCall] = []
-    for i, raw in enumerate(raw_calls):
-        fn = raw.get("function") if _is_object(raw) else None
-        if not _is_object(fn) or not isinstance(fn.get("name"), str):
-            raise _not_completion(where, f"tool_calls[{i}] has no function name")
-        args = fn.get("arguments", "")
-        if not isinstance(args, str):
-            # Some servers (Ollama's native mode) send the arguments already parsed.
-            args = json.dumps(args, ensure_ascii=False)
-        call_id = raw.get("id") if isinstance(raw.get("id"), str) else f"call_{i}"
-        calls.append(ToolCall(id=call_id, name=fn["name"], arguments=args))
-    return tuple(calls)
-
-
-def _not_completion(where: str, problem: str) -> ModelResponseError:
-    return ModelResponseError(
-        f"{where}: the answer is not a chat completion ({problem}); check that the server "
-        "implements POST /chat/completions"
-    )
-
-
-def _decode_json(raw: bytes) -> Any:
-    """``json.loads`` for an answer body, minus the wrappers (encoding guess, two regex
-    scans) that cost more than decoding a small answer: servers send UTF-8 (RFC 8259)."""
-    text = raw.decode()
-    if text[:1] != "{":
-        return json.loads(text)  # leading whitespace, or not an object: the general path
+def _model_ids(response: httpx.Response) -> set[str] | None:
+    """The ids of a ``GET /models`` answer, or None if it is not a model list."""
     try:
-        payload, end = _SCAN(text, 0)
-    except StopIteration as exc:  # the scanner's "no value at exc.value" (raw_decode's too)
-        raise ValueError(f"expecting a value at {exc.value}") from None
-    if end != len(text) and text[end:].strip():
-        raise ValueError(f"extra data after the JSON object at {end}")
-    return payload
+        data = response.json().get("data")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(data, list):
+        return None
+    return {str(m["id"]) for m in data if isinstance(m, Mapping) and "id" in m}
+
+
+def _is_certificate_error(exc: BaseException) -> bool:
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return "CERTIFICATE_VERIFY_FAILED" in str(exc)
 
 
 def _rebuild(config: dict[str, Any]) -> OpenAIChatModel:
@@ -535,52 +459,10 @@ def _read_key(env: str | None) -> str:
         return ""
     key = os.environ.get(env)
     if not key:
-        raise ModelError(
-            f"the API key variable {env!r} is not set (or is empty); export {env}=<your key> "
-            "in the shell that starts the run, or set api_key_env: null for a local server "
-            "that needs no key"
+        raise ConfigError(
+            "model.api_key_env",
+            f"the API key variable {env} is not set (or is empty)",
+            f"export {env}=<your key> in the shell that starts the run, or set "
+            "api_key_env: null for a local server that needs no key",
         )
     return key
-
-
-def _parse_retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def _error_text(raw: bytes) -> str:
-    text = raw.decode("utf-8", "replace")
-    try:
-        payload = json.loads(text)
-    except ValueError:
-        return text[:_MAX_ERROR_TEXT] or "(empty body)"
-    if isinstance(payload, Mapping):
-        err = payload.get("error")
-        if isinstance(err, Mapping) and isinstance(err.get("message"), str):
-            return str(err["message"])[:_MAX_ERROR_TEXT]
-        if isinstance(err, str):
-            return err[:_MAX_ERROR_TEXT]
-    return text[:_MAX_ERROR_TEXT]
-
-
-def _http_fix(status: int) -> str:
-    if status in (401, 403):
-        return "check the API key variable (api_key_env) and its permissions"
-    if status == 404:
-        return "check base_url (usually ending in /v1) and the model name"
-    if status == 429:
-        return "lower max_concurrency / rpm / tpm or raise max_retries"
-    if status >= 500:
-        return "the server failed; check its logs, or raise max_retries"
-    return "check the request parameters (model, tools, extra_params)"

@@ -13,34 +13,22 @@ activate the catalog skill that best fits the agent; else ``finish`` with a summ
 
 from __future__ import annotations
 
-import hashlib
 import html
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any
 
-from agentsim.llm.base import (
-    Completion,
-    Message,
-    ToolCall,
-    ToolSchema,
-    Usage,
-    make_completion,
-    make_tool_call,
-    make_usage,
-)
+from agentsim.llm._interview import WORD, answer, profile_of, section, uniform
+from agentsim.llm.base import Completion, Message, ToolCall, ToolSchema, Usage
 
 __all__ = ["ScriptedModel"]
 
 _Choice = tuple[str, dict[str, Any]]
 
 _SUGGESTED = "SUGGESTED:"
-_WORD = re.compile(r"[a-z0-9]+")
-_OPINION_VALUE = re.compile(r"opinion\b[^\n\d+-]{0,60}([+-]?\d*\.?\d+)", re.IGNORECASE)
-_PLACE = re.compile(r"\b[a-z]+(?:[_-][a-z]+)*-\d+\b")
 _CATALOG_ENTRY = re.compile(r'<skill name="([^"]*)" id="([^"]*)"( active="true")?>([^<]*)</skill>')
 
 
@@ -54,15 +42,6 @@ _STOP = _wordset(
     "uses using used skill skills agent agents step steps call calls tool tools one two "
     "also only other more most some such than then there these those over under out"
 )
-# Words that send an interview question to one of the answers.
-_OPINION_WORDS = _wordset(
-    "opinion think view views stance support oppose agree disagree believe policy favour favor"
-)
-_DAY_WORDS = _wordset(
-    "day morning afternoon evening night today yesterday week went go going where did visited"
-)
-_WORK_WORDS = _wordset("work job occupation career profession colleagues")
-_LIKE_WORDS = _wordset("like enjoy hobby hobbies interests interested free fun")
 
 
 @lru_cache(maxsize=65536)
@@ -84,7 +63,7 @@ def _tokens(text: str) -> frozenset[str]:
     """Content words of ``text``, cached: catalog descriptions are shared by all agents."""
     return frozenset(
         _stem(w)
-        for w in _WORD.findall(text.lower())
+        for w in WORD.findall(text.lower())
         if len(w) >= 3 and w not in _STOP and not w.isdigit()
     )
 
@@ -92,16 +71,6 @@ def _tokens(text: str) -> frozenset[str]:
 @lru_cache(maxsize=8192)
 def _skill_words(name: str, description: str) -> frozenset[str]:
     return _tokens(description) | _tokens(name.replace("-", " "))
-
-
-def _section(text: str, tag: str) -> str | None:
-    """The content of the first ``<tag>...</tag>`` in ``text`` (``None`` when absent)."""
-    i = text.find(f"<{tag}>")
-    if i < 0:
-        return None
-    i += len(tag) + 2
-    j = text.find(f"</{tag}>", i)
-    return text[i:] if j < 0 else text[i:j]
 
 
 def _content(message: Message) -> str:
@@ -113,20 +82,12 @@ def _content(message: Message) -> str:
 
 
 def _json_object(text: str) -> dict[str, Any] | None:
-    """``text`` parsed as a JSON object, or ``None``. Short texts are cached: the same
-    arguments recur across agents and turns (callers never mutate the result)."""
-    return _small_json_object(text) if len(text) <= 512 else _parse_object(text)
-
-
-def _parse_object(text: str) -> dict[str, Any] | None:
+    """``text`` parsed as a JSON object, or ``None``."""
     try:
         obj = json.loads(text)
     except ValueError:
         return None
     return obj if isinstance(obj, dict) else None
-
-
-_small_json_object = lru_cache(maxsize=16384)(_parse_object)
 
 
 def _suggestions(text: str) -> Iterator[_Choice]:
@@ -191,11 +152,12 @@ def _instantiate(template: str, previous: str) -> dict[str, Any] | None:
     # {{result}} sits inside a JSON string, so the text goes in JSON-string-escaped.
     if "{{result}}" not in template:
         return _json_object(template)
-    return _parse_object(template.replace("{{result}}", json.dumps(previous)[1:-1]))
+    return _json_object(template.replace("{{result}}", json.dumps(previous)[1:-1]))
 
 
-class _Call(NamedTuple):
-    """One tool call of the step (a tuple: tens of thousands are built per second)."""
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One tool call of the step."""
 
     name: str
     args: dict[str, Any]
@@ -277,24 +239,14 @@ class _Step:
         self.position = "" if i < 0 else obs[i + 10 : j if j > 0 else None].strip()
 
 
-_UserParts = tuple[str | None, tuple[tuple[str, bool], ...]]
-_last_user: list[tuple[str | None, _UserParts]] = [(None, (None, ()))]
-
-
-def _user_parts(text: str) -> _UserParts:
-    """(observation, suggestion sources) of a user message. The turns of one step send the
-    same message object again, so the last one is remembered by identity."""
-    last = _last_user[0]
-    if last[0] is text:
-        return last[1]
+def _user_parts(text: str) -> tuple[str | None, list[tuple[str, bool]]]:
+    """(observation, suggestion sources) of a user message."""
     blocks = []
     for tag in ("skill_hooks", "feedback"):
-        block = _section(text, tag)
+        block = section(text, tag)
         if block:
             blocks.append((html.unescape(block), False))
-    parts: _UserParts = (_section(text, "observation"), tuple(blocks))
-    _last_user[0] = (text, parts)
-    return parts
+    return section(text, "observation"), blocks
 
 
 def _tool_call_parts(tc: Any) -> tuple[str, str, str]:
@@ -304,23 +256,7 @@ def _tool_call_parts(tc: Any) -> tuple[str, str, str]:
     return str(tc.get("id", "")), str(fn.get("name", "")), str(fn.get("arguments") or "")
 
 
-# (tools, length, names) of the last call: agents share their schema lists, so most calls
-# find the same list object as the call before. One tuple, read and replaced whole, so
-# that threads sharing the model never see a half-updated pair.
-_last_offered: list[tuple[Any, int, frozenset[str]]] = [(None, 0, frozenset())]
-
-
 def _offered(tools: Sequence[ToolSchema]) -> frozenset[str]:
-    last = _last_offered[0]
-    # Identity and length: a list mutated in place between calls is parsed again.
-    if last[0] is tools and last[1] == len(tools):
-        return last[2]
-    names = _offered_names(tools)
-    _last_offered[0] = (tools, len(tools), names)
-    return names
-
-
-def _offered_names(tools: Sequence[ToolSchema]) -> frozenset[str]:
     names = []
     for t in tools:
         name = t["function"].get("name") if "function" in t else t.get("name")
@@ -375,18 +311,18 @@ class ScriptedModel:
             usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=(len(text) + 3) // 4)
             return Completion(content=text, usage=usage, finish_reason="stop", model=self.name)
         arguments = json.dumps(args)
-        return make_completion(
-            None,
-            (make_tool_call(f"call_{len(step.calls)}", name, arguments),),
-            make_usage(prompt_tokens, (len(arguments) + 3) // 4),
-            "tool_calls",
-            self.name,
+        call = ToolCall(id=f"call_{len(step.calls)}", name=name, arguments=arguments)
+        return Completion(
+            tool_calls=(call,),
+            usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=(len(arguments) + 3) // 4),
+            finish_reason="tool_calls",
+            model=self.name,
         )
 
     def _choose(self, step: _Step, seed: int) -> _Choice:
-        question = _section(step.last_user, "question")
+        question = section(step.last_user, "question")
         if question is not None:
-            return "finish", {"action": "answered", "answer": _answer(step, question, seed)}
+            return "finish", {"action": "answered", "answer": answer(step, question, seed)}
         if sum(c.in_turn for c in step.calls) < self.max_suggestions:
             choice = _suggested(step) or _playbook_line(step) or self._activation(step, seed)
             if choice is not None:
@@ -398,9 +334,9 @@ class ScriptedModel:
             return None
         if any(c.name == "activate_skill" for c in step.calls):
             return None  # one activation per step, and a failed one is not retried
-        if _uniform(seed, step.last_user) >= self.activation_rate:
+        if uniform(seed, step.last_user) >= self.activation_rate:
             return None
-        skills = _catalog(_section(step.system, "available_skills") or "")
+        skills = _catalog(section(step.system, "available_skills") or "")
         active = {s.name for s in skills if s.active} | {n for n, _ in _skill_contents(step.system)}
         candidates = [s for s in skills if s.name not in active]
         searched = [c for c in step.calls if c.name == "search_skills"]
@@ -422,16 +358,6 @@ class ScriptedModel:
         if left_out and not searched and "search_skills" in step.offered and query:
             return "search_skills", {"query": query}
         return None
-
-
-def _uniform(seed: int, text: str) -> float:
-    """A float in [0, 1) from sha256(``seed``, ``text``): the same in every process.
-
-    One hash instead of a seeded ``random.Random``, whose construction alone costs more
-    than the rest of a call; the model needs at most one draw per call.
-    """
-    digest = hashlib.sha256(f"{seed}:{text}".encode("utf-8", "replace")).digest()
-    return int.from_bytes(digest[:7], "big") / 2.0**56
 
 
 def _is_move(name: str, args: Mapping[str, Any]) -> bool:
@@ -532,21 +458,13 @@ def _search_hits(result: str) -> list[_Skill]:
     ]
 
 
-def _profile(step: _Step) -> dict[str, Any]:
-    try:
-        obj = json.loads(_section(step.system, "profile") or "{}")
-    except ValueError:
-        return {}
-    return obj if isinstance(obj, dict) else {}
-
-
 def _agent_words(step: _Step) -> tuple[frozenset[str], str]:
     """(content words of who the agent is, a search query from interests and occupation)."""
-    profile = _profile(step)
+    profile = profile_of(step.system)
     interests = profile.get("interests")
     parts = [str(x) for x in interests] if isinstance(interests, list) else []
     parts += [str(profile[k]) for k in ("occupation", "role") if isinstance(profile.get(k), str)]
-    persona = _section(step.system, "persona") or ""
+    persona = section(step.system, "persona") or ""
     return _tokens(" ".join([persona, *parts])), " ".join(parts)
 
 
@@ -602,64 +520,3 @@ def _phrase(c: _Call) -> str:
     if c.name == "deactivate_skill":
         return f"dropped {name}"
     return ""  # reads and searches are not worth a mention
-
-
-# -- interview answers -----------------------------------------------------------------------
-
-
-def _answer(step: _Step, question: str, seed: int) -> str:
-    low = question.lower()
-    words = set(_WORD.findall(low))
-    profile = _profile(step)
-    if words & _OPINION_WORDS or "feel about" in low:
-        return _opinion_answer(step, profile, question)
-    if words & _DAY_WORDS:
-        return _day_answer(step, low)
-    occupation, interests = profile.get("occupation"), profile.get("interests")
-    if words & _WORK_WORDS and isinstance(occupation, str):
-        work = profile.get("work")
-        return f"I work as a {occupation}{f' at {work}' if isinstance(work, str) else ''}."
-    if words & _LIKE_WORDS and isinstance(interests, list) and interests:
-        return f"I enjoy {_join([str(x) for x in interests])}."
-    persona = (_section(step.system, "persona") or "").strip()
-    if not persona:
-        return "I'd rather not say much; nothing stands out for me."
-    openers = ("Well,", "Honestly,", "Speaking for myself,")
-    opener = openers[int(_uniform(seed, step.last_user) * len(openers))]
-    first = persona.split(". ")[0].rstrip(".")
-    first = first[8:] if first.lower().startswith("you are ") else first
-    return f"{opener} I'm {first}; that shapes how I see it."
-
-
-def _opinion_answer(step: _Step, profile: Mapping[str, Any], question: str) -> str:
-    # The observation's current value beats the profile's starting one.
-    m = _OPINION_VALUE.search(step.observation)
-    value = float(m[1]) if m else None
-    if value is None and isinstance(profile.get("opinion"), int | float):
-        value = float(profile["opinion"])
-    i = question.lower().find(" about ")
-    on = f"On {question[i + 7 :].strip().rstrip('?.! ')}, " if i >= 0 else ""
-    if value is None:
-        return f"{on}I haven't made up my mind yet."
-    stances = ((0.5, "strongly in favour"), (0.15, "mildly in favour"), (-0.15, "undecided"))
-    stance = next((s for t, s in stances if value >= t), "")
-    stance = stance or ("mildly against it" if value > -0.5 else "strongly against it")
-    return f"{on}I'm {stance} (my opinion is {value:+.2f})."
-
-
-def _day_answer(step: _Step, low_question: str) -> str:
-    places: list[str] = []
-    for place in _PLACE.findall((_section(step.last_user, "memory") or "").lower()):
-        if place not in places:
-            places.append(place)
-    when = next((w for w in ("morning", "afternoon", "evening", "week") if w in low_question), "")
-    lead, noun = (f"This {when}", when) if when else ("Today", "day")
-    if places:
-        return f"{lead} I went to {_join(places)}; it was an ordinary {noun}."
-    if step.position and not step.position.startswith("in transit"):
-        return f"{lead} I mostly stayed at {step.position}; nothing special happened."
-    return f"{lead} was quiet; nothing special happened."
-
-
-def _join(items: Sequence[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

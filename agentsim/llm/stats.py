@@ -68,6 +68,7 @@ class ModelStats:
         "latency_sum",
         "prompt_tokens",
         "retries",
+        "usage_missing",
     )
 
     def __init__(self) -> None:
@@ -75,6 +76,7 @@ class ModelStats:
         self.calls = 0
         self.retries = 0
         self.errors = 0
+        self.usage_missing = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.cost = 0.0
@@ -117,6 +119,11 @@ class ModelStats:
         with self._lock:
             self.retries += 1
 
+    def record_missing_usage(self) -> None:
+        """An answer without token usage (its tokens are not in the sums)."""
+        with self._lock:
+            self.usage_missing += 1
+
     def record_error(self) -> None:
         """A call that failed for good (after its retries)."""
         with self._lock:
@@ -149,6 +156,7 @@ class ModelStats:
                 "calls": self.calls,
                 "retries": self.retries,
                 "errors": self.errors,
+                "usage_missing": self.usage_missing,
                 "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
                 "total_tokens": self.prompt_tokens + self.completion_tokens,
@@ -175,6 +183,7 @@ class ModelStats:
                 name: int(other[name])
                 for name in ("calls", "retries", "errors", "prompt_tokens", "completion_tokens")
             }
+            usage_missing = int(other.get("usage_missing", 0))
             cost = float(other["cost"])
             lat_count, lat_sum = int(latency["count"]), float(latency["sum"])
             lat_min, lat_max = latency["min"], latency["max"]
@@ -187,6 +196,7 @@ class ModelStats:
             self.calls += counts["calls"]
             self.retries += counts["retries"]
             self.errors += counts["errors"]
+            self.usage_missing += usage_missing
             self.prompt_tokens += counts["prompt_tokens"]
             self.completion_tokens += counts["completion_tokens"]
             self.cost += cost

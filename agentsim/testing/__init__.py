@@ -1,3 +1,44 @@
-"""Public test helpers: a real OpenAI-compatible server for loopback tests
-(``agentsim.testing.openai_server.OpenAITestServer``) and skill-output parsing
-(``agentsim.testing.skills.suggestions``)."""
+"""Public test doubles for users' own tests.
+
+- ``FunctionModel``: a chat model answering from a Python function (no sockets);
+  ``ChatRequest`` is what the function sees, ``tool_call`` builds a tool call to return.
+- ``OpenAITestServer``: a small fault-injecting OpenAI-compatible server on 127.0.0.1
+  (``agentsim.testing.openai_server``), with ``Fault`` and ``spawn_test_server``.
+- ``suggestions``: the ``SUGGESTED:`` lines of a skill's output, as the scripted model reads
+  them (``agentsim.testing.skills``).
+
+Imported lazily, so that a test using only ``FunctionModel`` does not load the web stack.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "ChatRequest": "agentsim.testing.function_model",
+    "Fault": "agentsim.testing.faults",
+    "FunctionModel": "agentsim.testing.function_model",
+    "OpenAITestServer": "agentsim.testing.openai_server",
+    "echo_answer": "agentsim.testing.function_model",
+    "scripted_answer": "agentsim.testing.answers",
+    "spawn_test_server": "agentsim.testing.openai_server",
+    "suggestions": "agentsim.testing.skills",
+    "tool_call": "agentsim.testing.function_model",
+    "usage_for": "agentsim.testing.function_model",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentsim.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

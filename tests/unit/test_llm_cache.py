@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agentsim.errors import CacheMissError, ConfigError, ModelResponseError
+from agentsim.errors import CacheMissError, ConfigError, ModelError, ModelResponseError
 from agentsim.llm.base import ChatModel, Completion, Message, ToolCall, ToolSchema, Usage
 from agentsim.llm.cache import (
     CachedModel,
@@ -207,7 +207,7 @@ async def test_api_key_never_reaches_the_cache_file(
         assert rec.model_name == "served" and rec.params == {"temperature": 0}
         first = await rec.complete(MSGS, TOOLS, seed=4)
         await rec.aclose()
-    assert srv.requests[0].headers["authorization"] == f"Bearer {key}"
+    assert srv.recorded[0].headers["authorization"] == f"Bearer {key}"
     # The database and its -wal / -shm companions.
     assert not files_containing(tmp_path, key.encode())
     assert key not in repr(rec)
@@ -255,3 +255,15 @@ async def test_unusable_recording(tmp_path: Path, content: bytes, match: str) ->
     with pytest.raises(ConfigError, match=match):
         await play.complete(MSGS)
     play.close()
+
+
+async def test_preflight_checks_the_model_only_when_the_cache_may_call_it(tmp_path: Path) -> None:
+    async with OpenAITestServer(models=["served"]) as srv:
+        wrong = OpenAIChatModel(model="other", base_url=srv.base_url)
+        recording = CachedModel(wrong, path=tmp_path / "c.sqlite", mode="record")
+        with pytest.raises(ModelError, match=r"does not serve model 'other' \(it serves: served\)"):
+            await recording.preflight()
+        await recording.aclose()
+    (tmp_path / "c.sqlite").touch()
+    replay = CachedModel(None, path=tmp_path / "c.sqlite", mode="replay", model_name="other")
+    await replay.preflight()  # no model, no server: nothing to check

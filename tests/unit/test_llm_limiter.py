@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any
 
 import pytest
 
+from agentsim.llm.base import Completion, Usage
 from agentsim.llm.limiter import RateLimiter
+from agentsim.llm.openai import OpenAIChatModel
+from agentsim.testing import ChatRequest
+from agentsim.testing.openai_server import OpenAITestServer
 
 
 @pytest.mark.parametrize(
@@ -136,14 +139,63 @@ async def test_token_rate_and_correction_by_actual_usage() -> None:
     assert lim.token_burst == 100
 
 
-async def test_request_larger_than_the_token_burst_is_admitted_when_full() -> None:
-    lim = RateLimiter(tpm=60_000, token_burst=50)
-    async with asyncio.timeout(1.0), lim.acquire(5_000):
+async def test_request_larger_than_the_token_burst_is_admitted_and_leaves_debt() -> None:
+    # 2,000 tokens/s, burst 100: a 1,000-token request goes at once, leaving 900 of debt,
+    # which the next request must wait for (~0.45 s).
+    lim = RateLimiter(tpm=120_000, token_burst=100)
+    async with asyncio.timeout(0.2), lim.acquire(1_000):
         pass
-    # It left the bucket in debt: the next request waits for the refill (5 s here).
-    lim.record_tokens(0, estimated=5_000)
-    async with asyncio.timeout(1.0), lim.acquire(10):
+    start = time.monotonic()
+    async with lim.acquire(10):
         pass
+    assert 0.4 <= time.monotonic() - start < 1.0
+
+
+@pytest.mark.parametrize(("used", "slow"), [(510, True), (10, False)], ids=["debt", "as-booked"])
+async def test_tokens_used_beyond_the_estimate_delay_the_next_request(
+    used: int, slow: bool
+) -> None:
+    # 1,000 tokens/s, burst 100. Booked 10, used 510: the bucket is 500 tokens in debt and
+    # the next request waits ~0.5 s; used as booked, it goes at once.
+    lim = RateLimiter(tpm=60_000, token_burst=100)
+    async with lim.acquire(10) as permit:
+        permit.record_tokens(used)
+    start = time.monotonic()
+    async with lim.acquire(10):
+        pass
+    waited = time.monotonic() - start
+    assert (waited >= 0.4) if slow else (waited < 0.1)
+
+
+async def test_token_debt_reported_by_the_server_slows_the_model() -> None:
+    # The server reports 3,000 tokens for a request estimated at ~30: the model settles the
+    # difference, and its next call waits for the debt (4,000 tokens/s: ~0.5 s).
+    def heavy(request: ChatRequest) -> Completion:
+        return Completion(content="ok", usage=Usage(prompt_tokens=2_990, completion_tokens=10))
+
+    async with OpenAITestServer(answer=heavy) as srv:
+        limiter = RateLimiter(tpm=240_000, token_burst=1_000)
+        model = OpenAIChatModel(model="m", base_url=srv.base_url, limiter=limiter)
+        await model.complete([{"role": "user", "content": "hi"}])
+        started = time.monotonic()
+        await model.complete([{"role": "user", "content": "hi"}])
+        second = time.monotonic() - started
+        await model.aclose()
+    assert second >= 0.4
+
+
+async def test_request_rate_holds_at_the_server() -> None:
+    # 20 requests/s with a burst of 2: 8 calls take at least (8 - 2) / 20 = 0.3 s.
+    async with OpenAITestServer() as srv:
+        limiter = RateLimiter(rpm=1200, request_burst=2, max_concurrency=8)
+        model = OpenAIChatModel(model="m", base_url=srv.base_url, limiter=limiter)
+        started = time.monotonic()
+        await asyncio.gather(
+            *(model.complete([{"role": "user", "content": "x"}]) for _ in range(8))
+        )
+        elapsed = time.monotonic() - started
+        await model.aclose()
+    assert elapsed >= 0.28 and srv.served == 8
 
 
 async def test_cancelled_rate_wait_gives_its_booking_back() -> None:
@@ -210,100 +262,3 @@ def test_limiter_outlives_its_first_loop() -> None:
     assert asyncio.run(use()) == 1
     assert asyncio.run(use()) == 1
     assert lim.in_flight == 0
-
-
-# -- the callback form: start / release ------------------------------------------------------
-
-
-async def test_start_admits_at_once_and_release_is_idempotent() -> None:
-    lim = RateLimiter(max_concurrency=2)
-    calls: list[str] = []
-    permit = lim.acquire(5)
-    permit.start(lambda: calls.append("go"))
-    assert calls == ["go"] and permit.admitted and lim.in_flight == 1
-    permit.release()
-    permit.release()
-    assert lim.in_flight == 0 and not permit.admitted
-    with pytest.raises(RuntimeError, match=r"Permit.start\(\) called twice; take a new permit"):
-        permit.start(lambda: None)
-
-
-async def test_release_hands_the_slot_over_inside_the_call() -> None:
-    # The next permit's callback runs before release() returns: no task has to wake first.
-    lim = RateLimiter(max_concurrency=1)
-    order: list[str] = []
-    first, second, third = lim.acquire(), lim.acquire(), lim.acquire()
-    first.start(lambda: order.append("first"))
-    second.start(lambda: order.append("second"))
-    third.start(lambda: order.append("third"))
-    assert order == ["first"] and lim.in_flight == 1
-    third.release()  # withdrawn while waiting: never admitted
-    first.release()
-    assert order == ["first", "second"] and lim.in_flight == 1
-    second.release()
-    assert order == ["first", "second"] and lim.in_flight == 0
-
-
-async def test_callback_waits_for_its_rate_turn_and_can_withdraw() -> None:
-    # 10 requests/s, burst 1: the second permit is admitted ~0.1 s after the first.
-    lim = RateLimiter(rpm=600, request_burst=1)
-    admitted = asyncio.Event()
-    lim.acquire().start(lambda: None)
-    waiting = lim.acquire()
-    waiting.start(admitted.set)
-    assert not waiting.admitted and lim.in_flight == 2  # it holds its slot while it waits
-    withdrawn = lim.acquire()
-    withdrawn.start(lambda: pytest.fail("a withdrawn permit must not be admitted"))
-    withdrawn.release()  # gives its booking back: it does not delay the others
-    start = time.monotonic()
-    await asyncio.wait_for(admitted.wait(), 1.0)
-    assert 0.03 < time.monotonic() - start < 0.15 and waiting.admitted
-
-
-def test_waiter_of_a_closed_loop_is_skipped() -> None:
-    lim = RateLimiter(max_concurrency=1)
-    holder, orphan = lim.acquire(), lim.acquire()
-
-    async def start(permit: Any) -> None:
-        permit.start(lambda: None)
-
-    asyncio.run(start(holder))
-    asyncio.run(start(orphan))  # queued; then its loop ends
-    assert not orphan.admitted
-    asyncio.run(asyncio.sleep(0))  # any other loop
-    holder.release()  # the orphan's loop is closed: the slot is simply freed
-    assert lim.in_flight == 0
-
-
-def test_slot_on_its_way_to_a_withdrawn_permit_is_passed_on() -> None:
-    lim = RateLimiter(max_concurrency=1)
-    other_loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=other_loop.run_forever, daemon=True)
-    thread.start()
-    admitted: list[str] = []
-
-    async def start(permit: Any, name: str) -> None:
-        permit.start(lambda: admitted.append(name))
-
-    try:
-        with asyncio.Runner() as runner:
-            holder, remote, last = lim.acquire(), lim.acquire(), lim.acquire()
-            runner.run(start(holder, "holder"))
-            asyncio.run_coroutine_threadsafe(start(remote, "remote"), other_loop).result(5)
-            runner.run(start(last, "last"))
-            # Block the other loop, so that the slot handed to `remote` arrives there only
-            # after `remote` has withdrawn.
-            gate = threading.Event()
-            other_loop.call_soon_threadsafe(gate.wait, 5)
-            other_loop.call_soon_threadsafe(remote.release)
-            holder.release()  # the slot is now on its way to `remote`
-            gate.set()
-            asyncio.run_coroutine_threadsafe(asyncio.sleep(0.01), other_loop).result(5)
-            runner.run(asyncio.sleep(0))  # `remote` passed the slot on to `last`, here
-            assert admitted == ["holder", "last"] and lim.in_flight == 1
-            last.release()
-            assert lim.in_flight == 0
-    finally:
-        other_loop.call_soon_threadsafe(other_loop.stop)
-        thread.join(5)
-        other_loop.close()
