@@ -33,7 +33,6 @@ __all__ = [
     "SkillScriptContext",
     "current_context",
     "looks_secret",
-    "make_context",
     "safe_env",
 ]
 
@@ -163,29 +162,6 @@ class SkillScriptContext:
 
 def _rebuild(data: dict[str, Any], env: dict[str, str]) -> SkillScriptContext:
     return SkillScriptContext.from_dict(data, env=env)
-
-
-def make_context(
-    workspace_root: Path,
-    skill_id: str,
-    skill_name: str,
-    skill_dir: Path,
-    agent_id: str,
-    tick: int,
-    time: datetime,
-    env: Mapping[str, str],
-) -> SkillScriptContext:
-    """``SkillScriptContext`` from positional arguments, as the runtime builds one per call."""
-    return SkillScriptContext(
-        workspace_root=workspace_root,
-        skill_id=skill_id,
-        skill_name=skill_name,
-        skill_dir=skill_dir,
-        agent_id=agent_id,
-        tick=tick,
-        time=time,
-        env=env,
-    )
 
 
 def current_context() -> SkillScriptContext:

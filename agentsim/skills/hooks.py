@@ -19,7 +19,6 @@ __all__ = [
     "HOOK_TYPES",
     "HookDecision",
     "HookOutcome",
-    "make_outcome",
     "parse_hook_output",
     "render_skill_hooks",
 ]
@@ -73,27 +72,6 @@ class HookOutcome:
         if self.error:
             out["error"] = self.error
         return out
-
-
-def make_outcome(
-    skill_id: str,
-    hook: str,
-    ok: bool,
-    text: str,
-    decision: HookDecision | None,
-    elapsed: float,
-    error: str | None,
-) -> HookOutcome:
-    """``HookOutcome`` from positional arguments, as the runtime builds one per hook call."""
-    return HookOutcome(
-        skill_id=skill_id,
-        hook=hook,
-        ok=ok,
-        text=text,
-        decision=decision,
-        elapsed=elapsed,
-        error=error,
-    )
 
 
 def parse_hook_output(output: str, *, skill_id: str, hook: str) -> tuple[str, HookDecision | None]:
