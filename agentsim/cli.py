@@ -208,7 +208,10 @@ def _make_executor(config: Any) -> Any:
     if config.executor.kind == "ray":
         from agentsim.sim.ray_executor import RayExecutor
 
-        return RayExecutor(address=config.executor.address)
+        return RayExecutor(
+            address=config.executor.address,
+            heartbeat_timeout=config.executor.heartbeat_timeout,
+        )
     from agentsim.sim.executors import LocalExecutor
 
     return LocalExecutor()

@@ -287,6 +287,8 @@ class ExecutorConfig(StrictModel):
     hosts: int | None = Field(default=None, ge=1, le=4096)
     address: str | None = None
     step_timeout: float = Field(default=120, gt=0, le=_MAX_SECONDS)
+    # Ray: a host that does not answer a ping for this long stops the run (with resume).
+    heartbeat_timeout: float = Field(default=120, gt=0, le=_MAX_SECONDS)
 
 
 class OutputConfig(StrictModel):

@@ -70,6 +70,11 @@ class _HostActor:
         await self.host.close()
 
 
+def _ready(ref: Any) -> bool:
+    ready, _ = ray.wait([ref], timeout=0)
+    return bool(ready)
+
+
 class RayExecutor:
     """Hosts as Ray actors. ``address=None`` joins ``RAY_ADDRESS`` or starts a local Ray."""
 
@@ -80,15 +85,20 @@ class RayExecutor:
         *,
         address: str | None = None,
         call_timeout: float = 600.0,
+        heartbeat_timeout: float = 120.0,
         num_cpus_per_host: float = 1.0,
         resume_hint: str = "",
     ) -> None:
         self.address = address
         self.call_timeout = call_timeout
+        # A host must answer a ping within this many seconds while it works on a long call;
+        # one that does not (stopped, hung, its node gone quiet) stops the run.
+        self.heartbeat_timeout = heartbeat_timeout
         self.num_cpus_per_host = num_cpus_per_host
         self.resume_hint = resume_hint
         self.actors: list[Any] = []
         self._started_ray = False
+        self._failure: str | None = None  # the first failure: later calls must not mask it
 
     def _init(self) -> None:
         if ray.is_initialized():
@@ -112,20 +122,49 @@ class RayExecutor:
             ) from None
 
     async def _wait(self, refs: Sequence[Any], what: str) -> list[Any]:
+        if self._failure is not None:
+            raise ExecutorError(f"{self._failure} (asked for {what} afterwards)")
+        calls: asyncio.Future[Any] = asyncio.gather(*refs)
+        watch: asyncio.Future[Any] = asyncio.ensure_future(self._watch(what))
         try:
-            return list(await asyncio.wait_for(asyncio.gather(*refs), self.call_timeout))
-        except TimeoutError:
-            raise ExecutorError(
-                f"{what} did not answer within {self.call_timeout:g}s; the run stopped"
-                f"{self._hint()}"
-            ) from None
+            done, _ = await asyncio.wait(
+                (calls, watch), timeout=self.call_timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            if calls in done:
+                return list(calls.result())
+            if watch in done:
+                watch.result()  # raises the ExecutorError of a host that stopped answering
+            raise self._fail(f"{what} did not answer within {self.call_timeout:g}s")
         except RayActorError as exc:
-            raise ExecutorError(
-                f"a host actor died during {what} ({type(exc).__name__}); the run stopped"
-                f"{self._hint()}"
-            ) from None
+            raise self._fail(f"a host actor died during {what} ({type(exc).__name__})") from None
         except (GetTimeoutError, RayError) as exc:
-            raise ExecutorError(f"Ray failed during {what}: {exc}{self._hint()}") from None
+            raise self._fail(f"Ray failed during {what}: {exc}") from None
+        finally:
+            for future in (watch, calls):
+                if not future.done():
+                    future.cancel()
+                    # Retrieved, so that asyncio does not log it as never retrieved.
+                    future.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+    async def _watch(self, what: str) -> None:
+        """Ping every host while a call runs; raise when one has not answered in time."""
+        interval = max(self.heartbeat_timeout / 4, 0.05)
+        while True:
+            await asyncio.sleep(interval)
+            pings = [a.pid.remote() for a in self.actors]
+            try:
+                await asyncio.wait_for(asyncio.gather(*pings), self.heartbeat_timeout)
+            except TimeoutError:
+                late = [i for i, p in enumerate(pings) if not _ready(p)]
+                raise self._fail(
+                    f"host {', '.join(map(str, late))} did not answer a ping for "
+                    f"{self.heartbeat_timeout:g}s during {what} (stopped, hung or cut off; "
+                    "raise executor.heartbeat_timeout if its work blocks that long)"
+                ) from None
+
+    def _fail(self, problem: str) -> ExecutorError:
+        self._failure = problem
+        return ExecutorError(f"{problem}; the run stopped{self._hint()}")
 
     def _hint(self) -> str:
         return f"; continue it with `{self.resume_hint}`" if self.resume_hint else ""
@@ -187,6 +226,8 @@ class RayExecutor:
         await self._wait([a.set_state.remote(ref) for a in self.actors], "restore")
 
     async def model_stats(self) -> list[dict[str, Any]]:
+        if self._failure is not None:
+            return []  # a broken run has no complete stats; its error is the one to report
         return await self._wait([a.model_stats.remote() for a in self.actors], "stats")
 
     async def pids(self) -> list[int]:
@@ -197,10 +238,11 @@ class RayExecutor:
 
     async def close(self) -> None:
         for a in self.actors:
-            try:
-                await asyncio.wait_for(a.close.remote(), 10)
-            except (TimeoutError, RayError):
-                pass
+            if self._failure is None:
+                try:
+                    await asyncio.wait_for(a.close.remote(), 10)
+                except (TimeoutError, RayError):
+                    pass
             ray.kill(a)
         self.actors = []
         if self._started_ray:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +151,51 @@ def test_a_killed_host_stops_the_run_with_the_resume_command(tmp_path: Path) -> 
         _run(cfg, run_dir, executor, progress=kill_one)
     manifest = (run_dir / "manifest.json").read_text()
     assert '"status": "failed"' in manifest
+
+
+def test_a_host_dead_at_set_up_is_reported_at_set_up_not_at_stats(tmp_path: Path) -> None:
+    import ray
+
+    cfg = _config(tmp_path, ticks=2)
+    executor = RayExecutor(call_timeout=60)
+    real_setup = executor.setup
+
+    async def setup_after_a_death(extra: Any) -> Any:
+        ray.kill(executor.actors[1])
+        return await real_setup(extra)
+
+    executor.setup = setup_after_a_death  # type: ignore[method-assign]
+    with pytest.raises(ExecutorError) as info:
+        _run(cfg, tmp_path / "ray", executor)
+    message = str(info.value)
+    assert "host actor died during setup" in message and "stats" not in message
+
+
+def test_a_stopped_host_is_detected_within_the_heartbeat_timeout(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, ticks=6)
+    executor = RayExecutor(call_timeout=120, heartbeat_timeout=2)
+    stopped: list[int] = []
+
+    def stop_one(p: Progress) -> None:
+        if p.tick == 2 and not stopped:
+            import ray
+
+            pid = int(ray.get(executor.actors[0].pid.remote(), timeout=30))
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+
+    run_dir = tmp_path / "ray"
+    started = time.monotonic()
+    try:
+        with pytest.raises(
+            ExecutorError, match=r"host 0 did not answer a ping for 2s during tick \d.*--resume"
+        ):
+            _run(cfg, run_dir, executor, progress=stop_one)
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+    assert time.monotonic() - started < 60
+    assert '"status": "failed"' in (run_dir / "manifest.json").read_text()
 
 
 @pytest.mark.slow
