@@ -43,6 +43,7 @@ from agentsim.sim.metrics import add_tick, new_metrics, public_metrics
 from agentsim.sim.profiles import AgentSpec, resolve_agents, select_agents
 from agentsim.sim.workspace import RunWorkspace, atomic_write_text
 from agentsim.skills._builtin import builtin_skills_dir
+from agentsim.skills._requires import RunProvides, unmet_requirements
 
 __all__ = ["Engine", "Progress", "RunSummary"]
 
@@ -120,6 +121,7 @@ class Engine:
             env=env,
             catalog_budget_tokens=cfg.skills.catalog_budget_tokens,
             trusted_namespaces=cfg.skills.trusted_namespaces,
+            modules=tuple(sorted(self.modules)),
         )
 
     def _host_specs(self, n: int) -> list[HostSpec]:
@@ -203,6 +205,10 @@ class Engine:
             "skills": len(self.registry.list_all()),
             "skill_diagnostics": len(diag),
             "modules": sorted(self.modules),
+            # What every catalog of this run leaves out, and why (``inspect`` shows it).
+            "skills_hidden": unmet_requirements(
+                self.registry.list_all(), RunProvides.for_modules(self.modules)
+            ),
         }
         for e in events:
             e.setdefault("time", start["time"])
