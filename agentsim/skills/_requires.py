@@ -66,7 +66,9 @@ def unmet_requirements(
             if new:
                 needs[d.skill_id] = have + new
                 changed = True
-    return {d.skill_id: "needs " + ", ".join(needs[d.skill_id]) for d in descs if d.skill_id in needs}
+    return {
+        d.skill_id: "needs " + ", ".join(needs[d.skill_id]) for d in descs if d.skill_id in needs
+    }
 
 
 def hidden_note(unmet: Mapping[str, str], names: Mapping[str, str]) -> str:

@@ -255,7 +255,7 @@ class AgentSkillRuntime:
         for e in hits:
             if e.skill_id in hidden:
                 continue
-            hit = {"name": e.handle, "description": e.description}
+            hit: dict[str, Any] = {"name": e.handle, "description": e.description}
             hit["active"] = e.skill_id in self._active
             if res.descriptors[e.skill_id].status == "deprecated":
                 hit["deprecated"] = True  # as the catalog marks it
