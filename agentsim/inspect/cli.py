@@ -73,6 +73,10 @@ def _overview_text(d: dict[str, Any], out: TextIO) -> None:
                 f"    {sid:<38} {u['activations']:>11,} {u['script_calls']:>13,} "
                 f"{u['script_failures']:>7,}\n"
             )
+    if d["skills_hidden"]:  # skills whose requirements this run does not meet
+        n = len(d["skills_hidden"])
+        why = ", ".join(f"{sid} ({reason})" for sid, reason in d["skills_hidden"].items())
+        w(f"  hidden       {n} skill{'s' if n != 1 else ''} not offered: {why}\n")
     for r in d["hot_reloads"]:
         parts = [f"{k} {', '.join(r[k])}" for k in ("added", "changed", "removed") if r.get(k)]
         what = "; ".join(parts) or "-"

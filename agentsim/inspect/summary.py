@@ -107,6 +107,7 @@ class RunOverview:
     errors: Mapping[str, int]
     events: Mapping[str, int]
     skills: Mapping[str, SkillUse]
+    skills_hidden: Mapping[str, str]  # skill id -> why this run's catalogs leave it out
     hot_reloads: tuple[Mapping[str, Any], ...]
     checkpoints: tuple[int, ...]
 
@@ -137,6 +138,7 @@ class RunOverview:
             "errors": dict(self.errors),
             "events": dict(self.events),
             "skills": {k: v.to_dict() for k, v in self.skills.items()},
+            "skills_hidden": dict(self.skills_hidden),
             "hot_reloads": [dict(r) for r in self.hot_reloads],
             "checkpoints": list(self.checkpoints),
         }
@@ -153,6 +155,7 @@ class EventCounts:
     errors: Mapping[str, int]
     events: Mapping[str, int]
     skills: Mapping[str, SkillUse]
+    skills_hidden: Mapping[str, str]  # from run_start
     hot_reloads: tuple[Mapping[str, Any], ...]
 
 
@@ -166,6 +169,7 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
     ticks = 0
     agents: int | None = None
     last_time: str | None = None
+    hidden: dict[str, str] = {}
     for ev in events:
         last_time = ev.get("time") or last_time
         kind = str(ev.get("type"))
@@ -189,8 +193,10 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
             reloads.append(
                 {k: ev.get(k) for k in ("tick", "generation", "added", "changed", "removed")}
             )
-        elif kind == "run_start" and isinstance(ev.get("agents"), int):
-            agents = ev["agents"]
+        elif kind == "run_start":
+            agents = ev["agents"] if isinstance(ev.get("agents"), int) else agents
+            if isinstance(ev.get("skills_hidden"), dict):
+                hidden = {str(k): str(v) for k, v in ev["skills_hidden"].items()}
         if kind in _ERRORS:
             ek = error_kind(ev)
             if ek is not None:
@@ -203,6 +209,7 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
         errors=dict(sorted(errors.items())),
         events=dict(sorted(types.items())),
         skills=dict(sorted(skills.items())),
+        skills_hidden=hidden,
         hot_reloads=tuple(reloads),
     )
 
@@ -268,6 +275,7 @@ def summarize(run: Run) -> RunOverview:
         errors=counts.errors,
         events=counts.events,
         skills=counts.skills,
+        skills_hidden=counts.skills_hidden,
         hot_reloads=counts.hot_reloads,
         checkpoints=tuple(t for t, _ in run.checkpoints()),
     )

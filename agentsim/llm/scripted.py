@@ -8,7 +8,8 @@ completion, a run replays exactly, and one instance serves every agent of a proc
 Policy, one tool call per completion: answer a ``<question>`` (read-only mode); else follow
 the first pending suggestion (hooks and feedback, then tool results, in the order seen); else
 run the next playbook line of an active skill; else, with probability ``activation_rate``,
-activate the catalog skill that best fits the agent; else ``finish`` with a summary.
+activate the catalog skill that best fits the agent (never a deprecated one); else ``finish``
+with a summary.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ __all__ = ["ScriptedModel"]
 _Choice = tuple[str, dict[str, Any]]
 
 _SUGGESTED = "SUGGESTED:"
-_CATALOG_ENTRY = re.compile(r'<skill name="([^"]*)" id="([^"]*)"( active="true")?>([^<]*)</skill>')
+_CATALOG_ENTRY = re.compile(
+    r'<skill name="([^"]*)" id="([^"]*)"( status="deprecated")?( active="true")?>([^<]*)</skill>'
+)
 
 
 def _wordset(text: str) -> frozenset[str]:
@@ -171,13 +174,19 @@ class _Skill:
     name: str
     description: str
     active: bool = False
+    deprecated: bool = False
 
 
 @lru_cache(maxsize=1024)
 def _catalog(block: str) -> tuple[_Skill, ...]:
     """Entries of an ``<available_skills>`` block (cached: agents share catalogs)."""
     return tuple(
-        _Skill(name=html.unescape(m[1]), description=html.unescape(m[4]), active=bool(m[3]))
+        _Skill(
+            name=html.unescape(m[1]),
+            description=html.unescape(m[5]),
+            active=bool(m[4]),
+            deprecated=bool(m[3]),
+        )
         for m in _CATALOG_ENTRY.finditer(block)
     )
 
@@ -342,6 +351,8 @@ class ScriptedModel:
         searched = [c for c in step.calls if c.name == "search_skills"]
         for c in searched:
             candidates.extend(s for s in _search_hits(c.result) if s.name not in active)
+        # A deprecated skill is kept for old experiments: a sensible model never picks it.
+        candidates = [s for s in candidates if not s.deprecated]
         who, query = _agent_words(step)
         situation = _tokens(step.observation)
         best: tuple[int, str] | None = None
@@ -452,7 +463,11 @@ def _search_hits(result: str) -> list[_Skill]:
     if isinstance(hits, dict):
         hits = hits.get("results") or hits.get("skills")
     return [
-        _Skill(name=h["name"], description=str(h.get("description", "")))
+        _Skill(
+            name=h["name"],
+            description=str(h.get("description", "")),
+            deprecated=h.get("deprecated") is True,
+        )
         for h in (hits if isinstance(hits, list) else ())
         if isinstance(h, dict) and isinstance(h.get("name"), str) and not h.get("active")
     ]

@@ -43,6 +43,7 @@ from agentsim.sim.metrics import add_tick, new_metrics, public_metrics
 from agentsim.sim.profiles import AgentSpec, resolve_agents, select_agents
 from agentsim.sim.workspace import RunWorkspace, atomic_write_text
 from agentsim.skills._builtin import builtin_skills_dir
+from agentsim.skills._requires import RunProvides, unmet_requirements
 
 __all__ = ["Engine", "Progress", "RunSummary"]
 
@@ -101,6 +102,7 @@ class Engine:
         self._metrics = new_metrics()
         self._pos = (0, 0)  # (workflow step index, ticks done inside it)
         self._registry_sources: SkillSources | None = None
+        self._skills_hidden: dict[str, str] = {}  # skill id -> why no catalog offers it
         # A resume writes nothing until its checkpoint is restored: a resume that fails
         # before that leaves the run folder exactly as it found it.
         self._may_write = True
@@ -120,6 +122,7 @@ class Engine:
             env=env,
             catalog_budget_tokens=cfg.skills.catalog_budget_tokens,
             trusted_namespaces=cfg.skills.trusted_namespaces,
+            modules=tuple(sorted(self.modules)),
         )
 
     def _host_specs(self, n: int) -> list[HostSpec]:
@@ -170,10 +173,12 @@ class Engine:
             mod.setup(infos)
         self._registry_sources = self._sources()
         self.registry = build_registry(self._registry_sources)
+        provides = RunProvides.for_modules(self.modules)
+        self._skills_hidden = unmet_requirements(self.registry.list_all(), provides)
         for gi, group in enumerate(cfg.agents):
             for name in group.skills.default:
                 try:
-                    self.registry.resolve(name)
+                    desc = self.registry.resolve(name)
                 except SkillNotFoundError as exc:
                     close = f" (close matches: {', '.join(exc.close)})" if exc.close else ""
                     raise ConfigError(
@@ -181,6 +186,13 @@ class Engine:
                         f"default skill {name!r} is not registered{close}",
                         "fix the name, or add the folder holding it to skills.paths",
                     ) from None
+                why = self._skills_hidden.get(desc.skill_id)
+                if why is not None:
+                    raise ConfigError(
+                        f"agents.{gi}.skills.default",
+                        f"default skill {name!r} is not available in this run: it {why}",
+                        "add what it needs under environment, or remove it from the defaults",
+                    )
 
     async def _start(self, *, resume: bool) -> list[dict[str, Any]]:
         cfg = self.config
@@ -203,6 +215,8 @@ class Engine:
             "skills": len(self.registry.list_all()),
             "skill_diagnostics": len(diag),
             "modules": sorted(self.modules),
+            # What every catalog of this run leaves out, and why (``inspect`` shows it).
+            "skills_hidden": self._skills_hidden,
         }
         for e in events:
             e.setdefault("time", start["time"])

@@ -43,6 +43,8 @@ class SkillSources:
     env: tuple[tuple[str, str], ...] = ()  # (skills_dir, module name)
     catalog_budget_tokens: int = 2000
     trusted_namespaces: tuple[str, ...] = ("built-in",)
+    # The run's environment modules: a skill requiring another is hidden. None: not known.
+    modules: tuple[str, ...] | None = None
 
 
 def build_registry(src: SkillSources) -> SkillRegistry:
@@ -122,6 +124,7 @@ class AgentHost:
             runner=ScriptRunner(check_every_call=False),
             catalog_budget_tokens=spec.skills.catalog_budget_tokens,
             trusted_namespaces=spec.skills.trusted_namespaces,
+            env_modules=spec.skills.modules,
         )
         self.stats = ModelStats()
         run_dir = Path(spec.run_dir)

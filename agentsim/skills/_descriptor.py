@@ -59,7 +59,17 @@ class SkillDescriptor:
 
     @property
     def requires(self) -> tuple[str, ...]:
-        return self.manifest.requires
+        """The skills this one requires; its env modules and tools are ``requires_env``
+        and ``requires_tools`` (all three are the manifest's one ``requires`` list)."""
+        return self.manifest.required_skills
+
+    @property
+    def requires_env(self) -> tuple[str, ...]:
+        return self.manifest.required_env
+
+    @property
+    def requires_tools(self) -> tuple[str, ...]:
+        return self.manifest.required_tools
 
     @property
     def timeout(self) -> float | None:

@@ -78,6 +78,8 @@ class _SkillLike(Protocol):
     def name(self) -> str: ...
     @property
     def description(self) -> str: ...
+    @property
+    def status(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,8 +93,13 @@ class CatalogEntry:
     tokens: int
 
 
-def _entry_line(handle: str, skill_id: str, description: str) -> str:
-    return f'<skill name="{escape(handle)}" id="{escape(skill_id)}">{escape(description)}</skill>'
+def _entry_line(handle: str, skill_id: str, description: str, status: str) -> str:
+    # A deprecated skill says so in its entry: a model can then prefer another one.
+    mark = ' status="deprecated"' if status == "deprecated" else ""
+    return (
+        f'<skill name="{escape(handle)}" id="{escape(skill_id)}"{mark}>'
+        f"{escape(description)}</skill>"
+    )
 
 
 @dataclass(slots=True)
@@ -115,7 +122,7 @@ class CatalogIndex:
         docs: list[list[str]] = []
         for s in skills:
             handle = s.name if name_count[s.name] == 1 else s.skill_id
-            line = _entry_line(handle, s.skill_id, s.description)
+            line = _entry_line(handle, s.skill_id, s.description, s.status)
             entries.append(
                 CatalogEntry(
                     skill_id=s.skill_id,
@@ -198,10 +205,16 @@ def _omitted_note(omitted: int) -> str:
 
 
 def render_selection(
-    index: CatalogIndex, shown: Sequence[str], *, active: Sequence[str], omitted: int
+    index: CatalogIndex,
+    shown: Sequence[str],
+    *,
+    active: Sequence[str],
+    omitted: int,
+    note: str = "",
 ) -> str:
     """The text of a catalog whose selection (``shown`` ids, ``omitted`` count) is known:
-    agents keep only their selection and re-render it, which costs a join, not a ranking."""
+    agents keep only their selection and re-render it, which costs a join, not a ranking.
+    ``note`` is a last line (the skills this run hides)."""
     active_set = set(active)
     lines = [_OPEN]
     for sid in shown:
@@ -210,6 +223,8 @@ def render_selection(
     lines.append(_CLOSE)
     if omitted:
         lines.append(_omitted_note(omitted))
+    if note:
+        lines.append(note)
     return "\n".join(lines)
 
 
@@ -220,8 +235,11 @@ def render_catalog(
     query: str = "",
     active: Sequence[str] = (),
     hidden: frozenset[str] = frozenset(),
+    note: str = "",
 ) -> RenderedCatalog:
     """Render the catalog of ``index`` minus ``hidden`` ids within ``budget_tokens``.
+
+    ``note`` is a last line (the skills this run hides, and why); its tokens count.
 
     ``active`` ids are always listed first (marked ``active="true"``); the budget then goes to
     the most relevant of the rest. If the active skills alone exceed the budget they are still
@@ -230,6 +248,8 @@ def render_catalog(
     entries = index.entries
     visible = len(entries) - sum(1 for h in hidden if h in index.by_id)
     frame = estimate_tokens(_OPEN) + estimate_tokens(_CLOSE) + 2
+    if note:
+        frame += estimate_tokens(note) + 1
     active_set = set(active)
     if not active_set and not hidden and index.total_tokens + frame <= budget_tokens:
         text = "\n".join([_OPEN, *(e.line for e in entries), _CLOSE])
@@ -269,10 +289,10 @@ def render_catalog(
         shown.append(e.skill_id)
         used += e.tokens
     omitted = visible - len(shown)
+    lines.append(_CLOSE)
     if omitted:
-        lines.append(_CLOSE)
         lines.append(_omitted_note(omitted))
-    else:
-        lines.append(_CLOSE)
+    if note:
+        lines.append(note)
     text = "\n".join(lines)
     return RenderedCatalog(text=text, shown=tuple(shown), omitted=omitted, tokens=used)

@@ -135,8 +135,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
         print(f"hook:        {hook_type} -> {rel}")
     if desc.tags:
         print(f"tags:        {', '.join(desc.tags)}")
-    if desc.requires:
-        print(f"requires:    {', '.join(desc.requires)}")
+    if desc.manifest.requires:  # skills, env:<module> and tool:<tool> entries
+        print(f"requires:    {', '.join(desc.manifest.requires)}")
     others = [d.skill_id for d in registry.find_by_name(desc.name) if d is not desc]
     if others:
         print(f"also named {desc.name!r}: {', '.join(others)}")

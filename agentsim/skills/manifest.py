@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -30,6 +31,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from agentsim.agent.tools import TOOL_NAMES
 from agentsim.skills._frontmatter import (
     Diagnostic,
     KeyLines,
@@ -109,6 +111,42 @@ def _env_name(value: str) -> str:
     return value
 
 
+_REQUIRES_FIX = (
+    "write a skill name (like opinion-update), env:<module> (like env:social) or "
+    "tool:<tool> (like tool:ask_env)"
+)
+
+
+def _close(value: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(value, known, n=1)
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
+def _requirement(value: str) -> str:
+    """A ``requires`` entry: a skill name, ``env:<module>`` or ``tool:<tool>``."""
+    kind, sep, what = value.partition(":")
+    if not sep:
+        return _skill_name(value)
+    if kind == "env":
+        from agentsim.env.router import BUILTIN_MODULES  # only skills that need one pay
+
+        if what not in BUILTIN_MODULES:
+            known = sorted(BUILTIN_MODULES)
+            raise ValueError(
+                f"{value!r} names no environment module; {_close(what, known)}"
+                f"known modules: {', '.join(known)}"
+            )
+        return value
+    if kind == "tool":
+        if what not in TOOL_NAMES:
+            raise ValueError(
+                f"{value!r} names no agent tool; {_close(what, TOOL_NAMES)}"
+                f"known tools: {', '.join(TOOL_NAMES)}"
+            )
+        return value
+    raise ValueError(f"{value!r} has an unknown kind {kind!r}; {_REQUIRES_FIX}")
+
+
 def _split_tools(value: Any) -> Any:
     # The spec's form is one space-separated string; a YAML list is read too.
     return tuple(value.split()) if isinstance(value, str) else value
@@ -118,6 +156,7 @@ SkillName = Annotated[StrictStr, AfterValidator(_skill_name)]
 RelPath = Annotated[StrictStr, AfterValidator(_relative)]
 Schema = Annotated[dict[str, Any], AfterValidator(_schema)]
 EnvName = Annotated[StrictStr, AfterValidator(_env_name)]
+Requirement = Annotated[StrictStr, AfterValidator(_requirement)]
 
 
 class HookSpec(BaseModel):
@@ -151,7 +190,8 @@ class SkillManifest(BaseModel):
     hooks: HookSpec = HookSpec()
     version: StrictStr | None = None
     tags: tuple[StrictStr, ...] = Field(default=(), strict=False)
-    requires: tuple[SkillName, ...] = Field(default=(), strict=False)
+    # Skill names, plus env:<module> and tool:<tool> for what else the skill needs.
+    requires: tuple[Requirement, ...] = Field(default=(), strict=False)
     timeout: float | None = Field(default=None, gt=0)
     isolation: Literal["inline", "thread", "process"] = "inline"
     input_schema: Schema | None = None
@@ -173,6 +213,25 @@ class SkillManifest(BaseModel):
                 "name so that they are equal"
             )
         return value
+
+    def _required(self, kind: str) -> tuple[str, ...]:
+        prefix = f"{kind}:"
+        return tuple(r.removeprefix(prefix) for r in self.requires if r.startswith(prefix))
+
+    @property
+    def required_skills(self) -> tuple[str, ...]:
+        """The skills named in ``requires`` (activated with this one)."""
+        return tuple(r for r in self.requires if ":" not in r)
+
+    @property
+    def required_env(self) -> tuple[str, ...]:
+        """The environment modules named in ``requires`` (``env:<module>``)."""
+        return self._required("env")
+
+    @property
+    def required_tools(self) -> tuple[str, ...]:
+        """The agent tools named in ``requires`` (``tool:<tool>``)."""
+        return self._required("tool")
 
     def declared_files(self) -> list[tuple[str, str]]:
         """(label, relative path) of the default script and every hook script."""

@@ -155,7 +155,8 @@ class AgentSkillRuntime:
         # visible to this agent only.
         own = self._own
         if own is None or own[0] is not view or own[1] != view.generation:
-            own = self._own = (view, view.generation, _Resolved(view.list_all()))
+            res = _Resolved(view.list_all(), self._space.provides)
+            own = self._own = (view, view.generation, res)
         return own[2]
 
     def _hidden_ids(self, res: _Resolved) -> frozenset[str]:
@@ -206,6 +207,8 @@ class AgentSkillRuntime:
             sid = next(
                 (e.skill_id for e in res.index.entries if e.handle.endswith("@" + name)), None
             )
+        if sid is not None and sid in res.unmet:
+            raise SkillActivationError(name, f"it is not available in this run: {res.unmet[sid]}")
         if sid is not None and sid in hidden:
             raise SkillActivationError(name, "it is disabled for this agent's group")
         if sid is None:
@@ -226,7 +229,9 @@ class AgentSkillRuntime:
             sel_key = (situation, active, hidden)
             sel = self._catalog_sel
             if sel is not None and sel[1] is res and sel[0] == sel_key:
-                text = render_selection(res.index, sel[2], active=active, omitted=sel[3])
+                text = render_selection(
+                    res.index, sel[2], active=active, omitted=sel[3], note=res.note
+                )
                 return RenderedCatalog(text=text, shown=sel[2], omitted=sel[3], tokens=sel[4])
             out = space.catalog(res, situation=situation, active=active, hidden=hidden, cache=False)
             self._catalog_sel = (sel_key, res, out.shown, out.omitted, out.tokens)
@@ -246,11 +251,15 @@ class AgentSkillRuntime:
         res = self._res()
         hidden = self._hidden_ids(res)
         hits = res.index.search(query, limit=limit + len(hidden))
-        out = [
-            {"name": e.handle, "description": e.description, "active": e.skill_id in self._active}
-            for e in hits
-            if e.skill_id not in hidden
-        ]
+        out: list[dict[str, Any]] = []
+        for e in hits:
+            if e.skill_id in hidden:
+                continue
+            hit: dict[str, Any] = {"name": e.handle, "description": e.description}
+            hit["active"] = e.skill_id in self._active
+            if res.descriptors[e.skill_id].status == "deprecated":
+                hit["deprecated"] = True  # as the catalog marks it
+            out.append(hit)
         return out[:limit]
 
     # -- activation ------------------------------------------------------------------------

@@ -9,11 +9,13 @@ per-agent part that refers to it.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import jsonschema
 
+from agentsim._tokens import estimate_tokens
+from agentsim.skills._requires import RunProvides, hidden_note, unmet_requirements
 from agentsim.skills.catalog import CatalogIndex, RenderedCatalog, render_catalog
 from agentsim.skills.context import safe_env
 from agentsim.skills.scripts import ScriptRunner
@@ -39,15 +41,21 @@ class SkillView(Protocol):
 
 
 class _Resolved:
-    """Name/id resolution tables for one view; built once per view generation."""
+    """Name/id resolution tables for one view; built once per view generation. ``unmet``:
+    the skills whose requirements the run does not meet (id -> why), ``note`` the catalog's
+    line about them."""
 
-    __slots__ = ("by_handle", "by_id", "descriptors", "index")
+    __slots__ = ("by_handle", "by_id", "descriptors", "index", "note", "unmet")
 
-    def __init__(self, descriptors: Sequence[SkillDescriptor]) -> None:
+    def __init__(
+        self, descriptors: Sequence[SkillDescriptor], provides: RunProvides | None = None
+    ) -> None:
         self.descriptors = {d.skill_id: d for d in descriptors}
         self.index = CatalogIndex.build(descriptors)
         self.by_handle = {e.handle: e.skill_id for e in self.index.entries}
         self.by_id = {e.skill_id: e.handle for e in self.index.entries}
+        self.unmet = unmet_requirements(descriptors, provides) if provides else {}
+        self.note = hidden_note(self.unmet, self.by_id)
 
 
 class SkillSpace:
@@ -63,7 +71,11 @@ class SkillSpace:
         command_timeout: float = 5.0,
         hook_output_cap: int = 2000,
         environ: Mapping[str, str] | None = None,
+        env_modules: Collection[str] | None = None,
     ) -> None:
+        # None when no run is known (a bare space): requirements on modules and tools are
+        # then not checked.
+        self.provides = None if env_modules is None else RunProvides.for_modules(env_modules)
         self.runner = runner or ScriptRunner()
         self.catalog_budget_tokens = catalog_budget_tokens
         self.trusted_namespaces = frozenset(trusted_namespaces)
@@ -96,7 +108,7 @@ class SkillSpace:
         hit = self._shared
         if hit is not None and hit[0] is view and hit[1] == view.generation:
             return hit[2]
-        res = _Resolved(view.list_all())
+        res = _Resolved(view.list_all(), self.provides)
         if view is self._view:
             self._shared = (view, view.generation, res)
         return res
@@ -126,6 +138,7 @@ class SkillSpace:
             query=situation,
             active=active,
             hidden=hidden,
+            note=res.note,
         )
         if cache:
             self._catalog_cache[key] = out
@@ -135,12 +148,13 @@ class SkillSpace:
 
     def hidden_ids(self, res: _Resolved, disabled: tuple[str, ...]) -> frozenset[str]:
         """Ids of the skills that ``disabled`` names hide in ``res`` (a name hides every
-        skill of that name, an id or handle the one skill)."""
+        skill of that name, an id or handle the one skill), and of those whose requirements
+        the run does not meet."""
         key = (id(res), disabled)
         hit = self._hidden.get(key)
         if hit is not None and hit[0] is res:
             return hit[1]
-        hidden: set[str] = set()
+        hidden: set[str] = set(res.unmet)
         for name in disabled:
             if name in res.descriptors:
                 hidden.add(name)
@@ -156,7 +170,8 @@ class SkillSpace:
 
     def fits(self, res: _Resolved, active: Sequence[str]) -> bool:
         """Whether every skill of ``res`` fits the budget (relevance then plays no part)."""
-        return res.index.total_tokens + 4 * len(active) + _FRAME_SLACK <= self.catalog_budget_tokens
+        used = res.index.total_tokens + 4 * len(active) + _FRAME_SLACK
+        return used + estimate_tokens(res.note) <= self.catalog_budget_tokens
 
     def clear_catalog_cache(self) -> None:
         self._catalog_cache.clear()

@@ -14,11 +14,12 @@ from agentsim.skills.catalog import CatalogIndex, render_catalog, tokenize
 
 @dataclass(frozen=True)
 class Skill:
-    """Input data with the three fields the index reads (a descriptor has many more)."""
+    """Input data with the four fields the index reads (a descriptor has many more)."""
 
     skill_id: str
     name: str
     description: str
+    status: str = "active"
 
 
 def skill(name: str, description: str, namespace: str = "built-in") -> Skill:

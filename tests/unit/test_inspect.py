@@ -141,7 +141,7 @@ def test_overview_json_shape(finished: Path, capsys: pytest.CaptureFixture[str])
         "seed", "ticks_done", "ticks_total", "last_time", "agents", "agent_steps",
         "agent_steps_per_s", "model_calls", "script_calls", "prompt_tokens",
         "completion_tokens", "tokens", "cost", "skipped", "errors", "events", "skills",
-        "hot_reloads", "checkpoints",
+        "skills_hidden", "hot_reloads", "checkpoints",
     }  # fmt: skip
     assert data["status"] == "completed" and data["ticks_done"] == 5
     for use in data["skills"].values():

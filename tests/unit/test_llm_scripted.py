@@ -390,6 +390,44 @@ async def test_activation_picks_the_best_fitting_inactive_skill() -> None:
     assert call_of(c) == ("activate_skill", {"name": "fitness"})
 
 
+async def test_a_deprecated_skill_is_never_activated() -> None:
+    # The deprecated entry fits the agent best ("running", "parks"); the model takes the next.
+    deprecated = CATALOG.replace(
+        '<skill name="fitness" id="built-in@fitness">',
+        '<skill name="fitness" id="built-in@fitness" status="deprecated">',
+    )
+    assert deprecated != CATALOG
+    obs = "\nweather: sunny, parks are open"
+    c = await ALWAYS_ACTIVATE.complete(
+        [system(catalog=deprecated), user(extra_obs=obs)], tools(*ALL_TOOLS)
+    )
+    assert call_of(c) == ("activate_skill", {"name": "coffee-spots"})
+
+
+async def test_a_deprecated_search_hit_is_never_activated() -> None:
+    catalog = (
+        "<available_skills>\n</available_skills>\n"
+        "<!-- 2 more skills not listed to fit the catalog budget; call search_skills(query) "
+        "to find them -->"
+    )
+    hits = [
+        {"name": "old-runs", "description": "Running logs.", "active": False, "deprecated": True},
+        {"name": "marathon", "description": "Training plans for running.", "active": False},
+    ]
+    calls = await run_step(
+        ALWAYS_ACTIVATE,
+        [system(catalog=catalog), user()],
+        {"search_skills": json.dumps({"results": hits})},
+    )
+    assert calls[1] == ("activate_skill", {"name": "marathon"})
+    calls = await run_step(
+        ALWAYS_ACTIVATE,
+        [system(catalog=catalog), user()],
+        {"search_skills": json.dumps({"results": hits[:1]})},
+    )
+    assert [c[0] for c in calls] == ["search_skills", "finish"]
+
+
 async def test_activation_ties_break_by_name_and_skip_active_skills() -> None:
     profile = {**PROFILE, "interests": ["coffee", "running"], "occupation": "clerk"}
     c = await ALWAYS_ACTIVATE.complete(

@@ -340,7 +340,7 @@ async def test_catalog_over_budget_keeps_active_and_reports_omitted(
     await rt.activate("old-skill")
     cat = rt.catalog("double a number with schema checks")
     assert cat.shown[0] == "built-in@old-skill"
-    assert 'id="built-in@old-skill" active="true">' in cat.text
+    assert 'id="built-in@old-skill" status="deprecated" active="true">' in cat.text
     assert "built-in@schema-skill" in cat.shown[:3]
     assert cat.omitted == len(rt.visible()) - len(cat.shown) > 0
     assert f"<!-- {cat.omitted} more skills not listed" in cat.text
