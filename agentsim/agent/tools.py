@@ -10,18 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentsim.skills._toolnames import TOOL_NAMES
+
 __all__ = ["ENUM_LIMIT", "READ_ONLY_TOOLS", "TOOL_NAMES", "WRITE_TOOLS", "build_tools"]
 
 ENUM_LIMIT = 256
-TOOL_NAMES = (
-    "activate_skill",
-    "deactivate_skill",
-    "read_skill_file",
-    "execute_skill_script",
-    "search_skills",
-    "ask_env",
-    "finish",
-)
 WRITE_TOOLS = frozenset({"activate_skill", "deactivate_skill", "execute_skill_script"})
 READ_ONLY_TOOLS = tuple(t for t in TOOL_NAMES if t not in WRITE_TOOLS)
 

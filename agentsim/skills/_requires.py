@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agentsim.agent.tools import TOOL_NAMES
+from agentsim.skills._toolnames import TOOL_NAMES
 
 if TYPE_CHECKING:
     from agentsim.skills._descriptor import SkillDescriptor

@@ -31,7 +31,6 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from agentsim.agent.tools import TOOL_NAMES
 from agentsim.skills._frontmatter import (
     Diagnostic,
     KeyLines,
@@ -40,6 +39,7 @@ from agentsim.skills._frontmatter import (
     read_skill_bytes,
 )
 from agentsim.skills._paths import file_problem, path_problem
+from agentsim.skills._toolnames import TOOL_NAMES
 
 __all__ = [
     "AGENTSIM_KEYS",
