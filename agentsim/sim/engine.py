@@ -9,12 +9,12 @@ byte-identical ``events.jsonl`` on every executor.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from agentsim.agent.agent import AgentSettings
 from agentsim.env import create_module
 from agentsim.env.base import AgentInfo, EnvModule, EnvView
 from agentsim.env.clock import SimClock
-from agentsim.errors import ConfigError, RunError, SkillNotFoundError
+from agentsim.errors import ConfigError, RunError, SkillNotFoundError, StorageError
 from agentsim.sim.checkpoints import (
     Checkpoint,
     latest_checkpoint,
@@ -39,8 +39,10 @@ from agentsim.sim.config import (
 )
 from agentsim.sim.executors import Executor, LocalExecutor, partition
 from agentsim.sim.host import HostSpec, SkillSources, TickInput, build_registry
-from agentsim.sim.metrics import add_tick, new_metrics, public_metrics
+from agentsim.sim.metrics import add_tick, merge_model_stats, new_metrics, public_metrics
+from agentsim.sim.preflight import preflight_model
 from agentsim.sim.profiles import AgentSpec, resolve_agents, select_agents
+from agentsim.sim.progress import Progress, RunSummary
 from agentsim.sim.workspace import RunWorkspace, atomic_write_text
 from agentsim.skills._builtin import builtin_skills_dir
 
@@ -49,27 +51,6 @@ __all__ = ["Engine", "Progress", "RunSummary"]
 
 # What ``Engine.checkpoint`` saves and ``_restore`` reads back.
 _ENGINE_STATE = ("pos", "clock", "modules", "pending_messages", "metrics")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Progress:
-    tick: int
-    total: int
-    agent_steps: int
-    steps_per_s: float
-    model_calls: int
-    tokens: int
-    errors: int
-
-
-@dataclass(slots=True, kw_only=True)
-class RunSummary:
-    run_id: str
-    run_dir: Path
-    status: str
-    ticks: int
-    agents: int
-    metrics: dict[str, Any] = field(default_factory=dict)
 
 
 class Engine:
@@ -85,6 +66,7 @@ class Engine:
         stop: threading.Event | None = None,
         max_ticks: int | None = None,
         trace: str = "full",
+        preflight: bool = False,
     ) -> None:
         self.config = config
         self.run_dir = run_dir
@@ -93,6 +75,10 @@ class Engine:
         self.stop = stop or threading.Event()
         self.max_ticks = max_ticks
         self.trace = trace
+        # ``agentsim run`` checks the model server before writing anything (see
+        # ``agentsim.sim.preflight``); code that builds its own engine chooses.
+        self.preflight = preflight
+        self.reason: str | None = None
         self.clock = SimClock(config.clock.start, config.clock.tick)
         self.modules: dict[str, EnvModule] = {}
         self.agents: list[AgentSpec] = []
@@ -243,6 +229,8 @@ class Engine:
                 checkpoint = latest_checkpoint(
                     self.ws, config_hash=cfg.config_hash(), engine_keys=_ENGINE_STATE
                 )
+                if self.preflight:
+                    await preflight_model(cfg.model, run_dir=self.run_dir)
             except BaseException:
                 self.ws.release()  # nothing was written: the folder is free for the next try
                 raise
@@ -250,6 +238,8 @@ class Engine:
         else:
             check_run_dir(self.run_dir)
             self._prepare()
+            if self.preflight:
+                await preflight_model(cfg.model, run_dir=self.run_dir)
             self.ws = RunWorkspace.create(self.run_dir)
         ws = self.ws
         status = "failed"
@@ -275,6 +265,15 @@ class Engine:
                 # A checkpoint at the stopping point makes the printed resume command work
                 # whatever output.checkpoint_every says.
                 await self.checkpoint()
+        except OSError as exc:
+            status = "failed"
+            if exc.errno not in _NO_SPACE:
+                raise
+            self.reason = f"cannot write the run folder {self.run_dir}: {exc.strerror}"
+            raise StorageError(
+                f"{self.reason} ({exc.filename or 'a file'}); free space, then resume with: "
+                f"agentsim run --resume {self.run_dir}"
+            ) from None
         except BaseException:
             status = "failed" if not self.stop.is_set() else "interrupted"
             raise
@@ -290,6 +289,8 @@ class Engine:
             ticks=self.clock.tick,
             agents=len(self.agents),
             metrics=public_metrics(self._metrics),
+            reason=self.reason,
+            max_degraded_share=cfg.model.max_degraded_share,
         )
 
     async def _workflow(self) -> str:
@@ -312,12 +313,27 @@ class Engine:
                     every = self.config.output.checkpoint_every
                     if every and self.clock.tick % every == 0:
                         await self.checkpoint()
+                    if self._model_gave_up():
+                        return "failed"
             elif already == 0:
                 self._pos = (si, 0)
                 await self._special(step, si)
                 self._pos = (si, 1)
         self._pos = (len(steps), 0)
         return "completed"
+
+    def _model_gave_up(self) -> bool:
+        """Too many failed model calls in a row: stop at this tick's end rather than degrade
+        every agent until the run ends (``model.max_consecutive_failures``)."""
+        streak = self._metrics["model_failure_streak"]
+        limit = self.config.model.max_consecutive_failures
+        if streak < limit:
+            return False
+        self.reason = (
+            f"{streak} model calls in a row failed (model.max_consecutive_failures={limit}); "
+            "check the model server, then resume"
+        )
+        return True
 
     def _views(self) -> dict[str, EnvView]:
         return {name: m.view(self.clock) for name, m in self.modules.items()}
@@ -371,7 +387,7 @@ class Engine:
             e.setdefault("tick", tick)
             e.setdefault("time", iso)
             e.setdefault("agent_id", None)
-        summary = add_tick(self._metrics, results)
+        summary = add_tick(self._metrics, results, agent_events)
         tick_end = {"tick": tick, "time": iso, "type": "tick_end", "agent_id": None, **summary}
         self._emit([*run_events, *agent_events, *env_events, tick_end])
         self.clock.advance()
@@ -393,8 +409,15 @@ class Engine:
                     model_calls=m["model_calls"],
                     tokens=m["prompt_tokens"] + m["completion_tokens"],
                     errors=m["errors"],
+                    degraded=m["degraded"],
+                    gate_retries=m["gate_retries"],
                 )
             )
+
+    def _run_event(self, kind: str, **data: Any) -> dict[str, Any]:
+        """An event of the run itself (no agent's), at the current tick."""
+        now = self.clock.now.isoformat()
+        return {"tick": self.clock.tick, "time": now, "type": kind, "agent_id": None, **data}
 
     def _emit(self, events: Sequence[dict[str, Any]]) -> None:
         assert self.ws is not None
@@ -412,15 +435,9 @@ class Engine:
                     e.setdefault("agent_id", None)
                 self._emit(
                     [
-                        {
-                            "tick": tick,
-                            "time": iso,
-                            "type": "intervention",
-                            "agent_id": None,
-                            "env": step.env,
-                            "action": step.action,
-                            "args": step.args,
-                        },
+                        self._run_event(
+                            "intervention", env=step.env, action=step.action, args=step.args
+                        ),
                         *out,
                     ]
                 )
@@ -435,16 +452,7 @@ class Engine:
                 for aid in chosen:
                     self._pending_messages.setdefault(aid, []).append(str(step.message))
                 self._emit(
-                    [
-                        {
-                            "tick": tick,
-                            "time": iso,
-                            "type": "intervention",
-                            "agent_id": None,
-                            "message": step.message,
-                            "recipients": len(chosen),
-                        }
-                    ]
+                    [self._run_event("intervention", message=step.message, recipients=len(chosen))]
                 )
         elif isinstance(step, SurveyStep):
             chosen = select_agents(
@@ -525,39 +533,65 @@ class Engine:
         ws = self.ws
         if ws is None:
             return
-        if not self._may_write:
-            await self.executor.close()
-            return
         try:
-            if status in ("completed", "stopped", "interrupted") and self._registry_sources:
-                self._emit(
-                    [
-                        {
-                            "tick": self.clock.tick,
-                            "time": self.clock.now.isoformat(),
-                            "type": "run_end",
-                            "agent_id": None,
-                            "status": status,
-                        }
-                    ]
-                )
+            if self._may_write:
+                await self._write_end(ws, status)
+        finally:
+            try:
+                ws.release()  # the run folder's lock, after its last write
+            finally:
+                await self._close_executor(status)
+
+    async def _write_end(self, ws: RunWorkspace, status: str) -> None:
+        """The run's last writes: ``run_end``, metrics, parquet, the manifest's status.
+
+        A failed run writes what it still can (its disk may be full) and leaves no temp
+        files; a write error of a run that went well is a ``StorageError``."""
+        from datetime import UTC, datetime
+
+        lost: OSError | None = None
+        try:
+            if (status != "failed" or self.reason) and self._registry_sources:
+                why = {"reason": self.reason} if self.reason else {}
+                self._emit([self._run_event("run_end", status=status, **why)])
             stats = await self.executor.model_stats() if self._registry_sources else []
             m = public_metrics(self._metrics)
-            m["model"] = stats
+            m["model"] = merge_model_stats(stats)
             ws.write_metrics(m)
             ws.close()
             if "parquet" in self.config.output.formats and status != "failed":
                 ws.write_parquet()
+        except OSError as exc:
+            if status != "failed":
+                raise
+            lost = exc
         finally:
-            from datetime import UTC, datetime
+            extra = {"reason": self.reason} if self.reason else {}
+            try:
+                ws.update_manifest(
+                    status=status,
+                    ended=datetime.now(UTC).isoformat(timespec="seconds"),
+                    ticks_done=self.clock.tick,
+                    **extra,
+                )
+            except OSError:
+                if status != "failed" and lost is None:
+                    raise
+            if status == "failed":
+                remove_partial_checkpoints(ws)
+                for tmp in ws.root.glob(".*.tmp-*"):
+                    tmp.unlink(missing_ok=True)
 
-            ws.update_manifest(
-                status=status,
-                ended=datetime.now(UTC).isoformat(timespec="seconds"),
-                ticks_done=self.clock.tick,
-            )
-            ws.release()  # the run folder's lock, after its last write
-            await self.executor.close()
+    async def _close_executor(self, status: str) -> None:
+        try:
+            await self.executor.close()  # hosts write their agents' last lines
+        except OSError:
+            if status != "failed":
+                raise
+
+
+# Write errors that freeing space (or raising a limit) cures: one line, then resume.
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def check_run_dir(path: Path) -> None:
