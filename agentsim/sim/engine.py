@@ -9,6 +9,7 @@ byte-identical ``events.jsonl`` on every executor.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -269,11 +270,7 @@ class Engine:
             status = "failed"
             if exc.errno not in _NO_SPACE:
                 raise
-            self.reason = f"cannot write the run folder {self.run_dir}: {exc.strerror}"
-            raise StorageError(
-                f"{self.reason} ({exc.filename or 'a file'}); free space, then resume with: "
-                f"agentsim run --resume {self.run_dir}"
-            ) from None
+            raise self._no_space(exc) from None
         except BaseException:
             status = "failed" if not self.stop.is_set() else "interrupted"
             raise
@@ -323,8 +320,7 @@ class Engine:
         return "completed"
 
     def _model_gave_up(self) -> bool:
-        """Too many failed model calls in a row: stop at this tick's end rather than degrade
-        every agent until the run ends (``model.max_consecutive_failures``)."""
+        """Too many failed model calls in a row: stop rather than degrade every later step."""
         streak = self._metrics["model_failure_streak"]
         limit = self.config.model.max_consecutive_failures
         if streak < limit:
@@ -398,21 +394,8 @@ class Engine:
         self.ws.update_manifest(ticks_done=self.clock.tick)
         self.ws.write_metrics(public_metrics(self._metrics))
         if self.progress is not None:
-            m = self._metrics
-            total_dt = sum(m["tick_seconds"]) or 1e-9
-            self.progress(
-                Progress(
-                    tick=self.clock.tick,
-                    total=self.config.total_ticks(),
-                    agent_steps=m["agent_steps"],
-                    steps_per_s=m["agent_steps"] / total_dt,
-                    model_calls=m["model_calls"],
-                    tokens=m["prompt_tokens"] + m["completion_tokens"],
-                    errors=m["errors"],
-                    degraded=m["degraded"],
-                    gate_retries=m["gate_retries"],
-                )
-            )
+            total = self.config.total_ticks()
+            self.progress(Progress.of(self._metrics, tick=self.clock.tick, total=total))
 
     def _run_event(self, kind: str, **data: Any) -> dict[str, Any]:
         """An event of the run itself (no agent's), at the current tick."""
@@ -534,24 +517,37 @@ class Engine:
         if ws is None:
             return
         try:
-            if self._may_write:
-                await self._write_end(ws, status)
-        finally:
             try:
-                ws.release()  # the run folder's lock, after its last write
+                if self._may_write:
+                    await self._write_end(ws, status)
             finally:
-                await self._close_executor(status)
+                try:
+                    ws.release()  # the run folder's lock, after its last write
+                finally:
+                    await self._close_executor(status)
+        except OSError as exc:
+            if exc.errno not in _NO_SPACE:
+                raise
+            raise self._no_space(exc) from None
+
+    def _no_space(self, exc: OSError) -> StorageError:
+        where = f" ({exc.filename})" if exc.filename else ""
+        self.reason = f"cannot write the run folder {self.run_dir}: {exc.strerror}{where}"
+        return StorageError(
+            f"{self.reason}; free space (or raise the quota or file size limit), then "
+            f"resume with: agentsim run --resume {self.run_dir}"
+        )
 
     async def _write_end(self, ws: RunWorkspace, status: str) -> None:
         """The run's last writes: ``run_end``, metrics, parquet, the manifest's status.
 
-        A failed run writes what it still can (its disk may be full) and leaves no temp
-        files; a write error of a run that went well is a ``StorageError``."""
+        A failed run (its disk may be full) writes what it still can and leaves no temp
+        files; a run that fails here says ``failed`` in its manifest if it still can."""
         from datetime import UTC, datetime
 
-        lost: OSError | None = None
+        failed = status == "failed"
         try:
-            if (status != "failed" or self.reason) and self._registry_sources:
+            if (not failed or self.reason) and self._registry_sources:
                 why = {"reason": self.reason} if self.reason else {}
                 self._emit([self._run_event("run_end", status=status, **why)])
             stats = await self.executor.model_stats() if self._registry_sources else []
@@ -559,25 +555,23 @@ class Engine:
             m["model"] = merge_model_stats(stats)
             ws.write_metrics(m)
             ws.close()
-            if "parquet" in self.config.output.formats and status != "failed":
+            if "parquet" in self.config.output.formats and not failed:
                 ws.write_parquet()
-        except OSError as exc:
-            if status != "failed":
+        except OSError:
+            if not failed:
+                failed, status = True, "failed"
                 raise
-            lost = exc
         finally:
-            extra = {"reason": self.reason} if self.reason else {}
+            ended = datetime.now(UTC).isoformat(timespec="seconds")
+            why = {"reason": self.reason} if self.reason else {}
             try:
-                ws.update_manifest(
-                    status=status,
-                    ended=datetime.now(UTC).isoformat(timespec="seconds"),
-                    ticks_done=self.clock.tick,
-                    **extra,
-                )
+                ws.update_manifest(status=status, ended=ended, ticks_done=self.clock.tick, **why)
             except OSError:
-                if status != "failed" and lost is None:
+                if not failed:
                     raise
-            if status == "failed":
+            if failed:
+                with contextlib.suppress(OSError):  # lines it could not write are lost
+                    ws.close()
                 remove_partial_checkpoints(ws)
                 for tmp in ws.root.glob(".*.tmp-*"):
                     tmp.unlink(missing_ok=True)

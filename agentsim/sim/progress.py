@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,23 @@ class Progress:
     errors: int  # every problem (see ``agentsim.sim.problems``)
     degraded: int = 0  # steps whose model call failed after its retries
     gate_retries: int = 0
+
+    @classmethod
+    def of(cls, metrics: Mapping[str, Any], *, tick: int, total: int) -> Progress:
+        """The progress after ``tick``, from the run's counters (``agentsim.sim.metrics``)."""
+        m = metrics
+        busy = sum(m["tick_seconds"]) or 1e-9
+        return cls(
+            tick=tick,
+            total=total,
+            agent_steps=m["agent_steps"],
+            steps_per_s=m["agent_steps"] / busy,
+            model_calls=m["model_calls"],
+            tokens=m["prompt_tokens"] + m["completion_tokens"],
+            errors=m["errors"],
+            degraded=m["degraded"],
+            gate_retries=m["gate_retries"],
+        )
 
 
 @dataclass(slots=True, kw_only=True)
