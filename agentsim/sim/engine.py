@@ -504,7 +504,7 @@ class Engine:
         for n, s in state["modules"].items():
             self.modules[n].set_state(s)
         self._pending_messages = {k: list(v) for k, v in state["pending_messages"].items()}
-        self._metrics = state["metrics"]
+        self._metrics = {**new_metrics(), **state["metrics"]}  # counters added since: 0
         self._pos = (int(state["pos"][0]), int(state["pos"][1]))
         rewind(self.ws, cp)
         remove_partial_checkpoints(self.ws)

@@ -134,6 +134,20 @@ def test_unknown_model_exits_2_and_lists_the_served_ones(
     _nothing_written(tmp_path)
 
 
+def test_a_server_answering_only_5xx_fails_the_preflight(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No model list: the check is a one-token completion, which gets HTTP 500.
+    with OpenAITestServer(fault_rate=1.0, faults=(Fault.status(500),)) as srv:
+        exp = _experiment(tmp_path, srv.base_url)
+        code, _, err = _run(capsys, str(exp), "--out", str(tmp_path / "run"))
+        assert srv.faults_injected == {"500": 1}  # max_retries: 0, so asked once
+    assert code == 2
+    assert err.startswith(f"error: pre-flight: {srv.base_url} answered HTTP 500 (")
+    assert "(--no-preflight skips this check)" in err
+    _nothing_written(tmp_path)
+
+
 def test_missing_key_variable_exits_2_before_anything_is_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -212,3 +226,15 @@ def test_help_names_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--no-preflight" in text
     assert "3 the run completed but more than model.max_degraded_share" in text
     assert "stopped after model.max_consecutive_failures failed model calls in a row" in text
+
+
+def test_no_preflight_skips_the_check_and_the_run_stops_on_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    exp = _experiment(tmp_path, f"http://127.0.0.1:{_free_port()}/v1", ticks=4, max_failures=3)
+    run = tmp_path / "run"
+    code, out, _ = _run(capsys, str(exp), "--out", str(run), "--no-preflight")
+    assert code == 1
+    assert "stopped: 3 model calls in a row failed" in out
+    manifest = json.loads((run / "manifest.json").read_text("utf-8"))
+    assert manifest["status"] == "failed" and manifest["ticks_done"] == 1
