@@ -10,6 +10,10 @@ from typing import Any
 import pytest
 
 from agentsim.cli import main
+from agentsim.sim.config import parse_experiment
+from agentsim.sim.engine import Engine
+from agentsim.sim.executors import LocalExecutor
+from agentsim.testing import ChatRequest, FunctionModel, tool_call
 
 _YAML = """
 name: counts
@@ -144,3 +148,37 @@ def test_metrics_keep_every_tick_and_the_scripted_models_block(
     assert model["prompt_tokens"] == metrics["prompt_tokens"]
     assert model["errors"] == 0 and model["hosts"] == 1
     assert model["latency"]["count"] == model["calls"]
+
+
+async def test_a_script_past_its_timeout_is_quarantined_once_in_a_real_run(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "skills" / "slow-script"
+    (folder / "scripts").mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        "---\nname: slow-script\ndescription: Use when testing slow scripts.\ntimeout: 0.1\n"
+        "script: scripts/run.py\n---\nRun the script.\n",
+        encoding="utf-8",
+    )
+    (folder / "scripts" / "run.py").write_text(
+        "import asyncio\n\nasync def entrypoint(argv, ctx):\n    await asyncio.sleep(30)\n",
+        encoding="utf-8",
+    )
+
+    def brain(request: ChatRequest) -> Any:
+        if not request.calls:
+            return tool_call("execute_skill_script", name="slow-script", args=[])
+        return tool_call("finish", action="waited")
+
+    cfg = parse_experiment(_YAML.format(skill="slow-script", ticks=3, retries=1), base_dir=tmp_path)
+    executor = LocalExecutor(model_factory=lambda spec: FunctionModel(brain))
+    summary = await Engine(cfg, run_dir=tmp_path / "run", executor=executor).run()
+    assert summary.status == "completed"
+    events = _events(tmp_path / "run")
+    failed = [e for e in events if e["type"] == "script_called" and e["ok"] is False]
+    assert len(failed) == 6  # 2 agents x 3 ticks: 3 overruns, then refusals
+    (q,) = [e for e in events if e["type"] == "skill_quarantined"]
+    assert (q["skill"], q["script"], q["hook"]) == ("custom@slow-script", "scripts/run.py", None)
+    assert summary.metrics["problems"]["script_failed"] == 6
+    assert summary.metrics["problems"]["skill_quarantined"] == 1
+    assert summary.metrics["errors"] == 7
