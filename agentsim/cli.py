@@ -8,8 +8,9 @@
     agentsim interview RUN --agent ID "question"
     agentsim report RUN
 
-Exit codes: 0 success, 1 a failed run, 2 bad input (the message names the thing, the
-problem and the fix), 130 interrupted.
+Exit codes: 0 success, 1 a failed run, 2 bad input or a model server that fails the
+pre-flight check (the message names the thing, the problem and the fix), 3 a run that
+completed with more than ``model.max_degraded_share`` of its steps degraded, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ class _ProgressLine:
         bar = "#" * filled + "-" * (width - filled)
         line = (
             f"[{bar}] tick {p.tick}/{total}  {p.steps_per_s:,.0f} agent-steps/s  "
-            f"model calls {p.model_calls:,}  tokens {p.tokens:,}  errors {p.errors}  "
+            f"model calls {p.model_calls:,}  tokens {p.tokens:,}  "
+            f"{_problems(p.errors, p.degraded, p.gate_retries)}  "
             f"elapsed {_clock(now - self._started)}  left ~{_clock(per_tick * left)}"
         )
         if self._tty:
@@ -87,6 +89,16 @@ class _ProgressLine:
             self._stream.write("\n")
             self._stream.flush()
             self._open_line = False
+
+
+def _problems(errors: int, degraded: int, gate_retries: int) -> str:
+    """The progress line's problem counts: degraded steps are each one failed model call."""
+    text = f"errors {errors:,}"
+    if degraded:
+        text += f" (degraded steps / failed model calls {degraded:,})"
+    if gate_retries:
+        text += f"  gate retries {gate_retries:,}"
+    return text
 
 
 def _clock(seconds: float) -> str:
@@ -175,6 +187,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         stop=stop,
         max_ticks=args.ticks,
         trace=args.trace,
+        preflight=not args.no_preflight,
     )
     try:
         summary = asyncio.run(engine.run(resume=resume))
@@ -190,18 +203,43 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "agents": summary.agents,
         "metrics": summary.metrics,
     }
+    if summary.reason:
+        out["reason"] = summary.reason
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        m = summary.metrics
+        _print_summary(summary)
+    if summary.status == "interrupted":
+        return 130
+    if summary.status == "failed":
+        return 1
+    if summary.too_degraded:
         print(
-            f"{summary.status}: {summary.run_dir}  ticks={summary.ticks} agents={summary.agents} "
-            f"agent-steps={m.get('agent_steps', 0)} model-calls={m.get('model_calls', 0)} "
-            f"errors={m.get('errors', 0)}"
+            f"error: {summary.degraded_share:.0%} of the agent steps degraded (their model "
+            f"call failed after its retries), more than model.max_degraded_share="
+            f"{summary.max_degraded_share:g}; check the model server and the run's "
+            "agent_degraded events (exit code 3)",
+            file=sys.stderr,
         )
-        if summary.status == "interrupted":
-            print(f"resume with: agentsim run --resume {summary.run_dir}")
-    return 130 if summary.status == "interrupted" else 0
+        return 3
+    return 0
+
+
+def _print_summary(summary: Any) -> None:
+    """The summary lines: every problem counted (see ``agentsim.sim.problems``)."""
+    m = summary.metrics
+    print(
+        f"{summary.status}: {summary.run_dir}  ticks={summary.ticks} agents={summary.agents} "
+        f"agent-steps={m.get('agent_steps', 0)} model-calls={m.get('model_calls', 0)} "
+        f"(gate retries {m.get('gate_retries', 0)}) errors={m.get('errors', 0)}"
+    )
+    found = {k: n for k, n in m.get("problems", {}).items() if n}
+    if found:
+        print("  problems: " + ", ".join(f"{k} {n:,}" for k, n in found.items()))
+    if summary.reason:
+        print(f"  stopped: {summary.reason}")
+    if summary.status in ("interrupted", "failed"):
+        print(f"resume with: agentsim run --resume {summary.run_dir}")
 
 
 def _make_executor(config: Any) -> Any:
@@ -222,8 +260,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="agentsim",
         description="Run large multi-agent LLM simulations whose agents load skills lazily, "
         "and inspect their runs.",
-        epilog="Exit codes: 0 success, 1 a failed run, 2 bad input (the message names the "
-        "thing, the problem and the fix), 130 interrupted. "
+        epilog="Exit codes: 0 success, 1 a failed run, 2 bad input or a model server that "
+        "fails the pre-flight check (the message names the thing, the problem and the fix), "
+        "3 a run that completed with more than model.max_degraded_share of its steps "
+        "degraded, 130 interrupted. "
         "Run 'agentsim COMMAND --help' for the options of a command.",
     )
     parser.add_argument(
@@ -234,6 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="run an experiment YAML file",
         description="Run an experiment, or resume an interrupted run from its last checkpoint.",
+        epilog="Exit codes: 0 the run completed (or stopped after --ticks); 1 the run failed, "
+        "or stopped after model.max_consecutive_failures failed model calls in a row (a "
+        "checkpoint is written and the resume command printed); 2 bad input, or the model "
+        "server failed the pre-flight check (nothing is written); 3 the run completed but "
+        "more than model.max_degraded_share of its steps degraded; 130 interrupted.",
     )
     run.add_argument("experiment", nargs="?", help="the experiment YAML file")
     run.add_argument(
@@ -247,6 +292,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--address", help="Ray cluster address (default: start a local one)")
     run.add_argument("--ticks", type=_tick_count, metavar="N", help="stop after N ticks (N >= 1)")
     run.add_argument("--resume", metavar="RUN", help="continue a run from its last checkpoint")
+    run.add_argument(
+        "--no-preflight",
+        action="store_true",
+        help="skip the request that checks the model server (reachable, key accepted, model "
+        "served) before anything is written",
+    )
     run.add_argument(
         "--json", action="store_true", help="print a JSON summary and no progress line"
     )

@@ -10,10 +10,12 @@
     │   ├── ModelHTTPError          non-retryable HTTP status
     │   ├── ModelTimeoutError       request or connection timed out
     │   ├── ModelResponseError      the server answered something that is not a completion
-    │   └── CacheMissError          replay mode found no recorded completion
+    │   ├── CacheMissError          replay mode found no recorded completion
+    │   └── PreflightError          the model server failed the check before a run (exit 2)
     ├── EnvError                    unknown environment module or action, bad arguments
     ├── RunError                    a run folder is missing, locked or inconsistent
     │   └── CheckpointError         no usable checkpoint / corrupt checkpoint
+    ├── StorageError                the run folder cannot be written (disk full)
     └── ExecutorError               a host (local or Ray actor) failed
 
 All exceptions pickle (Ray ships them between processes): constructor arguments go to
@@ -35,11 +37,13 @@ __all__ = [
     "ModelHTTPError",
     "ModelResponseError",
     "ModelTimeoutError",
+    "PreflightError",
     "RunError",
     "SkillActivationError",
     "SkillError",
     "SkillFileError",
     "SkillNotFoundError",
+    "StorageError",
 ]
 
 
@@ -154,6 +158,16 @@ class RunError(AgentsimError):
     """A run folder is missing, already in use, or inconsistent."""
 
     exit_code = 2
+
+
+class PreflightError(ModelError):
+    """The model server failed the check made before a run writes anything."""
+
+    exit_code = 2
+
+
+class StorageError(AgentsimError):
+    """The run folder could not be written (disk full, quota, file size limit)."""
 
 
 class CheckpointError(RunError):

@@ -175,6 +175,7 @@ class Agent:
         pre = await self.skills.run_hooks(
             "pre_step", tick=inp.tick, time=inp.time, step_count=self.step_count
         )
+        self._hook_problems(st, pre)
         hooks = (*self._post_hooks, *pre)
         full = settings.trace == "full"
         if full:
@@ -198,12 +199,14 @@ class Agent:
                 post = await self.skills.run_hooks(
                     "post_step", tick=inp.tick, time=inp.time, step_count=self.step_count
                 )
+                self._hook_problems(st, post)
                 retry = next(
                     (h.decision for h in post if h.decision and h.decision.kind == "retry"), None
                 )
                 if retry is None:
                     break
-                self._decided(st, retry)
+                # ``retried``: whether the gate made the model answer again (a full prompt).
+                self._decided(st, retry, retried=retries < settings.max_hook_retries)
                 if retries >= settings.max_hook_retries:
                     trace["limitation"] = (
                         f"post_step quality gate of {retry.skill_id} still failing after "
@@ -242,7 +245,7 @@ class Agent:
             **data,
         }
 
-    def _decided(self, st: StepScratch, decision: HookDecision) -> None:
+    def _decided(self, st: StepScratch, decision: HookDecision, **extra: Any) -> None:
         st.out.events.append(
             self._event(
                 st.inp,
@@ -250,8 +253,33 @@ class Agent:
                 skill=decision.skill_id,
                 hook=decision.hook,
                 decision=decision.kind,
+                **extra,
             )
         )
+
+    def _hook_problems(self, st: StepScratch, outcomes: Sequence[HookOutcome]) -> None:
+        """A failed hook is an event (counted as a problem); so is the overrun that got
+        its script quarantined."""
+        for h in outcomes:
+            if h.ok:
+                continue
+            lines = (h.error or "").strip().splitlines()
+            st.out.events.append(
+                self._event(
+                    st.inp,
+                    "hook_failed",
+                    skill=h.skill_id,
+                    hook=h.hook,
+                    timed_out=h.timed_out,
+                    error=(lines[-1] if lines else "failed")[:300],
+                )
+            )
+            if h.quarantined:
+                st.out.events.append(
+                    self._event(
+                        st.inp, "skill_quarantined", skill=h.skill_id, script=h.script, hook=h.hook
+                    )
+                )
 
     async def _react(
         self,
@@ -403,12 +431,13 @@ class Agent:
             return await self._t_ask_env(
                 st, {"module": desc.namespace[4:], "action": desc.name, "args": payload}
             )
+        script = args.get("script")
         res = await self.skills.call_script(
             desc.skill_id,
             [str(a) for a in argv],
             tick=st.inp.tick,
             time=st.inp.time,
-            script=args.get("script"),
+            script=script,
         )
         st.out.script_calls += 1
         st.out.events.append(
@@ -416,6 +445,16 @@ class Agent:
                 st.inp, "script_called", skill=desc.skill_id, ok=res.ok, exit_code=res.exit_code
             )
         )
+        if res.quarantined and res.timed_out:  # the overrun that caused it, not a refusal
+            st.out.events.append(
+                self._event(
+                    st.inp,
+                    "skill_quarantined",
+                    skill=desc.skill_id,
+                    script=str(script or desc.script),
+                    hook=None,
+                )
+            )
         if res.ok:
             return res.output[:_RESULT_CAP] or "(no output)"
         detail = (res.error or "").strip().splitlines()

@@ -63,8 +63,15 @@ def _overview_text(d: dict[str, Any], out: TextIO) -> None:
         f"  model        {d['model_calls']:,} calls  {d['tokens']:,} tokens "
         f"({d['prompt_tokens']:,} prompt + {d['completion_tokens']:,} completion)  cost {cost}\n"
     )
-    errors = ", ".join(f"{k} {n:,}" for k, n in d["errors"].items()) or "none"
-    w(f"  errors       {errors}\n")
+    errors = ", ".join(f"{k} {n:,}" for k, n in d["errors"].items())
+    w(f"  errors       {d['error_total']:,}: {errors}\n" if errors else "  errors       none\n")
+    if d["gate_retries"]:
+        w(f"  gate retries {d['gate_retries']:,} (each re-sent a step's full prompt)\n")
+    for q in d["quarantined"]:
+        w(
+            f"  quarantined  {q['skill']} script {q['script']} at tick {q['tick']} "
+            "(repeated timeouts)\n"
+        )
     w(f"  checkpoints  {', '.join(map(str, d['checkpoints'])) or 'none'}\n")
     if d["skills"]:
         w("  skills                                   activations  script calls  failed\n")

@@ -3,7 +3,8 @@
 No trace is opened, so the cost grows with the number of events, not of agents' files.
 Counts come from the events (what the log shows so far, also for a run that is still going
 or that died); the wall-clock rate comes from ``metrics.json``, since events hold simulation
-time only.
+time only. Problems are counted with ``agentsim.sim.problems``, as the engine counts them for
+``metrics.json``: the two always agree.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentsim.inspect.run import Run
+from agentsim.sim.problems import gate_retries, problem_of
 
 __all__ = ["EventCounts", "RunOverview", "SkillUse", "error_kind", "summarize", "summarize_events"]
 
@@ -28,7 +30,6 @@ _TICK_SUMS = (
     "skipped",
 )
 
-_ERRORS = frozenset({"agent_error", "script_called", "agent_degraded", "hook_gate_failed"})
 _PLAIN = frozenset(
     {
         "agent_action",
@@ -39,29 +40,23 @@ _PLAIN = frozenset(
         "opinion_change",
         "city_occupancy",
         "social_opinions",
-        "hook_decision",
         "survey_answer",
     }
 )
 
 
 def error_kind(event: Mapping[str, Any]) -> str | None:
-    """The kind of an error event (``None`` for an event that is no error).
-
-    ``agent_error`` is split by the text before its first colon (the exception type, or
-    "default skill"), or "step timeout"."""
-    kind = event.get("type")
+    """The kind of an error event (``None`` for an event that is no error): its problem kind
+    (``agentsim.sim.problems.PROBLEMS``), with ``agent_error`` split by the text before its
+    first colon (the exception type, or "default skill"), or "step timeout"."""
+    kind = problem_of(event)
     if kind == "agent_error":
         text = str(event.get("error") or "")
         if text.startswith("step timed out"):
             return "agent_error: step timeout"
         head, sep, _ = text.partition(":")
         return f"agent_error: {head.strip()}" if sep and head.strip() else "agent_error"
-    if kind == "script_called" and event.get("ok") is False:
-        return "script_failed"
-    if kind in ("agent_degraded", "hook_gate_failed"):
-        return str(kind)
-    return None
+    return kind
 
 
 @dataclass(slots=True, kw_only=True)
@@ -105,6 +100,8 @@ class RunOverview:
     cost: float | None  # None when the experiment configures no prices
     skipped: int
     errors: Mapping[str, int]
+    gate_retries: int
+    quarantined: tuple[Mapping[str, Any], ...]
     events: Mapping[str, int]
     skills: Mapping[str, SkillUse]
     skills_hidden: Mapping[str, str]  # skill id -> why this run's catalogs leave it out
@@ -136,6 +133,9 @@ class RunOverview:
             "cost": self.cost,
             "skipped": self.skipped,
             "errors": dict(self.errors),
+            "error_total": sum(self.errors.values()),
+            "gate_retries": self.gate_retries,
+            "quarantined": [dict(q) for q in self.quarantined],
             "events": dict(self.events),
             "skills": {k: v.to_dict() for k, v in self.skills.items()},
             "skills_hidden": dict(self.skills_hidden),
@@ -153,6 +153,8 @@ class EventCounts:
     agents: int | None  # from run_start
     sums: Mapping[str, int]  # tick_end fields summed: steps, model_calls, tokens, ...
     errors: Mapping[str, int]
+    gate_retries: int  # extra model rounds post_step gates asked for
+    quarantined: tuple[Mapping[str, Any], ...]  # skill_quarantined events: tick, skill, script
     events: Mapping[str, int]
     skills: Mapping[str, SkillUse]
     skills_hidden: Mapping[str, str]  # from run_start
@@ -166,6 +168,8 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
     types: Counter[str] = Counter()
     skills: dict[str, SkillUse] = {}
     reloads: list[Mapping[str, Any]] = []
+    quarantined: list[Mapping[str, Any]] = []
+    retries = 0
     ticks = 0
     agents: int | None = None
     last_time: str | None = None
@@ -193,20 +197,24 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
             reloads.append(
                 {k: ev.get(k) for k in ("tick", "generation", "added", "changed", "removed")}
             )
+        elif kind == "skill_quarantined":
+            quarantined.append({k: ev.get(k) for k in ("tick", "agent_id", "skill", "script")})
         elif kind == "run_start":
             agents = ev["agents"] if isinstance(ev.get("agents"), int) else agents
             if isinstance(ev.get("skills_hidden"), dict):
                 hidden = {str(k): str(v) for k, v in ev["skills_hidden"].items()}
-        if kind in _ERRORS:
-            ek = error_kind(ev)
-            if ek is not None:
-                errors[ek] += 1
+        retries += gate_retries(ev)
+        ek = error_kind(ev)
+        if ek is not None:
+            errors[ek] += 1
     return EventCounts(
         ticks_done=ticks,
         last_time=last_time,
         agents=agents,
         sums={k: sums[k] for k in _TICK_SUMS},
         errors=dict(sorted(errors.items())),
+        gate_retries=retries,
+        quarantined=tuple(quarantined),
         events=dict(sorted(types.items())),
         skills=dict(sorted(skills.items())),
         skills_hidden=hidden,
@@ -273,6 +281,8 @@ def summarize(run: Run) -> RunOverview:
         cost=_cost(config, sums["prompt_tokens"], sums["completion_tokens"]),
         skipped=sums["skipped"],
         errors=counts.errors,
+        gate_retries=counts.gate_retries,
+        quarantined=counts.quarantined,
         events=counts.events,
         skills=counts.skills,
         skills_hidden=counts.skills_hidden,

@@ -212,6 +212,12 @@ class ModelConfig(StrictModel):
     cache_path: str | None = None
     cache_fallthrough: bool = False
     prices: PricesConfig | None = None
+    # A run where more than this share of agent steps degraded (their model call failed
+    # after its retries) ends with exit code 3.
+    max_degraded_share: float = Field(default=0.1, ge=0, le=1)
+    # This many failed model calls in a row (no answer in between) stop the run at the end
+    # of the tick, with a checkpoint to resume from.
+    max_consecutive_failures: int = Field(default=50, ge=1, le=10_000_000)
 
     @field_validator("cache", mode="before")
     @classmethod

@@ -9,12 +9,13 @@ byte-identical ``events.jsonl`` on every executor.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from agentsim.agent.agent import AgentSettings
 from agentsim.env import create_module
 from agentsim.env.base import AgentInfo, EnvModule, EnvView
 from agentsim.env.clock import SimClock
-from agentsim.errors import ConfigError, RunError, SkillNotFoundError
+from agentsim.errors import ConfigError, RunError, SkillNotFoundError, StorageError
 from agentsim.sim.checkpoints import (
     Checkpoint,
     latest_checkpoint,
@@ -39,8 +40,10 @@ from agentsim.sim.config import (
 )
 from agentsim.sim.executors import Executor, LocalExecutor, partition
 from agentsim.sim.host import HostSpec, SkillSources, TickInput, build_registry
-from agentsim.sim.metrics import add_tick, new_metrics, public_metrics
+from agentsim.sim.metrics import add_tick, merge_model_stats, new_metrics, public_metrics
+from agentsim.sim.preflight import preflight_model
 from agentsim.sim.profiles import AgentSpec, resolve_agents, select_agents
+from agentsim.sim.progress import Progress, RunSummary
 from agentsim.sim.workspace import RunWorkspace, atomic_write_text
 from agentsim.skills._builtin import builtin_skills_dir
 from agentsim.skills._requires import RunProvides, unmet_requirements
@@ -50,27 +53,6 @@ __all__ = ["Engine", "Progress", "RunSummary"]
 
 # What ``Engine.checkpoint`` saves and ``_restore`` reads back.
 _ENGINE_STATE = ("pos", "clock", "modules", "pending_messages", "metrics")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Progress:
-    tick: int
-    total: int
-    agent_steps: int
-    steps_per_s: float
-    model_calls: int
-    tokens: int
-    errors: int
-
-
-@dataclass(slots=True, kw_only=True)
-class RunSummary:
-    run_id: str
-    run_dir: Path
-    status: str
-    ticks: int
-    agents: int
-    metrics: dict[str, Any] = field(default_factory=dict)
 
 
 class Engine:
@@ -86,6 +68,7 @@ class Engine:
         stop: threading.Event | None = None,
         max_ticks: int | None = None,
         trace: str = "full",
+        preflight: bool = False,
     ) -> None:
         self.config = config
         self.run_dir = run_dir
@@ -94,6 +77,10 @@ class Engine:
         self.stop = stop or threading.Event()
         self.max_ticks = max_ticks
         self.trace = trace
+        # ``agentsim run`` checks the model server before writing anything (see
+        # ``agentsim.sim.preflight``); code that builds its own engine chooses.
+        self.preflight = preflight
+        self.reason: str | None = None
         self.clock = SimClock(config.clock.start, config.clock.tick)
         self.modules: dict[str, EnvModule] = {}
         self.agents: list[AgentSpec] = []
@@ -257,6 +244,8 @@ class Engine:
                 checkpoint = latest_checkpoint(
                     self.ws, config_hash=cfg.config_hash(), engine_keys=_ENGINE_STATE
                 )
+                if self.preflight:
+                    await preflight_model(cfg.model, run_dir=self.run_dir)
             except BaseException:
                 self.ws.release()  # nothing was written: the folder is free for the next try
                 raise
@@ -264,6 +253,8 @@ class Engine:
         else:
             check_run_dir(self.run_dir)
             self._prepare()
+            if self.preflight:
+                await preflight_model(cfg.model, run_dir=self.run_dir)
             self.ws = RunWorkspace.create(self.run_dir)
         ws = self.ws
         status = "failed"
@@ -289,6 +280,11 @@ class Engine:
                 # A checkpoint at the stopping point makes the printed resume command work
                 # whatever output.checkpoint_every says.
                 await self.checkpoint()
+        except OSError as exc:
+            status = "failed"
+            if exc.errno not in _NO_SPACE:
+                raise
+            raise self._no_space(exc) from None
         except BaseException:
             status = "failed" if not self.stop.is_set() else "interrupted"
             raise
@@ -304,6 +300,8 @@ class Engine:
             ticks=self.clock.tick,
             agents=len(self.agents),
             metrics=public_metrics(self._metrics),
+            reason=self.reason,
+            max_degraded_share=cfg.model.max_degraded_share,
         )
 
     async def _workflow(self) -> str:
@@ -326,12 +324,26 @@ class Engine:
                     every = self.config.output.checkpoint_every
                     if every and self.clock.tick % every == 0:
                         await self.checkpoint()
+                    if self._model_gave_up():
+                        return "failed"
             elif already == 0:
                 self._pos = (si, 0)
                 await self._special(step, si)
                 self._pos = (si, 1)
         self._pos = (len(steps), 0)
         return "completed"
+
+    def _model_gave_up(self) -> bool:
+        """Too many failed model calls in a row: stop rather than degrade every later step."""
+        streak = self._metrics["model_failure_streak"]
+        limit = self.config.model.max_consecutive_failures
+        if streak < limit:
+            return False
+        self.reason = (
+            f"{streak} model calls in a row failed (model.max_consecutive_failures={limit}); "
+            "check the model server, then resume"
+        )
+        return True
 
     def _views(self) -> dict[str, EnvView]:
         return {name: m.view(self.clock) for name, m in self.modules.items()}
@@ -385,7 +397,7 @@ class Engine:
             e.setdefault("tick", tick)
             e.setdefault("time", iso)
             e.setdefault("agent_id", None)
-        summary = add_tick(self._metrics, results)
+        summary = add_tick(self._metrics, results, agent_events)
         tick_end = {"tick": tick, "time": iso, "type": "tick_end", "agent_id": None, **summary}
         self._emit([*run_events, *agent_events, *env_events, tick_end])
         self.clock.advance()
@@ -396,19 +408,13 @@ class Engine:
         self.ws.update_manifest(ticks_done=self.clock.tick)
         self.ws.write_metrics(public_metrics(self._metrics))
         if self.progress is not None:
-            m = self._metrics
-            total_dt = sum(m["tick_seconds"]) or 1e-9
-            self.progress(
-                Progress(
-                    tick=self.clock.tick,
-                    total=self.config.total_ticks(),
-                    agent_steps=m["agent_steps"],
-                    steps_per_s=m["agent_steps"] / total_dt,
-                    model_calls=m["model_calls"],
-                    tokens=m["prompt_tokens"] + m["completion_tokens"],
-                    errors=m["errors"],
-                )
-            )
+            total = self.config.total_ticks()
+            self.progress(Progress.of(self._metrics, tick=self.clock.tick, total=total))
+
+    def _run_event(self, kind: str, **data: Any) -> dict[str, Any]:
+        """An event of the run itself (no agent's), at the current tick."""
+        now = self.clock.now.isoformat()
+        return {"tick": self.clock.tick, "time": now, "type": kind, "agent_id": None, **data}
 
     def _emit(self, events: Sequence[dict[str, Any]]) -> None:
         assert self.ws is not None
@@ -426,15 +432,9 @@ class Engine:
                     e.setdefault("agent_id", None)
                 self._emit(
                     [
-                        {
-                            "tick": tick,
-                            "time": iso,
-                            "type": "intervention",
-                            "agent_id": None,
-                            "env": step.env,
-                            "action": step.action,
-                            "args": step.args,
-                        },
+                        self._run_event(
+                            "intervention", env=step.env, action=step.action, args=step.args
+                        ),
                         *out,
                     ]
                 )
@@ -449,16 +449,7 @@ class Engine:
                 for aid in chosen:
                     self._pending_messages.setdefault(aid, []).append(str(step.message))
                 self._emit(
-                    [
-                        {
-                            "tick": tick,
-                            "time": iso,
-                            "type": "intervention",
-                            "agent_id": None,
-                            "message": step.message,
-                            "recipients": len(chosen),
-                        }
-                    ]
+                    [self._run_event("intervention", message=step.message, recipients=len(chosen))]
                 )
         elif isinstance(step, SurveyStep):
             chosen = select_agents(
@@ -527,7 +518,7 @@ class Engine:
         for n, s in state["modules"].items():
             self.modules[n].set_state(s)
         self._pending_messages = {k: list(v) for k, v in state["pending_messages"].items()}
-        self._metrics = state["metrics"]
+        self._metrics = {**new_metrics(), **state["metrics"]}  # counters added since: 0
         self._pos = (int(state["pos"][0]), int(state["pos"][1]))
         rewind(self.ws, cp)
         remove_partial_checkpoints(self.ws)
@@ -539,39 +530,76 @@ class Engine:
         ws = self.ws
         if ws is None:
             return
-        if not self._may_write:
-            await self.executor.close()
-            return
         try:
-            if status in ("completed", "stopped", "interrupted") and self._registry_sources:
-                self._emit(
-                    [
-                        {
-                            "tick": self.clock.tick,
-                            "time": self.clock.now.isoformat(),
-                            "type": "run_end",
-                            "agent_id": None,
-                            "status": status,
-                        }
-                    ]
-                )
+            try:
+                if self._may_write:
+                    await self._write_end(ws, status)
+            finally:
+                try:
+                    ws.release()  # the run folder's lock, after its last write
+                finally:
+                    await self._close_executor(status)
+        except OSError as exc:
+            if exc.errno not in _NO_SPACE:
+                raise
+            raise self._no_space(exc) from None
+
+    def _no_space(self, exc: OSError) -> StorageError:
+        where = f" ({exc.filename})" if exc.filename else ""
+        self.reason = f"cannot write the run folder {self.run_dir}: {exc.strerror}{where}"
+        return StorageError(
+            f"{self.reason}; free space (or raise the quota or file size limit), then "
+            f"resume with: agentsim run --resume {self.run_dir}"
+        )
+
+    async def _write_end(self, ws: RunWorkspace, status: str) -> None:
+        """The run's last writes: ``run_end``, metrics, parquet, the manifest's status.
+
+        A failed run (its disk may be full) writes what it still can and leaves no temp
+        files; a run that fails here says ``failed`` in its manifest if it still can."""
+        from datetime import UTC, datetime
+
+        failed = status == "failed"
+        try:
+            if (not failed or self.reason) and self._registry_sources:
+                why = {"reason": self.reason} if self.reason else {}
+                self._emit([self._run_event("run_end", status=status, **why)])
             stats = await self.executor.model_stats() if self._registry_sources else []
             m = public_metrics(self._metrics)
-            m["model"] = stats
+            m["model"] = merge_model_stats(stats)
             ws.write_metrics(m)
             ws.close()
-            if "parquet" in self.config.output.formats and status != "failed":
+            if "parquet" in self.config.output.formats and not failed:
                 ws.write_parquet()
+        except OSError:
+            if not failed:
+                failed, status = True, "failed"
+                raise
         finally:
-            from datetime import UTC, datetime
+            ended = datetime.now(UTC).isoformat(timespec="seconds")
+            why = {"reason": self.reason} if self.reason else {}
+            try:
+                ws.update_manifest(status=status, ended=ended, ticks_done=self.clock.tick, **why)
+            except OSError:
+                if not failed:
+                    raise
+            if failed:
+                with contextlib.suppress(OSError):  # lines it could not write are lost
+                    ws.close()
+                remove_partial_checkpoints(ws)
+                for tmp in ws.root.glob(".*.tmp-*"):
+                    tmp.unlink(missing_ok=True)
 
-            ws.update_manifest(
-                status=status,
-                ended=datetime.now(UTC).isoformat(timespec="seconds"),
-                ticks_done=self.clock.tick,
-            )
-            ws.release()  # the run folder's lock, after its last write
-            await self.executor.close()
+    async def _close_executor(self, status: str) -> None:
+        try:
+            await self.executor.close()  # hosts write their agents' last lines
+        except OSError:
+            if status != "failed":
+                raise
+
+
+# Write errors that freeing space (or raising a limit) cures: one line, then resume.
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def check_run_dir(path: Path) -> None:

@@ -141,6 +141,8 @@ class AgentHost:
         self._agents_dir = run_dir / "agents"
         # Agents with a skills folder of their own (``custom/skills`` in their workspace).
         self._own_views: dict[str, SkillView] = {}
+        # (skill, script) quarantines already reported: concurrent steps may all overrun.
+        self._quarantines: set[tuple[str, str]] = set()
 
     @property
     def agent_ids(self) -> list[str]:
@@ -339,6 +341,7 @@ class AgentHost:
             self.flush()
         outcomes.sort(key=lambda o: o.agent_id)
         res = TickResult(host_id=self.spec.host_id, events=[], intents=[], reload=reload)
+        self._once_per_quarantine(outcomes)
         for o in outcomes:
             res.events.extend(deactivated.get(o.agent_id, ()))
             res.events.extend(o.events)
@@ -353,6 +356,24 @@ class AgentHost:
             res.errors += any(e["type"] == "agent_error" for e in o.events)
         res.elapsed = time.perf_counter() - t0
         return res
+
+    def _once_per_quarantine(self, outcomes: Sequence[StepOutcome]) -> None:
+        """Keep one ``skill_quarantined`` event per quarantine (a script edited since gets a
+        fresh start, and may be reported again)."""
+        still = {q.skill_id for q in self.space.runner.quarantined()}
+        self._quarantines = {k for k in self._quarantines if k[0] in still}
+        for o in outcomes:
+            if not any(e["type"] == "skill_quarantined" for e in o.events):
+                continue
+            kept = []
+            for e in o.events:
+                key = (str(e.get("skill")), str(e.get("script")))
+                if e["type"] == "skill_quarantined":
+                    if key in self._quarantines:
+                        continue
+                    self._quarantines.add(key)
+                kept.append(e)
+            o.events[:] = kept
 
     async def ask(
         self,

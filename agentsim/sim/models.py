@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from agentsim.llm.base import ChatModel
+from agentsim.llm.base import ChatModel, Completion, Message, ToolSchema
 from agentsim.llm.cache import CachedModel
 from agentsim.llm.limiter import RateLimiter
 from agentsim.llm.openai import OpenAIChatModel
@@ -27,7 +29,8 @@ def build_model(
     whole respects the configured concurrency and rates."""
     inner: ChatModel | None
     if cfg.backend == "scripted":
-        inner = ScriptedModel(max_suggestions=max(1, max_react_turns - 1))
+        scripted = ScriptedModel(max_suggestions=max(1, max_react_turns - 1))
+        inner = scripted if stats is None else _Counted(scripted, stats)
         name = "scripted"
     else:
         assert cfg.model is not None and cfg.base_url is not None  # checked by the config
@@ -70,3 +73,20 @@ def build_model(
         model_name=name,
         params={"temperature": cfg.temperature, "max_tokens": cfg.max_tokens},
     )
+
+
+class _Counted:
+    """Records the calls of a model that keeps no stats of its own (the scripted one), so
+    that ``metrics.json`` has a model block whatever the backend."""
+
+    def __init__(self, inner: ChatModel, stats: ModelStats) -> None:
+        self.inner = inner
+        self.stats = stats
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolSchema] = (), *, seed: int = 0
+    ) -> Completion:
+        t0 = time.perf_counter()
+        completion = await self.inner.complete(messages, tools, seed=seed)
+        self.stats.record_call(completion.usage, time.perf_counter() - t0)
+        return completion

@@ -36,8 +36,12 @@ _EVENT_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)
 
 def atomic_write_text(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk must not leave temp files behind
+        raise
 
 
 def package_versions() -> dict[str, str]:

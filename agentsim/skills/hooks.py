@@ -58,6 +58,12 @@ class HookOutcome:
     decision: HookDecision | None = None
     elapsed: float = 0.0
     error: str | None = None
+    # ``script`` is the hook's script (relative to its skill folder); ``timed_out`` marks a
+    # call stopped at its timeout, and ``quarantined`` the overrun that got the script
+    # quarantined (reported once, as a ``skill_quarantined`` event).
+    script: str = ""
+    timed_out: bool = False
+    quarantined: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -71,6 +77,10 @@ class HookOutcome:
             out["decision"] = self.decision.to_dict()
         if self.error:
             out["error"] = self.error
+        if self.timed_out:
+            out["timed_out"] = True
+        if self.quarantined:
+            out["quarantined"] = True
         return out
 
 

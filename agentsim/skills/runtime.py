@@ -564,6 +564,11 @@ class AgentSkillRuntime:
                         text=res.output,
                         elapsed=res.elapsed,
                         error=res.error,
+                        script=desc.hook_script(hook_type) or "",
+                        timed_out=res.timed_out,
+                        # A refused call is quarantined too; only the overrun that caused
+                        # the quarantine has timed out.
+                        quarantined=res.quarantined and res.timed_out,
                     )
                 )
         return outcomes

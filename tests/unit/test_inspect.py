@@ -140,8 +140,9 @@ def test_overview_json_shape(finished: Path, capsys: pytest.CaptureFixture[str])
         "run_id", "name", "path", "status", "state", "pid", "alive", "started", "ended",
         "seed", "ticks_done", "ticks_total", "last_time", "agents", "agent_steps",
         "agent_steps_per_s", "model_calls", "script_calls", "prompt_tokens",
-        "completion_tokens", "tokens", "cost", "skipped", "errors", "events", "skills",
-        "skills_hidden", "hot_reloads", "checkpoints",
+        "completion_tokens", "tokens", "cost", "skipped", "errors", "error_total",
+        "gate_retries", "quarantined", "events", "skills", "skills_hidden", "hot_reloads",
+        "checkpoints",
     }  # fmt: skip
     assert data["status"] == "completed" and data["ticks_done"] == 5
     for use in data["skills"].values():
@@ -264,7 +265,7 @@ def test_overview_with_reloads_in_text(tmp_path: Path, capsys: pytest.CaptureFix
     )
     code, out, _ = cli(capsys, "inspect", str(run_dir))
     assert code == 0 and "hot reload   tick 2 generation 3: changed custom@n" in out
-    assert "errors       agent_error: KeyError 1" in out and "agents       1" in out
+    assert "errors       1: agent_error: KeyError 1" in out and "agents       1" in out
     assert "ticks        0/?" in out
 
 

@@ -1,0 +1,38 @@
+"""The model check made before a run writes anything (``agentsim run`` does it unless given
+``--no-preflight``): the server answers, accepts the key and serves the model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentsim.errors import ModelError, PreflightError
+from agentsim.sim.config import ModelConfig
+
+__all__ = ["needs_preflight", "preflight_model"]
+
+
+def needs_preflight(cfg: ModelConfig) -> bool:
+    """Whether the run may call a model server: an OpenAI-compatible backend, unless every
+    answer comes from a recording (replay without fallthrough)."""
+    return cfg.backend == "openai" and not (cfg.cache == "replay" and not cfg.cache_fallthrough)
+
+
+async def preflight_model(cfg: ModelConfig, *, run_dir: Path) -> None:
+    """Check the model of ``cfg`` as the run will build it (through its cache, when it has
+    one). A missing key variable is a ``ConfigError``; a server that fails the check a
+    ``PreflightError`` (exit code 2) naming what to fix."""
+    from agentsim.sim.models import build_model
+
+    if not needs_preflight(cfg):
+        return
+    model = build_model(cfg, run_dir=run_dir)
+    try:
+        check = getattr(model, "preflight", None)
+        if check is not None:
+            await check()
+    except ModelError as exc:
+        raise PreflightError(f"{exc} (--no-preflight skips this check)") from None
+    finally:
+        closer = getattr(model, "aclose", None)
+        if closer is not None:
+            await closer()

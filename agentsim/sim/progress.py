@@ -1,0 +1,65 @@
+"""What a run reports while it goes (``Progress``, one per tick) and when it ends
+(``RunSummary``). Both are re-exported by ``agentsim.sim.engine``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Progress", "RunSummary"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Progress:
+    tick: int
+    total: int
+    agent_steps: int
+    steps_per_s: float
+    model_calls: int
+    tokens: int
+    errors: int  # every problem (see ``agentsim.sim.problems``)
+    degraded: int = 0  # steps whose model call failed after its retries
+    gate_retries: int = 0
+
+    @classmethod
+    def of(cls, metrics: Mapping[str, Any], *, tick: int, total: int) -> Progress:
+        """The progress after ``tick``, from the run's counters (``agentsim.sim.metrics``)."""
+        m = metrics
+        busy = sum(m["tick_seconds"]) or 1e-9
+        return cls(
+            tick=tick,
+            total=total,
+            agent_steps=m["agent_steps"],
+            steps_per_s=m["agent_steps"] / busy,
+            model_calls=m["model_calls"],
+            tokens=m["prompt_tokens"] + m["completion_tokens"],
+            errors=m["errors"],
+            degraded=m["degraded"],
+            gate_retries=m["gate_retries"],
+        )
+
+
+@dataclass(slots=True, kw_only=True)
+class RunSummary:
+    """``reason`` says why a run stopped early (its model kept failing, its disk is full)."""
+
+    run_id: str
+    run_dir: Path
+    status: str
+    ticks: int
+    agents: int
+    metrics: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
+    max_degraded_share: float = 1.0
+
+    @property
+    def degraded_share(self) -> float:
+        steps = self.metrics.get("agent_steps", 0)
+        return float(self.metrics.get("degraded", 0)) / steps if steps else 0.0
+
+    @property
+    def too_degraded(self) -> bool:
+        """More than ``model.max_degraded_share`` of the steps degraded."""
+        return self.degraded_share > self.max_degraded_share
