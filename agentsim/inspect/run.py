@@ -23,6 +23,7 @@ import yaml
 
 from agentsim.errors import ConfigError, RunError
 from agentsim.inspect._files import close_matches, iter_jsonl, read_json
+from agentsim.inspect._store import open_store
 from agentsim.inspect.agentview import AgentRecord
 
 if TYPE_CHECKING:
@@ -169,7 +170,10 @@ class Run:
                 f"agent {agent_id!r} is not in run {self.path}{hint}; the agents are the "
                 f"folders of {self.path / 'agents'} (run.agents in Python)"
             )
-        return AgentRecord(agent_id=agent_id, root=root)
+        store = open_store(self.path, self.manifest())
+        return AgentRecord(
+            agent_id=agent_id, root=root, store=store.agent(agent_id) if store else None
+        )
 
     # -- events ----------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from agentsim.sim.profiles import AgentSpec
 from agentsim.skills.registry import SkillRegistry, SkillView
 from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace
 from agentsim.skills.scripts import ScriptRunner
+from agentsim.store.layout import HostStore
 
 __all__ = ["AgentHost", "HostSpec", "SkillSources", "TickInput", "TickResult", "build_registry"]
 
@@ -136,6 +137,7 @@ class AgentHost:
         self._unflushed = 0
         self._specs = {a.agent_id: a for a in agents}
         self._agents_dir = run_dir / "agents"
+        self.store = HostStore(run_dir, spec.host_id)
         # Agents with a skills folder of their own (``custom/skills`` in their workspace).
         self._own_views: dict[str, SkillView] = {}
 
@@ -148,6 +150,7 @@ class AgentHost:
 
         Returns events (e.g. a default skill that could not be activated)."""
         events: list[dict[str, Any]] = []
+        self.store.write_agents(self._specs)
         for aid, spec in self._specs.items():
             extra = extra_profiles.get(aid)
             # The spec's own dict when nothing is added: one copy per agent, not two.
@@ -172,14 +175,8 @@ class AgentHost:
                 workspace=ws,
                 skills=runtime,
             )
-            (ws / "profile.json").write_text(
-                json.dumps(
-                    {"agent_id": aid, "group": spec.group, "persona": spec.persona, **profile},
-                    indent=1,
-                    sort_keys=True,
-                    ensure_ascii=False,
-                ),
-                encoding="utf-8",
+            _write_profile(
+                ws, {"agent_id": aid, "group": spec.group, "persona": spec.persona, **profile}
             )
             for name in spec.default_skills:
                 try:
@@ -373,9 +370,13 @@ class AgentHost:
         return answers
 
     def flush(self, *, force: bool = False) -> None:
-        """Write every agent's buffered memory and trace lines to its workspace."""
-        for agent in self.agents.values():
-            agent.flush(force=force)
+        """Write every agent's buffered memory lines to its folder, and their trace, skills
+        and prompt rows to this host's store, in one append."""
+        rows: list[tuple[str, str]] = []
+        parts: dict[str, str] = {}
+        for aid, agent in self.agents.items():
+            rows.extend((aid, line) for line in agent.flush(force=force, parts=parts))
+        self.store.append(rows, parts)
         self._unflushed = 0
 
     def get_state(self) -> dict[str, Any]:
@@ -383,6 +384,9 @@ class AgentHost:
         return {aid: a.get_state() for aid, a in sorted(self.agents.items())}
 
     async def set_state(self, state: Mapping[str, Any]) -> None:
+        """Put the agents back as a checkpoint saved them (the run folder was cut back to
+        that checkpoint before)."""
+        self.store.reload()
         for aid, st in state.items():
             agent = self.agents.get(aid)
             if agent is not None:
@@ -396,6 +400,18 @@ class AgentHost:
         closer = getattr(self.model, "aclose", None)
         if closer is not None:
             await closer()
+
+
+def _write_profile(folder: Path, profile: Mapping[str, Any]) -> None:
+    """``profile.json``, read by skills. Never rewritten: a resume finds the one the run
+    wrote (the same configuration makes the same profile), and skipping 100,000 writes is
+    much of what makes a resume fast."""
+    try:
+        f = open(folder / "profile.json", "x", encoding="utf-8")  # noqa: SIM115 - closed below
+    except FileExistsError:
+        return
+    with f:
+        f.write(json.dumps(profile, indent=1, sort_keys=True, ensure_ascii=False))
 
 
 def _error_outcome(agent_id: str, inp: StepInput, error: str) -> StepOutcome:

@@ -18,6 +18,7 @@ import pytest
 
 from agentsim.cli import main
 from agentsim.errors import CheckpointError
+from agentsim.inspect import open_run
 from agentsim.sim.checkpoints import latest_checkpoint, rewind, write_checkpoint
 from agentsim.sim.config import load_experiment
 from agentsim.sim.engine import Engine, Progress
@@ -27,16 +28,22 @@ SMALL = Path(__file__).resolve().parent.parent / "fixtures" / "experiments" / "s
 
 
 def agent_files(run_dir: Path) -> dict[str, object]:
-    """What a resume must reproduce: memory bytes, trace ticks (traces hold wall-clock
-    timings, so only their content order is compared), skill state files."""
+    """What a resume must reproduce, read through ``open_run``: memory bytes, trace steps
+    (traces hold wall-clock timings, so only their content order is compared), the system
+    prompt of every step, the last skills record, skill state files."""
     out: dict[str, object] = {}
-    for d in sorted((run_dir / "agents").iterdir()):
-        out[f"{d.name}/memory"] = (d / "memory.jsonl").read_bytes()
-        trace = [json.loads(x) for x in (d / "trace.jsonl").read_text().splitlines()]
-        out[f"{d.name}/trace"] = [(t["tick"], t.get("action")) for t in trace]
-        out[f"{d.name}/skills"] = (d / "skills.json").read_text()
-        state = d / "state"
-        out[f"{d.name}/state"] = sorted(
+    run = open_run(run_dir)
+    for aid in run.agents:
+        agent = run.agent(aid)
+        out[f"{aid}/memory"] = (agent.root / "memory.jsonl").read_bytes()
+        trace = list(agent.trace())
+        out[f"{aid}/trace"] = [(t["tick"], t.get("action"), t.get("skills_active")) for t in trace]
+        out[f"{aid}/prompts"] = [
+            agent.prompt_at(t["tick"]).system for t in trace if t.get("system_sha")
+        ]
+        out[f"{aid}/skills"] = agent.skills()
+        state = agent.root / "state"
+        out[f"{aid}/state"] = sorted(
             (str(p.relative_to(state)), p.read_bytes()) for p in state.rglob("*") if p.is_file()
         )
     return out
@@ -150,7 +157,7 @@ def test_a_failed_resume_changes_nothing(
     last = run_dir / "checkpoints" / "tick-00000006"
     cfg = load_experiment(config, environ={})
     damages = {
-        "agents.json": "{not json",
+        "agents.json.gz": "{not json",
         "engine.json": json.dumps({"config_hash": cfg.config_hash()}),
         "agent_state.tar": "",  # cut short: its members are gone
     }

@@ -1,0 +1,110 @@
+"""Where a run keeps its agents' traces and prompts, and the writer of one host's part.
+
+Layout 2 (this one): ``store/host-<NNNN>/`` per host holds
+
+- ``rows.jsonl.gz`` (+ ``.idx``): the host's agents' trace lines, active-skill records
+  and prompt references, keyed by agent id, appended at every flush;
+- ``parts.jsonl.gz`` (+ ``.idx``): the parts of system prompts (an agent's persona and
+  profile, a catalog, skill bodies, the instructions), keyed by content hash, each stored
+  once by the host that first used it;
+- ``agents.json``: the host's agent ids, so a reader knows which host holds an agent.
+
+An agent's own folder ``agents/<id>/`` keeps only what skills read and write as files:
+``profile.json``, ``memory.jsonl`` and ``state/`` (memory stays a file because skills such
+as ``reflect`` read it). Layout 1 (runs whose ``manifest.json`` has no ``layout``) kept
+``trace.jsonl``, ``skills.json`` and ``prompts/<sha>.txt`` there too; ``agentsim.inspect``
+reads both layouts.
+
+Each host writes only its own folder, so the Ray executor's hosts never share a file: on a
+shared file system they write side by side, and a checkpoint records every shard's size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Sequence
+from json.encoder import encode_basestring
+from pathlib import Path
+
+from agentsim.store.shard import DATA_SUFFIX, append_rows, key_prefix, read_index
+
+__all__ = [
+    "LAYOUT",
+    "HostStore",
+    "host_dir",
+    "part_hash",
+    "prompt_row",
+    "row",
+    "shard_files",
+    "store_dir",
+]
+
+LAYOUT = 2
+ROWS = "rows" + DATA_SUFFIX
+PARTS = "parts" + DATA_SUFFIX
+AGENTS = "agents.json"
+
+
+def store_dir(run_dir: Path) -> Path:
+    return run_dir / "store"
+
+
+def host_dir(run_dir: Path, host_id: int) -> Path:
+    return store_dir(run_dir) / f"host-{host_id:04d}"
+
+
+def shard_files(run_dir: Path) -> list[Path]:
+    """The data file of every shard of the run, sorted."""
+    root = store_dir(run_dir)
+    return sorted(root.glob(f"host-*/*{DATA_SUFFIX}")) if root.is_dir() else []
+
+
+def part_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def row(key: str, kind: str, data_json: str) -> str:
+    """A row whose ``data`` is already encoded JSON (no decode and re-encode)."""
+    return f'{key_prefix(key)}"kind": "{kind}", "data": {data_json}}}'
+
+
+def prompt_row(agent_id: str, sha: str, hashes: Sequence[str]) -> str:
+    return row(agent_id, "prompt", json.dumps({"sha": sha, "parts": list(hashes)}))
+
+
+class HostStore:
+    """The append side of one host's shards. ``append`` is called once per flush."""
+
+    def __init__(self, run_dir: Path, host_id: int) -> None:
+        self.root = host_dir(run_dir, host_id)
+        self._stored: set[str] = set()  # part hashes already in parts.jsonl.gz
+
+    def write_agents(self, agent_ids: Iterable[str]) -> None:
+        """The host's agent ids (the same list again on resume)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        # Temp file and rename: a reader never sees half a list.
+        tmp = self.root / f".{AGENTS}.tmp-{os.getpid()}"
+        tmp.write_text(json.dumps(sorted(agent_ids)) + "\n", encoding="utf-8")
+        os.replace(tmp, self.root / AGENTS)
+
+    def reload(self) -> None:
+        """Learn which parts the shard holds (after a resume cut it back)."""
+        self._stored = set()
+        for m in read_index(self.root / PARTS):
+            self._stored.update(m.keys or ())
+
+    def append(self, rows: Sequence[tuple[str, str]], parts: dict[str, str]) -> None:
+        """Parts first, then the rows that refer to them: a reader that sees a prompt row
+        finds its parts."""
+        new = sorted((h, t) for h, t in parts.items() if h not in self._stored)
+        if new:
+            append_rows(
+                self.root / PARTS,
+                [(h, f'{key_prefix(h)}"text": {encode_basestring(t)}}}') for h, t in new],
+                exact_keys=True,
+            )
+            self._stored.update(h for h, _ in new)
+        if rows:
+            append_rows(self.root / ROWS, sorted(rows, key=lambda r: r[0]))
