@@ -20,8 +20,15 @@ from agentsim.store.shard import Member, ShardDamaged, key_prefix, read_index, r
 __all__ = ["AgentRows", "StoreReader", "open_store"]
 
 
-def open_store(run_dir: Path, manifest: dict[str, Any]) -> StoreReader | None:
-    """The run's shard reader, or None for a layout-1 run (everything in agent folders)."""
+def open_store(run_dir: Path) -> StoreReader | None:
+    """The run's shard reader, or None for a layout-1 run (everything in agent folders).
+    A manifest that cannot be read is judged by the folder (``Run.manifest`` reports it)."""
+    try:
+        manifest = json.loads((run_dir / "manifest.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        manifest = None
+    if not isinstance(manifest, dict):
+        manifest = {"layout": LAYOUT if store_dir(run_dir).is_dir() else 1}
     layout = manifest.get("layout", 1)
     if layout == 1:
         return None

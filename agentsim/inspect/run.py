@@ -170,7 +170,7 @@ class Run:
                 f"agent {agent_id!r} is not in run {self.path}{hint}; the agents are the "
                 f"folders of {self.path / 'agents'} (run.agents in Python)"
             )
-        store = open_store(self.path, self.manifest())
+        store = open_store(self.path)
         return AgentRecord(
             agent_id=agent_id, root=root, store=store.agent(agent_id) if store else None
         )

@@ -3,13 +3,13 @@ replayed with no server at all; the key never reaches a file the runs write."""
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agentsim.inspect import open_run
 from agentsim.sim.config import parse_experiment
 from agentsim.sim.engine import Engine
 from agentsim.testing.openai_server import OpenAITestServer
@@ -59,10 +59,8 @@ def _timeless(value: Any) -> Any:
 
 
 def _traces(run: Path) -> dict[str, list[Any]]:
-    return {
-        d.name: [_timeless(json.loads(x)) for x in (d / "trace.jsonl").read_text().splitlines()]
-        for d in sorted((run / "agents").iterdir())
-    }
+    r = open_run(run)
+    return {aid: [_timeless(t) for t in r.agent(aid).trace()] for aid in r.agents}
 
 
 async def test_record_then_replay_gives_identical_traces_and_never_writes_the_key(
