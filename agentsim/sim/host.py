@@ -372,11 +372,13 @@ class AgentHost:
     def flush(self, *, force: bool = False) -> None:
         """Write every agent's buffered memory lines to its folder, and their trace, skills
         and prompt rows to this host's store, in one append."""
-        rows: list[tuple[str, str]] = []
         parts: dict[str, str] = {}
-        for aid, agent in self.agents.items():
-            rows.extend((aid, line) for line in agent.flush(force=force, parts=parts))
-        self.store.append(rows, parts)
+        rows = (
+            (aid, line)
+            for aid, agent in self.agents.items()
+            for line in agent.flush(force=force, parts=parts)
+        )
+        self.store.append(rows, parts)  # fills ``parts`` while it consumes ``rows``
         self._unflushed = 0
 
     def get_state(self) -> dict[str, Any]:

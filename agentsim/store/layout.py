@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from json.encoder import encode_basestring
 from pathlib import Path
 
-from agentsim.store.shard import DATA_SUFFIX, append_rows, key_prefix, read_index
+from agentsim.store.shard import DATA_SUFFIX, Appender, key_prefix, read_index
 
 __all__ = [
     "LAYOUT",
@@ -95,16 +95,19 @@ class HostStore:
         for m in read_index(self.root / PARTS):
             self._stored.update(m.keys or ())
 
-    def append(self, rows: Sequence[tuple[str, str]], parts: dict[str, str]) -> None:
-        """Parts first, then the rows that refer to them: a reader that sees a prompt row
-        finds its parts."""
-        new = sorted((h, t) for h, t in parts.items() if h not in self._stored)
+    def append(self, rows: Iterable[tuple[str, str]], parts: dict[str, str]) -> None:
+        """One flush: ``rows`` ((agent id, row)) are compressed as they come; ``parts``
+        (content hash -> text) fills meanwhile, and the new ones are stored before the
+        rows' index lines are written, so a reader that sees a prompt row finds its parts."""
+        out = Appender(self.root / ROWS)
+        for key, line in rows:
+            out.add(key, line)
+        out.close_members()
+        new = [h for h in parts if h not in self._stored]
         if new:
-            append_rows(
-                self.root / PARTS,
-                [(h, f'{key_prefix(h)}"text": {encode_basestring(t)}}}') for h, t in new],
-                exact_keys=True,
-            )
-            self._stored.update(h for h, _ in new)
-        if rows:
-            append_rows(self.root / ROWS, sorted(rows, key=lambda r: r[0]))
+            part_out = Appender(self.root / PARTS, exact_keys=True)
+            for h in new:
+                part_out.add(h, f'{key_prefix(h)}"text": {encode_basestring(parts[h])}}}')
+            part_out.commit()
+            self._stored.update(new)
+        out.commit()

@@ -2,15 +2,16 @@
 
 A shard is two files: ``<name>.jsonl.gz``, a sequence of gzip members (each a self-contained
 block of rows, readable on its own), and ``<name>.jsonl.gz.idx``, one JSON line per member:
-its byte ``offset`` and ``length``, its first and last key (``lo``, ``hi``; the rows of one
-append are sorted by key), its row count, and optionally every key it holds (``keys``, for
-shards keyed by content hash, where ranges say little).
+its byte ``offset`` and ``length``, its lowest and highest key (``lo``, ``hi``; a host
+appends its agents in id order, so the ranges of one append do not overlap), its row count,
+and optionally every key it holds (``keys``, for shards keyed by content hash, where ranges
+say little).
 
 Every row is a JSON object whose first field is ``"key"``. ``append`` writes the members
 first and then their index lines, flushing each file, so at any moment the index describes
 only bytes that are already in the data file: a reader (also of a running or crashed run)
-trusts the complete index lines whose members lie inside the data file and ignores the
-rest. Whatever lies beyond is a torn tail, which ``truncate`` cuts on resume.
+trusts the complete index lines whose members lie inside the data file and ignores the rest.
+Whatever lies beyond is a torn tail, which ``truncate`` cuts on resume.
 
 Why gzip and JSON lines: both are in the standard library, a member is readable with
 ``gzip.decompress`` alone (``zcat`` reads the whole file), and the rows stay the JSON the
@@ -24,15 +25,16 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 __all__ = [
     "DATA_SUFFIX",
     "INDEX_SUFFIX",
+    "Appender",
     "Member",
     "ShardDamaged",
     "append_rows",
@@ -89,44 +91,75 @@ def index_path(data: Path) -> Path:
     return data.with_name(data.name + INDEX_SUFFIX)
 
 
-def append_rows(data: Path, rows: Sequence[tuple[str, str]], *, exact_keys: bool = False) -> None:
-    """Append ``rows`` ((key, JSON line starting with ``key_prefix(key)``), sorted by key) as
-    members of about ``_MEMBER_BYTES``, then their index lines."""
-    if not rows:
-        return
-    groups: list[list[tuple[str, str]]] = [[]]
-    size = 0
-    for row in rows:
-        if size >= _MEMBER_BYTES:
-            groups.append([])
-            size = 0
-        groups[-1].append(row)
-        size += len(row[1]) + 1
-    blobs = [
-        gzip.compress(("\n".join(line for _, line in g) + "\n").encode(), mtime=_MTIME)
-        for g in groups
-    ]
-    data.parent.mkdir(parents=True, exist_ok=True)
-    with open(data, "ab") as f:
-        offset = f.tell()
-        f.write(b"".join(blobs))
-        f.flush()
-    entries = []
-    for g, blob in zip(groups, blobs, strict=True):
+class Appender:
+    """One append to a shard, fed row by row: members are compressed and written as they
+    fill (memory holds one member, not the whole append), index lines at ``commit``.
+
+    Until ``commit`` the new members are a tail no reader trusts; a caller that must make
+    other data visible first (prompt parts before the rows that refer to them) writes it
+    between ``close_members`` and ``commit``."""
+
+    def __init__(self, data: Path, *, exact_keys: bool = False) -> None:
+        self.data = data
+        self.exact_keys = exact_keys
+        self._rows: list[str] = []
+        self._keys: set[str] = set()
+        self._size = 0
+        self._entries: list[str] = []
+        self._file: BinaryIO | None = None
+
+    def add(self, key: str, line: str) -> None:
+        """One row: ``line`` is a JSON object starting with ``key_prefix(key)``."""
+        self._rows.append(line)
+        self._keys.add(key)
+        self._size += len(line) + 1
+        if self._size >= _MEMBER_BYTES:
+            self._write_member()
+
+    def _write_member(self) -> None:
+        if not self._rows:
+            return
+        blob = gzip.compress(("\n".join(self._rows) + "\n").encode(), mtime=_MTIME)
+        if self._file is None:
+            self.data.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.data, "ab")  # noqa: SIM115 - closed in close_members
+        offset = self._file.tell()
+        self._file.write(blob)
+        # Min and max rather than first and last: right whatever order rows come in.
         entry: dict[str, Any] = {
             "offset": offset,
             "length": len(blob),
-            "lo": g[0][0],
-            "hi": g[-1][0],
-            "rows": len(g),
+            "lo": min(self._keys),
+            "hi": max(self._keys),
+            "rows": len(self._rows),
         }
-        if exact_keys:
-            entry["keys"] = sorted({k for k, _ in g})
-        entries.append(json.dumps(entry, ensure_ascii=False))
-        offset += len(blob)
-    with open(index_path(data), "a", encoding="utf-8") as f:
-        f.write("\n".join(entries) + "\n")
-        f.flush()
+        if self.exact_keys:
+            entry["keys"] = sorted(self._keys)
+        self._entries.append(json.dumps(entry, ensure_ascii=False))
+        self._rows, self._keys, self._size = [], set(), 0
+
+    def close_members(self) -> None:
+        """Write the last member and flush the data file."""
+        self._write_member()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def commit(self) -> None:
+        """Append the index lines of the members written: readers see them from now on."""
+        self.close_members()
+        if self._entries:
+            with open(index_path(self.data), "a", encoding="utf-8") as f:
+                f.write("\n".join(self._entries) + "\n")
+            self._entries = []
+
+
+def append_rows(data: Path, rows: Iterable[tuple[str, str]], *, exact_keys: bool = False) -> None:
+    """Append ``rows`` ((key, JSON line starting with ``key_prefix(key)``)) in one go."""
+    out = Appender(data, exact_keys=exact_keys)
+    for key, line in rows:
+        out.add(key, line)
+    out.commit()
 
 
 def read_index(data: Path) -> list[Member]:
