@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time as _time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,7 @@ class Agent:
         "_pending_prompts",
         "_pending_trace",
         "_post_hooks",
+        "_prompt_parts",
         "_skills_written",
         "agent_id",
         "group",
@@ -83,7 +84,11 @@ class Agent:
         persona: str,
         workspace: Path,
         skills: AgentSkillRuntime,
+        prompt_parts: Callable[[str, str], None] | None = None,
     ) -> None:
+        """``prompt_parts`` is called with (content hash, text) of every part of every new
+        system prompt: the host stores each part once (``agentsim.store.layout``). Without
+        it only the references are recorded."""
         self.agent_id = agent_id
         self.group = group
         self.profile = profile
@@ -94,8 +99,9 @@ class Agent:
         self.step_count = 0
         self._post_hooks: tuple[HookOutcome, ...] = ()
         self._pending_trace: list[str] = []
-        # (sha, parts) of system prompts not yet handed to the host's store.
-        self._pending_prompts: list[tuple[str, tuple[str, ...]]] = []
+        self._prompt_parts = prompt_parts
+        # (sha, part hashes) of system prompts not yet handed to the host's store.
+        self._pending_prompts: list[tuple[str, list[str]]] = []
         self._last_system_sha = ""
         self._last_skills: tuple[str, ...] = ()
         # (active skills, step count) of the last skills record handed to the store.
@@ -291,9 +297,14 @@ class Agent:
             )
         sha = hashlib.sha256(system.encode()).hexdigest()[:16]
         if sha != self._last_system_sha and not read_only:
-            # Its parts are held until the flush; most are shared with other agents (and
-            # cached by the skill runtime), so this holds references, not copies.
-            self._pending_prompts.append((sha, system_parts))
+            # The parts go to the host now, the reference waits for the flush: holding an
+            # over-budget catalog (~5 KB, rendered per step) until then would cost more
+            # memory per agent than the rest of the agent.
+            hashes = [part_hash(t) for t in system_parts]
+            if self._prompt_parts is not None:
+                for h, text in zip(hashes, system_parts, strict=True):
+                    self._prompt_parts(h, text)
+            self._pending_prompts.append((sha, hashes))
             self._last_system_sha = sha
         full = settings.trace == "full"
         trace.setdefault("system_sha", sha)
@@ -483,11 +494,10 @@ class Agent:
         """Add to memory from outside a step (messages delivered, interventions)."""
         self.memory.add(tick=tick, time=time, kind=kind, text=text)
 
-    def flush(self, *, force: bool = False, parts: dict[str, str] | None = None) -> list[str]:
+    def flush(self, *, force: bool = False) -> list[str]:
         """Append buffered memory lines to ``memory.jsonl`` (skills read that file), and
         return the agent's rows for its host's store (``agentsim.store.layout``): trace
-        lines, a skills record, prompt references. The parts of new system prompts go into
-        ``parts`` (content hash -> text), which the host stores once.
+        lines, a skills record, references to the parts of new system prompts.
 
         The skills record is written when the active set changed, or, with ``force``
         (checkpoints, the end of a run), when the step count moved since the last one."""
@@ -497,11 +507,7 @@ class Agent:
         aid = self.agent_id
         rows = [row(aid, "trace", line) for line in self._pending_trace]
         self._pending_trace = []
-        for sha, texts in self._pending_prompts:
-            hashes = [part_hash(t) for t in texts]
-            if parts is not None:
-                parts.update(zip(hashes, texts, strict=True))
-            rows.append(prompt_row(aid, sha, hashes))
+        rows.extend(prompt_row(aid, sha, hashes) for sha, hashes in self._pending_prompts)
         self._pending_prompts = []
         active = self.skills.active
         written = self._skills_written

@@ -151,6 +151,7 @@ class AgentHost:
         Returns events (e.g. a default skill that could not be activated)."""
         events: list[dict[str, Any]] = []
         self.store.write_agents(self._specs)
+        store_part = self.store.add_part  # one bound method for all agents
         for aid, spec in self._specs.items():
             extra = extra_profiles.get(aid)
             # The spec's own dict when nothing is added: one copy per agent, not two.
@@ -174,6 +175,7 @@ class AgentHost:
                 persona=spec.persona,
                 workspace=ws,
                 skills=runtime,
+                prompt_parts=store_part,
             )
             _write_profile(
                 ws, {"agent_id": aid, "group": spec.group, "persona": spec.persona, **profile}
@@ -372,13 +374,9 @@ class AgentHost:
     def flush(self, *, force: bool = False) -> None:
         """Write every agent's buffered memory lines to its folder, and their trace, skills
         and prompt rows to this host's store, in one append."""
-        parts: dict[str, str] = {}
-        rows = (
-            (aid, line)
-            for aid, agent in self.agents.items()
-            for line in agent.flush(force=force, parts=parts)
+        self.store.append(
+            (aid, line) for aid, agent in self.agents.items() for line in agent.flush(force=force)
         )
-        self.store.append(rows, parts)  # fills ``parts`` while it consumes ``rows``
         self._unflushed = 0
 
     def get_state(self) -> dict[str, Any]:

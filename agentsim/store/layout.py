@@ -42,6 +42,8 @@ __all__ = [
 ]
 
 LAYOUT = 2
+# Prompt parts held before they are written even if no flush is due: a bound on memory.
+_PARTS_BYTES = 4 * 1024 * 1024
 ROWS = "rows" + DATA_SUFFIX
 PARTS = "parts" + DATA_SUFFIX
 AGENTS = "agents.json"
@@ -79,7 +81,9 @@ class HostStore:
 
     def __init__(self, run_dir: Path, host_id: int) -> None:
         self.root = host_dir(run_dir, host_id)
-        self._stored: set[str] = set()  # part hashes already in parts.jsonl.gz
+        self._stored: set[str] = set()  # part hashes in parts.jsonl.gz or in _pending
+        self._pending: dict[str, str] = {}
+        self._pending_bytes = 0
 
     def write_agents(self, agent_ids: Iterable[str]) -> None:
         """The host's agent ids (the same list again on resume)."""
@@ -91,23 +95,36 @@ class HostStore:
 
     def reload(self) -> None:
         """Learn which parts the shard holds (after a resume cut it back)."""
-        self._stored = set()
+        self._stored, self._pending, self._pending_bytes = set(), {}, 0
         for m in read_index(self.root / PARTS):
             self._stored.update(m.keys or ())
 
-    def append(self, rows: Iterable[tuple[str, str]], parts: dict[str, str]) -> None:
-        """One flush: ``rows`` ((agent id, row)) are compressed as they come; ``parts``
-        (content hash -> text) fills meanwhile, and the new ones are stored before the
-        rows' index lines are written, so a reader that sees a prompt row finds its parts."""
+    def add_part(self, digest: str, text: str) -> None:
+        """A part of a system prompt; stored with the next flush (or sooner, once the parts
+        waiting reach ``_PARTS_BYTES``) unless this host stored it already."""
+        if digest in self._stored:
+            return
+        self._stored.add(digest)
+        self._pending[digest] = text
+        self._pending_bytes += len(text)
+        if self._pending_bytes >= _PARTS_BYTES:
+            self._write_parts()
+
+    def _write_parts(self) -> None:
+        if self._pending:
+            out = Appender(self.root / PARTS, exact_keys=True)
+            for h, text in self._pending.items():
+                out.add(h, f'{key_prefix(h)}"text": {encode_basestring(text)}}}')
+            out.commit()
+        self._pending, self._pending_bytes = {}, 0
+
+    def append(self, rows: Iterable[tuple[str, str]]) -> None:
+        """One flush: ``rows`` ((agent id, row)) are compressed as they come; the parts
+        waiting are stored before the rows' index lines are written, so a reader that sees
+        a prompt row finds its parts."""
         out = Appender(self.root / ROWS)
         for key, line in rows:
             out.add(key, line)
         out.close_members()
-        new = [h for h in parts if h not in self._stored]
-        if new:
-            part_out = Appender(self.root / PARTS, exact_keys=True)
-            for h in new:
-                part_out.add(h, f'{key_prefix(h)}"text": {encode_basestring(parts[h])}}}')
-            part_out.commit()
-            self._stored.update(new)
+        self._write_parts()
         out.commit()

@@ -68,7 +68,11 @@ def env() -> EnvRouter:
 
 
 async def make_agent(
-    registry: SkillRegistry, tmp_path: Path, *defaults: str, budget: int = 2000
+    registry: SkillRegistry,
+    tmp_path: Path,
+    *defaults: str,
+    budget: int = 2000,
+    parts: dict[str, str] | None = None,
 ) -> Agent:
     ws = tmp_path / "agents" / "a1"
     ws.mkdir(parents=True, exist_ok=True)
@@ -78,7 +82,13 @@ async def make_agent(
         await rt.activate(name)
     profile = {"occupation": "nurse", "interests": ["walks"]}
     return Agent(
-        agent_id="a1", group="g", profile=profile, persona=PERSONA, workspace=ws, skills=rt
+        agent_id="a1",
+        group="g",
+        profile=profile,
+        persona=PERSONA,
+        workspace=ws,
+        skills=rt,
+        prompt_parts=parts.__setitem__ if parts is not None else None,
     )
 
 
@@ -86,9 +96,9 @@ def inp(tick: int = 1, env: EnvRouter | None = None, **kw: Any) -> StepInput:
     return StepInput(tick=tick, time=START + timedelta(minutes=15 * tick), env=env, **kw)
 
 
-def store_rows(agent: Agent, parts: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def store_rows(agent: Agent) -> list[dict[str, Any]]:
     """The rows the agent hands its host at a flush, decoded."""
-    rows = [json.loads(r) for r in agent.flush(parts=parts)]
+    rows = [json.loads(r) for r in agent.flush()]
     assert all(r["key"] == agent.agent_id for r in rows)
     return rows
 
@@ -111,7 +121,8 @@ SETTINGS = AgentSettings()
 async def test_scripted_step_activates_runs_a_script_and_finishes(
     registry: SkillRegistry, tmp_path: Path, env: EnvRouter
 ) -> None:
-    agent = await make_agent(registry, tmp_path)
+    parts: dict[str, str] = {}
+    agent = await make_agent(registry, tmp_path, parts=parts)
     model = ScriptedModel(activation_rate=1.0)
     out = await agent.step(inp(1, env), model=model, settings=SETTINGS, seed=5)
     assert out.model_calls == 3 and out.script_calls == 1 and not out.degraded
@@ -119,8 +130,7 @@ async def test_scripted_step_activates_runs_a_script_and_finishes(
     assert kinds(out) == ["skill_activated", "script_called", "agent_action"]
     assert out.events[1]["ok"] is True
     assert out.usage.prompt_tokens > 0
-    parts: dict[str, str] = {}
-    rows = store_rows(agent, parts)
+    rows = store_rows(agent)
     [trace] = [r["data"] for r in rows if r["kind"] == "trace" and "action" in r["data"]]
     assert [c["tool"] for c in trace["calls"]] == [
         "activate_skill",

@@ -94,14 +94,20 @@ def test_damage_before_the_recorded_sizes_is_named(tmp_path: Path) -> None:
 def test_prompt_parts_are_stored_once_and_found_again_after_reload(tmp_path: Path) -> None:
     store = HostStore(tmp_path, 3)
     shared, head = "<available_skills>...</available_skills>", "<persona>P</persona>"
-    parts = {part_hash(t): t for t in (head, shared)}
-    store.append([("a", prompt_row("a", "s1", list(parts)))], parts)
-    store.append([("b", prompt_row("b", "s2", [part_hash(shared)]))], {part_hash(shared): shared})
+    for text in (head, shared, shared):
+        store.add_part(part_hash(text), text)
+    store.append([("a", prompt_row("a", "s1", [part_hash(head), part_hash(shared)]))])
+    store.add_part(part_hash(shared), shared)
+    store.append([("b", prompt_row("b", "s2", [part_hash(shared)]))])
     data = tmp_path / "store" / "host-0003" / "parts.jsonl.gz"
     assert sum(m.rows for m in read_index(data)) == 2
-    again = HostStore(tmp_path, 3)
+    assert [r["data"]["parts"] for r in read_key(data.with_name("rows.jsonl.gz"), "b")] == [
+        [part_hash(shared)]
+    ]
+    again = HostStore(tmp_path, 3)  # a resumed host learns what is stored
     again.reload()
-    again.append([], {part_hash(shared): shared})
+    again.add_part(part_hash(shared), shared)
+    again.append([])
     assert sum(m.rows for m in read_index(data)) == 2
 
 
