@@ -157,7 +157,8 @@ class AgentHost:
             # The spec's own dict when nothing is added: one copy per agent, not two.
             profile = {**spec.profile, **extra} if extra else spec.profile
             ws = self._agents_dir / aid
-            ws.mkdir(parents=True, exist_ok=True)
+            if not ws.is_dir():  # present on resume: a stat, not a failing mkdir
+                ws.mkdir(parents=True)
             own = self._own_view(ws)
             if own is not None:
                 self._own_views[aid] = own
@@ -406,12 +407,11 @@ def _write_profile(folder: Path, profile: Mapping[str, Any]) -> None:
     """``profile.json``, read by skills. Never rewritten: a resume finds the one the run
     wrote (the same configuration makes the same profile), and skipping 100,000 writes is
     much of what makes a resume fast."""
-    try:
-        f = open(folder / "profile.json", "x", encoding="utf-8")  # noqa: SIM115 - closed below
-    except FileExistsError:
-        return
-    with f:
-        f.write(json.dumps(profile, indent=1, sort_keys=True, ensure_ascii=False))
+    path = folder / "profile.json"
+    if not path.exists():
+        path.write_text(
+            json.dumps(profile, indent=1, sort_keys=True, ensure_ascii=False), encoding="utf-8"
+        )
 
 
 def _error_outcome(agent_id: str, inp: StepInput, error: str) -> StepOutcome:
