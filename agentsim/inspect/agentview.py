@@ -51,7 +51,8 @@ def _render_hooks(hooks: tuple[Mapping[str, Any], ...]) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepRecord:
-    """One step of an agent's trace (``trace.jsonl``)."""
+    """One step of an agent's trace (a trace row of its host's shard, or a line of a
+    layout-1 ``trace.jsonl``)."""
 
     tick: int
     time: str
