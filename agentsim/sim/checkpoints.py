@@ -22,6 +22,7 @@ written before this format (an ``agent_state/`` folder) are still restored.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import shutil
@@ -89,12 +90,15 @@ def write_checkpoint(
         },
         "events_bytes": ws.events_size(),
     }
-    (tmp / "engine.json").write_text(json.dumps(state), encoding="utf-8")
-    # Compressed: 100,000 agents' recent memories are ~200 MB of JSON, a tenth of it gzipped
-    # (level 1: most of the gain for a fifth of the time of the default level).
-    with gzip.open(tmp / _AGENTS, "wt", encoding="utf-8", compresslevel=1) as f:
+    # Compressed: the agents' states (their recent memories, mostly) shrink ~25 times.
+    with gzip.open(tmp / _AGENTS, "wt", encoding="utf-8") as f:
         json.dump(agents, f)
     _archive_agent_state(ws.agents_dir, tmp / _STATE_TAR)
+    # The archive's digest lets a resume check it in one read instead of parsing every
+    # member header (seconds at 100,000 agents).
+    with open(tmp / _STATE_TAR, "rb") as f:
+        state["state_archive_sha256"] = hashlib.file_digest(f, "sha256").hexdigest()
+    (tmp / "engine.json").write_text(json.dumps(state), encoding="utf-8")
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
@@ -126,7 +130,7 @@ def latest_checkpoint(
         missing = [k for k in (*_OWN_KEYS, *engine_keys) if k not in engine]
         if missing:
             raise ValueError(f"engine.json lacks {', '.join(missing)}")
-        _check_state_archive(cp)
+        _check_state_archive(cp, engine.get("state_archive_sha256"))
     except (OSError, EOFError, ValueError, tarfile.TarError) as exc:
         raise CheckpointError(
             f"checkpoint {cp} cannot be read ({exc}); delete that folder to resume from "
@@ -164,13 +168,19 @@ def _check_layout(ws: RunWorkspace) -> None:
         )
 
 
-def _check_state_archive(cp: Path) -> None:
-    """Walk the member headers of the agents' state archive (a truncated or damaged archive
-    fails here, before a resume has changed any file)."""
+def _check_state_archive(cp: Path, sha256: str | None) -> None:
+    """Check the agents' state archive against its digest, or (checkpoints written before
+    the digest) walk its member headers: a truncated or damaged archive fails here, before
+    a resume has changed any file."""
     archive = cp / _STATE_TAR
     if not archive.is_file():
         if not (cp / "agent_state").is_dir():  # the format before the archive
             raise ValueError(f"{_STATE_TAR} is missing")
+        return
+    if sha256 is not None:
+        with open(archive, "rb") as f:
+            if hashlib.file_digest(f, "sha256").hexdigest() != sha256:
+                raise ValueError(f"{_STATE_TAR} does not match its digest in engine.json")
         return
     with tarfile.open(archive, "r") as tar:
         while tar.next() is not None:

@@ -249,3 +249,25 @@ def test_rewind_puts_agent_state_back_and_leaves_unchanged_files_alone(
     assert not c.exists() and d.is_dir() and not any(d.iterdir())
     if not legacy:
         assert (a / "notes.txt").stat().st_ino == untouched  # equal bytes: not rewritten
+
+
+@pytest.mark.parametrize("digest", [True, False], ids=["with-digest", "before-digests"])
+def test_a_damaged_state_archive_is_found_before_anything_changes(
+    tmp_path: Path, digest: bool
+) -> None:
+    ws = RunWorkspace.create(tmp_path / "run")
+    for i in range(40):
+        state = ws.agents_dir / f"a-{i:02d}" / "state"
+        state.mkdir(parents=True)
+        (state / "plan.txt").write_text(f"plan {i}\n" * 50)
+    path = write_checkpoint(ws, tick=2, engine={"config_hash": "h"}, agents={})
+    engine = json.loads((path / "engine.json").read_text())
+    if not digest:  # a checkpoint from before the digest: its member headers are walked
+        del engine["state_archive_sha256"]
+        (path / "engine.json").write_text(json.dumps(engine))
+    latest_checkpoint(ws, config_hash="h")
+    tar = path / "agent_state.tar"
+    tar.write_bytes(tar.read_bytes()[: tar.stat().st_size // 3 + 77])  # inside a member
+    why = "does not match its digest" if digest else "unexpected end of data|truncated"
+    with pytest.raises(CheckpointError, match=rf"tick-00000002 cannot be read \(.*({why})"):
+        latest_checkpoint(ws, config_hash="h")
