@@ -130,7 +130,7 @@ class Engine:
             trusted_namespaces=cfg.skills.trusted_namespaces,
         )
 
-    def _host_specs(self, n: int) -> list[HostSpec]:
+    def _host_specs(self, n: int, *, resume: bool = False) -> list[HostSpec]:
         cfg = self.config
         settings = AgentSettings(
             max_react_turns=cfg.agent.max_react_turns,
@@ -154,6 +154,7 @@ class Engine:
                 step_timeout=cfg.executor.step_timeout,
                 concurrent=True,
                 flush_every=cfg.output.flush_every,
+                resume=resume,
             )
             for i in range(n)
         ]
@@ -196,7 +197,9 @@ class Engine:
             1 if self.executor.kind == "local" else os.cpu_count() or 1
         )
         blocks = partition(self.agents, n_hosts)
-        await self.executor.start(self._host_specs(len(blocks)), blocks, self.registry)
+        await self.executor.start(
+            self._host_specs(len(blocks), resume=resume), blocks, self.registry
+        )
         events = await self.executor.setup(self._profile_extras())
         if resume:
             return []

@@ -68,7 +68,11 @@ class HostSpec:
     hosts: int = 1
     step_timeout: float = 120.0
     concurrent: bool = True  # False: step agents one after another
-    flush_every: int = 1  # ticks between writes of agents' memory / trace files
+    flush_every: int = 1  # ticks between writes of agents' memory lines and store rows
+    # Set up to be restored from a checkpoint (``set_state`` follows): the agents' default
+    # skills are not activated (``set_state`` activates the saved ones) and their folders
+    # and profiles are taken as the run left them.
+    resume: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,7 +150,8 @@ class AgentHost:
         return list(self._specs)
 
     async def setup(self, extra_profiles: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-        """Create the agents, write their profiles, activate their default skills.
+        """Create the agents, write their profiles, activate their default skills (not when
+        resuming: ``set_state`` then activates the saved ones, once).
 
         Returns events (e.g. a default skill that could not be activated)."""
         events: list[dict[str, Any]] = []
@@ -181,28 +186,8 @@ class AgentHost:
             _write_profile(
                 ws, {"agent_id": aid, "group": spec.group, "persona": spec.persona, **profile}
             )
-            for name in spec.default_skills:
-                try:
-                    res = await runtime.activate(name)
-                    events.extend(
-                        {
-                            "tick": 0,
-                            "type": "skill_activated",
-                            "agent_id": aid,
-                            "skill": sid,
-                            "default": True,
-                        }
-                        for sid in res.newly_active
-                    )
-                except AgentsimError as exc:
-                    events.append(
-                        {
-                            "tick": 0,
-                            "type": "agent_error",
-                            "agent_id": aid,
-                            "error": f"default skill: {exc}",
-                        }
-                    )
+            if not self.spec.resume:
+                events.extend(await _activate_defaults(aid, runtime, spec.default_skills))
             self.agents[aid] = agent
         return events
 
@@ -401,6 +386,30 @@ class AgentHost:
         closer = getattr(self.model, "aclose", None)
         if closer is not None:
             await closer()
+
+
+async def _activate_defaults(
+    aid: str, runtime: AgentSkillRuntime, names: Sequence[str]
+) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    for name in names:
+        try:
+            res = await runtime.activate(name)
+        except AgentsimError as exc:
+            events.append(
+                {
+                    "tick": 0,
+                    "type": "agent_error",
+                    "agent_id": aid,
+                    "error": f"default skill: {exc}",
+                }
+            )
+            continue
+        events.extend(
+            {"tick": 0, "type": "skill_activated", "agent_id": aid, "skill": sid, "default": True}
+            for sid in res.newly_active
+        )
+    return events
 
 
 def _write_profile(folder: Path, profile: Mapping[str, Any]) -> None:
