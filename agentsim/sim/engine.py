@@ -42,6 +42,7 @@ from agentsim.sim.host import HostSpec, SkillSources, TickInput, build_registry
 from agentsim.sim.metrics import add_tick, new_metrics, public_metrics
 from agentsim.sim.profiles import AgentSpec, resolve_agents, select_agents
 from agentsim.sim.workspace import RunWorkspace, atomic_write_text
+from agentsim.store.layout import run_hosts
 
 __all__ = ["Engine", "Progress", "RunSummary", "builtin_skills_dir"]
 
@@ -196,6 +197,8 @@ class Engine:
         n_hosts = cfg.executor.hosts or (
             1 if self.executor.kind == "local" else os.cpu_count() or 1
         )
+        if resume:  # the run's own split: each host's shard holds its agents' history
+            n_hosts = run_hosts(self.run_dir) or n_hosts
         blocks = partition(self.agents, n_hosts)
         await self.executor.start(
             self._host_specs(len(blocks), resume=resume), blocks, self.registry

@@ -155,7 +155,7 @@ class AgentHost:
 
         Returns events (e.g. a default skill that could not be activated)."""
         events: list[dict[str, Any]] = []
-        self.store.write_agents(self._specs)
+        self.store.write_agents(self._specs, resume=self.spec.resume)
         store_part = self.store.add_part  # one bound method for all agents
         for aid, spec in self._specs.items():
             extra = extra_profiles.get(aid)

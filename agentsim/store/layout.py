@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from json.encoder import encode_basestring
 from pathlib import Path
 
+from agentsim.errors import RunError
 from agentsim.store.shard import DATA_SUFFIX, Appender, key_prefix, read_index
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "part_hash",
     "prompt_row",
     "row",
+    "run_hosts",
     "shard_files",
     "store_dir",
 ]
@@ -63,6 +65,12 @@ def shard_files(run_dir: Path) -> list[Path]:
     return sorted(root.glob(f"host-*/*{DATA_SUFFIX}")) if root.is_dir() else []
 
 
+def run_hosts(run_dir: Path) -> int:
+    """How many hosts wrote the run (0 before any did)."""
+    root = store_dir(run_dir)
+    return sum(1 for _ in root.glob("host-*")) if root.is_dir() else 0
+
+
 def part_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -85,12 +93,28 @@ class HostStore:
         self._pending: dict[str, str] = {}
         self._pending_bytes = 0
 
-    def write_agents(self, agent_ids: Iterable[str]) -> None:
-        """The host's agent ids (the same list again on resume)."""
+    def write_agents(self, agent_ids: Iterable[str], *, resume: bool = False) -> None:
+        """The host's agent ids. A resumed host must hold the same agents as before (its
+        shard holds their history): a different split, e.g. from another host count, is a
+        ``RunError`` saying how many hosts the run had."""
+        ids = sorted(agent_ids)
+        if resume:
+            try:
+                before = json.loads((self.root / AGENTS).read_text("utf-8"))
+            except (OSError, ValueError):
+                before = None
+            if before != ids:
+                hosts = len(list(self.root.parent.glob("host-*")))
+                raise RunError(
+                    f"{self.root.name} of {self.root.parent.parent} held other agents before "
+                    f"this resume: the run's agents were split between {hosts} hosts; resume "
+                    f"it with {hosts} hosts"
+                )
+            return
         self.root.mkdir(parents=True, exist_ok=True)
         # Temp file and rename: a reader never sees half a list.
         tmp = self.root / f".{AGENTS}.tmp-{os.getpid()}"
-        tmp.write_text(json.dumps(sorted(agent_ids)) + "\n", encoding="utf-8")
+        tmp.write_text(json.dumps(ids) + "\n", encoding="utf-8")
         os.replace(tmp, self.root / AGENTS)
 
     def reload(self) -> None:

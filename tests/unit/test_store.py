@@ -18,7 +18,7 @@ import pytest
 from agentsim.errors import CheckpointError, RunError
 from agentsim.inspect import open_run
 from agentsim.sim.config import load_experiment
-from agentsim.sim.engine import Engine
+from agentsim.sim.engine import Engine, Progress
 from agentsim.store.layout import HostStore, part_hash, prompt_row, row
 from agentsim.store.shard import (
     ShardDamaged,
@@ -226,3 +226,34 @@ def test_one_agent_is_readable_while_the_run_writes(finished: Path, tmp_path: Pa
     assert [t["tick"] for t in agent.trace() if "action" in t] == steps
     index.write_bytes(whole)
     assert [t["tick"] for t in agent.trace() if "action" in t] == [*steps, 6]
+
+
+def test_two_hosts_write_side_by_side_and_resume_to_the_same_histories(
+    finished: Path, tmp_path: Path
+) -> None:
+    class Crash(Exception):
+        pass
+
+    def progress(p: Progress) -> None:
+        if p.tick == 5:
+            raise Crash("gone")
+
+    cfg = load_experiment(SMALL, environ={"AGENTSIM_EXECUTOR__HOSTS": "2"})
+    run_dir = tmp_path / "run"
+    with pytest.raises(Crash, match="gone"):
+        asyncio.run(Engine(cfg, run_dir=run_dir, progress=progress).run())
+    assert asyncio.run(Engine(cfg, run_dir=run_dir).run(resume=True)).status == "completed"
+    hosts = sorted(p.name for p in (run_dir / "store").iterdir())
+    assert hosts == ["host-0000", "host-0001"]
+    lists = [json.loads((run_dir / "store" / h / "agents.json").read_text()) for h in hosts]
+    assert sorted(lists[0] + lists[1]) == open_run(run_dir).agents and lists[0] < lists[1]
+    # The same agents' histories as the one-host run: the split does not show.
+    assert histories(run_dir) == histories(finished)
+
+
+def test_a_host_resumed_with_other_agents_says_how_many_hosts(tmp_path: Path) -> None:
+    HostStore(tmp_path, 0).write_agents(["a-1", "a-2"])
+    HostStore(tmp_path, 1).write_agents(["a-3"])
+    HostStore(tmp_path, 0).write_agents(["a-2", "a-1"], resume=True)  # the same agents
+    with pytest.raises(RunError, match=r"host-0000 of .* held other agents .* with 2 hosts"):
+        HostStore(tmp_path, 0).write_agents(["a-1", "a-2", "a-3"], resume=True)
