@@ -70,8 +70,8 @@ class HostSpec:
     concurrent: bool = True  # False: step agents one after another
     flush_every: int = 1  # ticks between writes of agents' memory lines and store rows
     # Set up to be restored from a checkpoint (``set_state`` follows): the agents' default
-    # skills are not activated (``set_state`` activates the saved ones) and their folders
-    # and profiles are taken as the run left them.
+    # skills are not activated (``set_state`` activates the saved ones), and the host must
+    # hold the same agents as before (its shard holds their history).
     resume: bool = False
 
 
