@@ -4,6 +4,7 @@ and cut on resume; damage before a checkpoint stops the resume instead of losing
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import shutil
@@ -257,3 +258,27 @@ def test_a_host_resumed_with_other_agents_says_how_many_hosts(tmp_path: Path) ->
     HostStore(tmp_path, 0).write_agents(["a-2", "a-1"], resume=True)  # the same agents
     with pytest.raises(RunError, match=r"host-0000 of .* held other agents .* with 2 hosts"):
         HostStore(tmp_path, 0).write_agents(["a-1", "a-2", "a-3"], resume=True)
+
+
+def test_a_layout_1_run_folder_still_opens(tmp_path: Path) -> None:
+    # What agentsim wrote before the shards: everything in the agent's folder.
+    root = tmp_path / "old"
+    adir = root / "agents" / "a-1"
+    (adir / "prompts").mkdir(parents=True)
+    (root / "manifest.json").write_text(json.dumps({"versions": {"agentsim": "0.1.0"}}))
+    (adir / "profile.json").write_text(json.dumps({"agent_id": "a-1", "persona": "P"}))
+    system = "<persona>P</persona>\n<instructions>act</instructions>"
+    sha = hashlib.sha256(system.encode()).hexdigest()[:16]
+    (adir / "prompts" / f"{sha}.txt").write_text(system)
+    trace = [
+        {"tick": 0, "skills_active": ["built-in@x"]},
+        {"tick": 0, "time": "t0", "action": "walked", "system_sha": sha, "user": "u0"},
+    ]
+    (adir / "trace.jsonl").write_text("".join(json.dumps(t) + "\n" for t in trace))
+    (adir / "skills.json").write_text(json.dumps({"active": ["built-in@x"], "step_count": 1}))
+    agent = open_run(root).agent("a-1")
+    assert agent.store is None
+    assert agent.skills() == {"active": ["built-in@x"], "step_count": 1}
+    hist = agent.history()
+    assert hist.steps_total == 1 and hist.skills_over_time == ((0, ("built-in@x",)),)
+    assert (agent.prompt_at(0).system, agent.prompt_at(0).user) == (system, "u0")
