@@ -7,10 +7,10 @@ appends its agents in id order, so the ranges of one append do not overlap), its
 and optionally every key it holds (``keys``, for shards keyed by content hash, where ranges
 say little).
 
-Every row is a JSON object whose first field is ``"key"``. ``append`` writes the members
-first and then their index lines, flushing each file, so at any moment the index describes
-only bytes that are already in the data file: a reader (also of a running or crashed run)
-trusts the complete index lines whose members lie inside the data file and ignores the rest.
+Every row is a JSON object whose first field is ``"key"``. An append (``Appender``) writes
+the members first and their index lines after, so at any moment the index describes only
+bytes that are already in the data file: a reader (also of a running or crashed run) trusts
+the complete index lines whose members lie inside the data file and ignores the rest.
 Whatever lies beyond is a torn tail, which ``truncate`` cuts on resume.
 
 Why gzip and JSON lines: both are in the standard library, a member is readable with
