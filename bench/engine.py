@@ -4,6 +4,7 @@ independence, local vs Ray, checkpoint and resume times. Prints JSON.
     python bench/engine.py                       # 10,000 agents x 20 ticks, local
     python bench/engine.py --agents 2000 --ticks 5 --ray --skills 10,1000
     python bench/engine.py --agents 100000 --ticks 2 --checkpoint
+    python bench/engine.py --agents 20000 --ticks 4 --skills 1000 --checkpoint --storage
 
 Every case runs in a fresh child process so that peak RSS is that case's alone. The
 experiment: scripted model, one hooked skill active per agent (daily-guidance), the city
@@ -167,7 +168,65 @@ def _child(args: argparse.Namespace) -> None:
         resumed = asyncio.run(again.run(resume=True))
         out["resume_s"] = round(time.perf_counter() - t1, 2)
         out["resume_status"] = resumed.status
+    if args.storage:
+        out.update(_storage(run_dir, steps))
     print(json.dumps(out))
+
+
+def _storage(run_dir: Path, steps: int) -> dict[str, object]:
+    """Bytes on disk (allocated blocks) per agent-step, by part of the run folder; files per
+    agent besides its ``state/``; the time of ``agentsim inspect RUN --agent ID``."""
+    parts: dict[str, list[int]] = {}  # part -> [disk bytes, apparent bytes, files]
+    per_agent_files: dict[str, int] = {}
+    for dirpath, _dirs, filenames in os.walk(run_dir):
+        rel = Path(dirpath).relative_to(run_dir).parts
+        part = rel[0] if rel else "top"
+        if part == "agents" and len(rel) >= 3 and rel[2] == "state":
+            part = "agents/*/state"
+        acc = parts.setdefault(part, [0, 0, 0])
+        acc[0] += os.lstat(dirpath).st_blocks * 512  # folders take blocks too
+        for name in filenames:
+            st = os.lstat(os.path.join(dirpath, name))
+            acc[0] += st.st_blocks * 512
+            acc[1] += st.st_size
+            acc[2] += 1
+            if part == "agents" and len(rel) == 2:
+                per_agent_files[rel[1]] = per_agent_files.get(rel[1], 0) + 1
+    total = sum(v[0] for v in parts.values())
+    agents = sorted(per_agent_files)
+    probe = agents[len(agents) // 2] if agents else ""
+    t = time.perf_counter()
+    shown = subprocess.run(
+        [sys.executable, "-m", "agentsim.cli", "inspect", str(run_dir), "--agent", probe, "--json"],
+        capture_output=True,
+        text=True,
+    )
+    inspect_s = time.perf_counter() - t
+    from agentsim.inspect import open_run
+
+    t = time.perf_counter()
+    hist = open_run(run_dir).agent(probe).history(last=5)
+    in_process_s = time.perf_counter() - t
+    t = time.perf_counter()
+    imported = subprocess.run([sys.executable, "-c", "import agentsim.cli"], check=False)
+    import_s = time.perf_counter() - t
+    return {
+        "disk_bytes_per_agent_step": round(total / steps, 1),
+        "disk_bytes_per_agent_step_without_state": round(
+            (total - parts.get("agents/*/state", [0])[0]) / steps, 1
+        ),
+        "disk_mb_by_part": {k: round(v[0] / 1e6, 1) for k, v in sorted(parts.items())},
+        "apparent_mb_by_part": {k: round(v[1] / 1e6, 1) for k, v in sorted(parts.items())},
+        "files_by_part": {k: v[2] for k, v in sorted(parts.items())},
+        "files_per_agent_without_state": round(
+            sum(per_agent_files.values()) / max(1, len(agents)), 2
+        ),
+        "inspect_agent_cli_s": round(inspect_s, 3),
+        "inspect_agent_cli_ok": shown.returncode == 0,
+        "python_import_cli_s": round(import_s, 3) if imported.returncode == 0 else None,
+        "inspect_agent_in_process_s": round(in_process_s, 4),
+        "inspect_agent_steps": hist.steps_total,
+    }
 
 
 def _case(**kw: object) -> dict[str, object]:
@@ -199,6 +258,7 @@ def main() -> None:
     p.add_argument("--hosts", type=int, default=1)
     p.add_argument("--ray", action="store_true", help="also run ray with 2 hosts")
     p.add_argument("--checkpoint", action="store_true")
+    p.add_argument("--storage", action="store_true", help="also measure the run folder")
     args = p.parse_args()
     if args.child:
         args.skills = int(args.skills)
@@ -208,7 +268,13 @@ def main() -> None:
     counts = [int(s) for s in str(args.skills).split(",")]
     for n in counts:
         results.append(
-            _case(agents=args.agents, ticks=args.ticks, skills=n, checkpoint=args.checkpoint)
+            _case(
+                agents=args.agents,
+                ticks=args.ticks,
+                skills=n,
+                checkpoint=args.checkpoint,
+                storage=args.storage,
+            )
         )
     if args.ray:
         results.append(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time as _time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from agentsim.errors import EnvError, ModelError, SkillError
 from agentsim.llm.base import ChatModel, Completion, ToolCall
 from agentsim.skills.hooks import HookDecision, HookOutcome, render_skill_hooks
 from agentsim.skills.runtime import AgentSkillRuntime
+from agentsim.store.layout import part_hash, prompt_row, row
 
 # The step's data types live in ``agentsim.agent.step``; they are re-exported here, where
 # hosts and the interview code have always imported them.
@@ -59,8 +60,10 @@ class Agent:
         "_head",
         "_last_skills",
         "_last_system_sha",
+        "_pending_prompts",
         "_pending_trace",
         "_post_hooks",
+        "_prompt_parts",
         "_skills_written",
         "agent_id",
         "group",
@@ -81,7 +84,11 @@ class Agent:
         persona: str,
         workspace: Path,
         skills: AgentSkillRuntime,
+        prompt_parts: Callable[[str, str], None] | None = None,
     ) -> None:
+        """``prompt_parts`` is called with (content hash, text) of every part of every new
+        system prompt: the host stores each part once (``agentsim.store.layout``). Without
+        it only the references are recorded."""
         self.agent_id = agent_id
         self.group = group
         self.profile = profile
@@ -92,9 +99,13 @@ class Agent:
         self.step_count = 0
         self._post_hooks: tuple[HookOutcome, ...] = ()
         self._pending_trace: list[str] = []
+        self._prompt_parts = prompt_parts
+        # (sha, part hashes) of system prompts not yet handed to the host's store.
+        self._pending_prompts: list[tuple[str, list[str]]] = []
         self._last_system_sha = ""
         self._last_skills: tuple[str, ...] = ()
-        self._skills_written: tuple[str, ...] | None = None
+        # (active skills, step count) of the last skills record handed to the store.
+        self._skills_written: tuple[tuple[str, ...], int] | None = None
         self._head: str | None = None  # persona + profile: fixed for the agent's life
 
     # -- prompt ----------------------------------------------------------------------------
@@ -115,6 +126,12 @@ class Agent:
         return " ".join(words)
 
     def system_prompt(self, *, read_only: bool = False) -> str:
+        return "\n".join(self.system_parts(read_only=read_only))
+
+    def system_parts(self, *, read_only: bool = False) -> tuple[str, ...]:
+        """The system prompt's parts, joined by newlines: who the agent is, the catalog, the
+        bodies of active skills (when any), the instructions. Stored apart (by content hash),
+        since thousands of agents share all but the first."""
         head = self._head
         if head is None:
             # Encoded once: the profile does not change during a run, and encoding it
@@ -126,7 +143,7 @@ class Agent:
         if bodies:
             parts.append(bodies)
         parts.append(_READ_ONLY_INSTRUCTIONS if read_only else _INSTRUCTIONS)
-        return "\n".join(parts)
+        return tuple(parts)
 
     def user_prompt(
         self,
@@ -295,7 +312,8 @@ class Agent:
         inp = st.inp
         read_only = inp.read_only
         observation = inp.env.observe(self.agent_id) if inp.env is not None else ""
-        system = self.system_prompt(read_only=read_only)
+        system_parts = self.system_parts(read_only=read_only)
+        system = "\n".join(system_parts)
         mem_tokens = settings.memory_prompt_tokens
         user = self.user_prompt(
             inp, hooks, feedback=feedback, memory_tokens=mem_tokens, observation=observation
@@ -307,9 +325,14 @@ class Agent:
             )
         sha = hashlib.sha256(system.encode()).hexdigest()[:16]
         if sha != self._last_system_sha and not read_only:
-            # Written now, not buffered: a system prompt is ~10 KB and changes rarely, so
-            # holding it until the next flush would cost more memory than the write costs time.
-            _write_text(self.workspace / "prompts" / f"{sha}.txt", system)
+            # The parts go to the host now, the reference waits for the flush: holding an
+            # over-budget catalog (~5 KB, rendered per step) until then would cost more
+            # memory per agent than the rest of the agent.
+            hashes = [part_hash(t) for t in system_parts]
+            if self._prompt_parts is not None:
+                for h, text in zip(hashes, system_parts, strict=True):
+                    self._prompt_parts(h, text)
+            self._pending_prompts.append((sha, hashes))
             self._last_system_sha = sha
         full = settings.trace == "full"
         trace.setdefault("system_sha", sha)
@@ -510,26 +533,28 @@ class Agent:
         """Add to memory from outside a step (messages delivered, interventions)."""
         self.memory.add(tick=tick, time=time, kind=kind, text=text)
 
-    def flush(self, *, force: bool = False) -> None:
-        """Write buffered memory and trace lines and ``skills.json`` (called by the host).
-        System prompts are not buffered: ``_react`` writes each new one at once.
+    def flush(self, *, force: bool = False) -> list[str]:
+        """Append buffered memory lines to ``memory.jsonl`` (skills read that file), and
+        return the agent's rows for its host's store (``agentsim.store.layout``): trace
+        lines, a skills record, references to the parts of new system prompts.
 
-        ``skills.json`` is rewritten only when the active set changed, or when ``force`` is
-        set (checkpoints, the end of a run)."""
+        The skills record is written when the active set changed, or, with ``force``
+        (checkpoints, the end of a run), when the step count moved since the last one."""
         mem = self.memory.drain()
-        trace, self._pending_trace = self._pending_trace, []
-        active = self.skills.active
-        skills_due = force or active != self._skills_written
-        if not (mem or trace or skills_due):
-            return
         if mem:
             _append(self.workspace / "memory.jsonl", mem)
-        if trace:
-            _append(self.workspace / "trace.jsonl", trace)
-        if skills_due:
+        aid = self.agent_id
+        rows = [row(aid, "trace", line) for line in self._pending_trace]
+        self._pending_trace = []
+        rows.extend(prompt_row(aid, sha, hashes) for sha, hashes in self._pending_prompts)
+        self._pending_prompts = []
+        active = self.skills.active
+        written = self._skills_written
+        if written is None or active != written[0] or (force and written[1] != self.step_count):
             skills = {"active": list(active), "step_count": self.step_count}
-            _write_text(self.workspace / "skills.json", json.dumps(skills, indent=1))
-            self._skills_written = active
+            rows.append(row(aid, "skills", json.dumps(skills)))
+            self._skills_written = (active, self.step_count)
+        return rows
 
     def get_state(self) -> dict[str, Any]:
         return {
@@ -552,9 +577,12 @@ class Agent:
         self._last_system_sha = str(state.get("last_system_sha", ""))
         self._last_skills = self.skills.active
         self._pending_trace = []
+        self._pending_prompts = []
+        # The checkpoint this comes from flushed (with force) a skills record of this state.
+        self._skills_written = (self.skills.active, self.step_count)
 
 
-# The folders are made when first missing, not before every write: a run writes these files
+# The folder is made when first missing, not before every write: a run writes this file
 # for every agent every few ticks, and a mkdir is a slow metadata call on many file systems.
 
 
@@ -566,14 +594,6 @@ def _append(path: Path, lines: list[str]) -> None:
         f = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed below
     with f:
         f.write("\n".join(lines) + "\n")
-
-
-def _write_text(path: Path, text: str) -> None:
-    try:
-        path.write_text(text, encoding="utf-8")
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
 
 
 # (resolution, env router, schemas) by identity: one router per host and tick, one

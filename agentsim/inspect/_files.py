@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import gzip
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 
 from agentsim.errors import RunError
 
-__all__ = ["close_matches", "iter_jsonl", "read_json"]
+__all__ = ["close_matches", "iter_jsonl", "read_checkpoint_agents", "read_json"]
 
 
 def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -47,6 +48,22 @@ def read_json(path: Path, *, what: str) -> dict[str, Any]:
         raise RunError(f"{what} {path} is not valid JSON ({exc}); it may be damaged") from None
     if not isinstance(data, dict):
         raise RunError(f"{what} {path} does not hold a JSON object; it may be damaged")
+    return data
+
+
+def read_checkpoint_agents(cp: Path) -> dict[str, Any]:
+    """The agents' states a checkpoint folder saved (``agents.json.gz``, or ``agents.json``
+    in checkpoints written before it was compressed)."""
+    gz = cp / "agents.json.gz"
+    if not gz.is_file():
+        return read_json(cp / "agents.json", what="checkpoint")
+    try:
+        with gzip.open(gz, "rt", encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, EOFError, ValueError) as exc:
+        raise RunError(f"checkpoint {gz} cannot be read ({exc}); it may be damaged") from None
+    if not isinstance(data, dict):
+        raise RunError(f"checkpoint {gz} does not hold a JSON object; it may be damaged")
     return data
 
 

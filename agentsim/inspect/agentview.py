@@ -1,7 +1,10 @@
-"""One agent's folder of a run, read-only: profile, skills over time, steps, prompts, files.
+"""One agent of a run, read-only: profile, skills over time, steps, prompts, files.
 
-Only this agent's files are read, and ``trace.jsonl`` is streamed once, keeping the last N
-steps, so looking at one agent costs the same in a run of ten agents or of a million.
+Only this agent's files and rows are read: its folder (``profile.json``, ``memory.jsonl``,
+``state/``) and, in a layout-2 run, its rows in its host's shard (``agentsim.inspect._store``);
+a layout-1 run kept its trace, skills and prompts in the folder too. The trace is streamed
+once, keeping the last N steps, so looking at one agent costs the same in a run of ten
+agents or of a million.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 from agentsim.errors import ConfigError, RunError
 from agentsim.inspect._files import iter_jsonl, read_json
+from agentsim.inspect._store import AgentRows
 
 __all__ = [
     "HISTORY_LAST",
@@ -51,7 +55,8 @@ def _render_hooks(hooks: tuple[Mapping[str, Any], ...]) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepRecord:
-    """One step of an agent's trace (``trace.jsonl``)."""
+    """One step of an agent's trace (a trace row of its host's shard, or a line of a
+    layout-1 ``trace.jsonl``)."""
 
     tick: int
     time: str
@@ -173,17 +178,20 @@ class Prompt:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentRecord:
-    """One agent's folder. Build it with ``Run.agent(agent_id)``."""
+    """One agent of a run. Build it with ``Run.agent(agent_id)``."""
 
     agent_id: str
-    root: Path
+    root: Path  # the agent's folder
+    store: AgentRows | None = None  # its rows in the shards; None in a layout-1 run
 
     def profile(self) -> dict[str, Any]:
         """``profile.json``: the profile fields plus agent_id, group and persona."""
         return read_json(self.root / "profile.json", what=f"profile of agent {self.agent_id!r}")
 
     def skills(self) -> dict[str, Any]:
-        """``skills.json`` ({"active": [...], "step_count": n}); {} before the first flush."""
+        """{"active": [...], "step_count": n} as last written; {} before the first flush."""
+        if self.store is not None:
+            return self.store.skills()
         p = self.root / "skills.json"
         return read_json(p, what=f"skills of agent {self.agent_id!r}") if p.is_file() else {}
 
@@ -192,6 +200,8 @@ class AgentRecord:
 
     def trace(self) -> Iterator[dict[str, Any]]:
         """The raw trace lines, streamed."""
+        if self.store is not None:
+            return (d for d in self.store.rows("trace") if isinstance(d, dict))
         return iter_jsonl(self.root / "trace.jsonl")
 
     def history(self, *, last: int | None = HISTORY_LAST) -> AgentHistory:
@@ -223,9 +233,10 @@ class AgentRecord:
 
     def files(self) -> list[WorkspaceFile]:
         """Every file under the agent's folder with its size, sorted by path."""
+        found = self.root.rglob("*") if self.root.is_dir() else ()
         out = [
             WorkspaceFile(path=p.relative_to(self.root).as_posix(), size=p.stat().st_size)
-            for p in self.root.rglob("*")
+            for p in found
             if p.is_file()
         ]
         return sorted(out, key=lambda f: f.path)
@@ -240,6 +251,21 @@ class AgentRecord:
             f"agent {self.agent_id!r} has no step at tick {tick} in its trace ({span}); "
             "choose a tick in that range"
         )
+
+    def _system(self, sha: str, tick: int) -> str:
+        if self.store is not None:
+            system = self.store.system_prompt(sha)
+            where = f"the store of {self.store.reader.root.parent}"
+        else:
+            p = self.root / "prompts" / f"{sha}.txt"
+            system = p.read_text("utf-8") if p.is_file() else None
+            where = str(p)
+        if system is None:
+            raise RunError(
+                f"system prompt {sha} of agent {self.agent_id!r} at tick {tick} is missing from "
+                f"{where}; the run may have died before writing it"
+            )
+        return system
 
     def step_at(self, tick: int) -> StepRecord:
         """The agent's step at ``tick``; a tick without one is a ``RunError``."""
@@ -260,14 +286,7 @@ class AgentRecord:
                 f"the trace of agent {self.agent_id!r} has no user message at tick {tick} (the "
                 "run used --trace summary); re-run with --trace full to keep prompts"
             )
-        p = self.root / "prompts" / f"{sha}.txt"
-        try:
-            system = p.read_text("utf-8")
-        except FileNotFoundError:
-            raise RunError(
-                f"system prompt {p} of agent {self.agent_id!r} at tick {tick} is missing; the "
-                "run may have died before writing it"
-            ) from None
+        system = self._system(str(sha), tick)
         return Prompt(
             agent_id=self.agent_id,
             tick=tick,

@@ -2,7 +2,7 @@
 
 The agent is rebuilt in this process the way an ``AgentHost`` builds it (same skills, same
 profile, same model settings), then given the state it had: its memory replayed from
-``memory.jsonl``, its active skills from ``skills.json`` (with their activation arguments
+``memory.jsonl``, its active skills as last recorded (with their activation arguments
 from the latest checkpoint), and an environment restored from the latest checkpoint. It
 then takes one read-only step (``StepInput(question=..., read_only=True)``): no tool that
 writes is offered, nothing is appended to its memory or trace, and the agent is never
@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from agentsim.errors import ConfigError, RunError
-from agentsim.inspect._files import iter_jsonl, read_json
+from agentsim.inspect._files import iter_jsonl, read_checkpoint_agents, read_json
 from agentsim.inspect.run import Run, open_run
 from agentsim.llm.base import ChatModel
 
 __all__ = ["InterviewResult", "interview"]
 
 # Large and never read by an interview: left out of the scratch copy.
+# What a layout-1 agent folder holds besides what skills use (layout 2 keeps it in shards).
 _NOT_COPIED = ("trace.jsonl", "prompts")
 
 
@@ -171,7 +172,7 @@ async def interview(
                 modules[name].set_state(st)
         if modules:
             environment = f"checkpoint tick-{tick}"
-        agents_state = read_json(cp / "agents.json", what="checkpoint")
+        agents_state = read_checkpoint_agents(cp)
         skill_args = dict((agents_state.get(agent_id) or {}).get("skills", {}).get("arguments", {}))
 
     skills_json = record.skills()

@@ -31,6 +31,7 @@ from agentsim.inspect._tables import (
     fields_table,
     time_array,
 )
+from agentsim.inspect._store import open_store
 from agentsim.inspect.agentview import AgentRecord
 
 if TYPE_CHECKING:
@@ -173,7 +174,10 @@ class Run:
                 f"agent {agent_id!r} is not in run {self.path}{hint}; the agents are the "
                 f"folders of {self.path / 'agents'} (run.agents in Python)"
             )
-        return AgentRecord(agent_id=agent_id, root=root)
+        store = open_store(self.path)
+        return AgentRecord(
+            agent_id=agent_id, root=root, store=store.agent(agent_id) if store else None
+        )
 
     # -- events ----------------------------------------------------------------------------
 

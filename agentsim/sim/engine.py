@@ -47,6 +47,7 @@ from agentsim.sim.progress import Progress, RunSummary
 from agentsim.sim.workspace import RunWorkspace, atomic_write_text
 from agentsim.skills._builtin import builtin_skills_dir
 from agentsim.skills._requires import RunProvides, unmet_requirements
+from agentsim.store.layout import run_hosts
 
 __all__ = ["Engine", "Progress", "RunSummary"]
 
@@ -112,7 +113,7 @@ class Engine:
             modules=tuple(sorted(self.modules)),
         )
 
-    def _host_specs(self, n: int) -> list[HostSpec]:
+    def _host_specs(self, n: int, *, resume: bool = False) -> list[HostSpec]:
         cfg = self.config
         settings = AgentSettings(
             max_react_turns=cfg.agent.max_react_turns,
@@ -136,6 +137,7 @@ class Engine:
                 step_timeout=cfg.executor.step_timeout,
                 concurrent=True,
                 flush_every=cfg.output.flush_every,
+                resume=resume,
             )
             for i in range(n)
         ]
@@ -186,8 +188,12 @@ class Engine:
         n_hosts = cfg.executor.hosts or (
             1 if self.executor.kind == "local" else os.cpu_count() or 1
         )
+        if resume:  # the run's own split: each host's shard holds its agents' history
+            n_hosts = run_hosts(self.run_dir) or n_hosts
         blocks = partition(self.agents, n_hosts)
-        await self.executor.start(self._host_specs(len(blocks)), blocks, self.registry)
+        await self.executor.start(
+            self._host_specs(len(blocks), resume=resume), blocks, self.registry
+        )
         events = await self.executor.setup(self._profile_extras())
         if resume:
             return []

@@ -30,6 +30,7 @@ from agentsim.sim.profiles import AgentSpec
 from agentsim.skills.registry import SkillRegistry, SkillView
 from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace
 from agentsim.skills.scripts import ScriptRunner
+from agentsim.store.layout import HostStore
 
 __all__ = ["AgentHost", "HostSpec", "SkillSources", "TickInput", "TickResult", "build_registry"]
 
@@ -69,7 +70,11 @@ class HostSpec:
     hosts: int = 1
     step_timeout: float = 120.0
     concurrent: bool = True  # False: step agents one after another
-    flush_every: int = 1  # ticks between writes of agents' memory / trace files
+    flush_every: int = 1  # ticks between writes of agents' memory lines and store rows
+    # Set up to be restored from a checkpoint (``set_state`` follows): the agents' default
+    # skills are not activated (``set_state`` activates the saved ones), and the host must
+    # hold the same agents as before (its shard holds their history).
+    resume: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,6 +144,7 @@ class AgentHost:
         self._unflushed = 0
         self._specs = {a.agent_id: a for a in agents}
         self._agents_dir = run_dir / "agents"
+        self.store = HostStore(run_dir, spec.host_id)
         # Agents with a skills folder of their own (``custom/skills`` in their workspace).
         self._own_views: dict[str, SkillView] = {}
         # (skill, script) quarantines already reported: concurrent steps may all overrun.
@@ -149,16 +155,20 @@ class AgentHost:
         return list(self._specs)
 
     async def setup(self, extra_profiles: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-        """Create the agents, write their profiles, activate their default skills.
+        """Create the agents, write their profiles, activate their default skills (not when
+        resuming: ``set_state`` then activates the saved ones, once).
 
         Returns events (e.g. a default skill that could not be activated)."""
         events: list[dict[str, Any]] = []
+        self.store.write_agents(self._specs, resume=self.spec.resume)
+        store_part = self.store.add_part  # one bound method for all agents
         for aid, spec in self._specs.items():
             extra = extra_profiles.get(aid)
             # The spec's own dict when nothing is added: one copy per agent, not two.
             profile = {**spec.profile, **extra} if extra else spec.profile
             ws = self._agents_dir / aid
-            ws.mkdir(parents=True, exist_ok=True)
+            if not ws.is_dir():  # present on resume: a stat, not a failing mkdir
+                ws.mkdir(parents=True)
             own = self._own_view(ws)
             if own is not None:
                 self._own_views[aid] = own
@@ -176,38 +186,13 @@ class AgentHost:
                 persona=spec.persona,
                 workspace=ws,
                 skills=runtime,
+                prompt_parts=store_part,
             )
-            (ws / "profile.json").write_text(
-                json.dumps(
-                    {"agent_id": aid, "group": spec.group, "persona": spec.persona, **profile},
-                    indent=1,
-                    sort_keys=True,
-                    ensure_ascii=False,
-                ),
-                encoding="utf-8",
+            _write_profile(
+                ws, {"agent_id": aid, "group": spec.group, "persona": spec.persona, **profile}
             )
-            for name in spec.default_skills:
-                try:
-                    res = await runtime.activate(name)
-                    events.extend(
-                        {
-                            "tick": 0,
-                            "type": "skill_activated",
-                            "agent_id": aid,
-                            "skill": sid,
-                            "default": True,
-                        }
-                        for sid in res.newly_active
-                    )
-                except AgentsimError as exc:
-                    events.append(
-                        {
-                            "tick": 0,
-                            "type": "agent_error",
-                            "agent_id": aid,
-                            "error": f"default skill: {exc}",
-                        }
-                    )
+            if not self.spec.resume:
+                events.extend(await _activate_defaults(aid, runtime, spec.default_skills))
             self.agents[aid] = agent
         return events
 
@@ -397,9 +382,11 @@ class AgentHost:
         return answers
 
     def flush(self, *, force: bool = False) -> None:
-        """Write every agent's buffered memory and trace lines to its workspace."""
-        for agent in self.agents.values():
-            agent.flush(force=force)
+        """Write every agent's buffered memory lines to its folder, and their trace, skills
+        and prompt rows to this host's store, in one append."""
+        self.store.append(
+            (aid, line) for aid, agent in self.agents.items() for line in agent.flush(force=force)
+        )
         self._unflushed = 0
 
     def get_state(self) -> dict[str, Any]:
@@ -407,6 +394,9 @@ class AgentHost:
         return {aid: a.get_state() for aid, a in sorted(self.agents.items())}
 
     async def set_state(self, state: Mapping[str, Any]) -> None:
+        """Put the agents back as a checkpoint saved them (the run folder was cut back to
+        that checkpoint before)."""
+        self.store.reload()
         for aid, st in state.items():
             agent = self.agents.get(aid)
             if agent is not None:
@@ -420,6 +410,41 @@ class AgentHost:
         closer = getattr(self.model, "aclose", None)
         if closer is not None:
             await closer()
+
+
+async def _activate_defaults(
+    aid: str, runtime: AgentSkillRuntime, names: Sequence[str]
+) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    for name in names:
+        try:
+            res = await runtime.activate(name)
+        except AgentsimError as exc:
+            events.append(
+                {
+                    "tick": 0,
+                    "type": "agent_error",
+                    "agent_id": aid,
+                    "error": f"default skill: {exc}",
+                }
+            )
+            continue
+        events.extend(
+            {"tick": 0, "type": "skill_activated", "agent_id": aid, "skill": sid, "default": True}
+            for sid in res.newly_active
+        )
+    return events
+
+
+def _write_profile(folder: Path, profile: Mapping[str, Any]) -> None:
+    """``profile.json``, read by skills. Never rewritten: a resume finds the one the run
+    wrote (the same configuration makes the same profile), and skipping 100,000 writes is
+    much of what makes a resume fast."""
+    path = folder / "profile.json"
+    if not path.exists():
+        path.write_text(
+            json.dumps(profile, indent=1, sort_keys=True, ensure_ascii=False), encoding="utf-8"
+        )
 
 
 def _error_outcome(agent_id: str, inp: StepInput, error: str) -> StepOutcome:

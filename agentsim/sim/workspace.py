@@ -1,4 +1,5 @@
-"""The run folder: manifest, resolved config, events, metrics, per-agent folders.
+"""The run folder: manifest, resolved config, events, metrics, per-agent folders (the
+hosts' shards are ``agentsim.store``'s).
 
 Writes that readers may see mid-run (manifest, metrics) are atomic (temp file + rename),
 and ``events.jsonl`` only ever grows by whole lines, flushed per tick, so ``inspect`` can
@@ -25,6 +26,7 @@ from typing import IO, Any
 import yaml
 
 from agentsim.errors import RunError
+from agentsim.store.layout import LAYOUT
 
 __all__ = ["LOCK_NAME", "RunLock", "RunWorkspace", "atomic_write_text", "package_versions"]
 
@@ -202,6 +204,9 @@ class RunWorkspace:
             "seed": seed,
             "executor": executor,
             "status": "running",
+            # How the folder is laid out (``agentsim.store.layout``): readers pick their
+            # way to read it, and resume refuses a layout it does not write.
+            "layout": LAYOUT,
             "started": _now(),
             "ended": None,
             "ticks_done": 0,

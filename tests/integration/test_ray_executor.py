@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from agentsim.errors import ExecutorError
+from agentsim.inspect import open_run
 from agentsim.sim.config import parse_experiment
 from agentsim.sim.engine import Engine, Progress
 from agentsim.sim.executors import LocalExecutor
@@ -118,12 +119,13 @@ def test_skills_added_and_edited_mid_run_reach_every_host_next_tick(tmp_path: Pa
     (reload,) = [e for e in events if e["type"] == "skills_reloaded"]
     assert reload["tick"] == 2
     assert reload["added"] == ["custom@stargazing"] and reload["changed"] == ["custom@sky-log"]
-    agents = sorted(p.name for p in (run_dir / "agents").iterdir())
-    assert len(agents) == 20  # ten per host
+    run = open_run(run_dir)
+    agents = run.agents
+    assert len(agents) == 20  # ten per host, each host writing its own shard
+    assert sorted(p.name for p in (run_dir / "store").iterdir()) == ["host-0000", "host-0001"]
     for aid in agents:
-        folder = run_dir / "agents" / aid
-        steps = [json.loads(x) for x in (folder / "trace.jsonl").read_text().splitlines()]
-        steps = [s for s in steps if "hooks" in s]
+        agent = run.agent(aid)
+        steps = [s for s in agent.trace() if "hooks" in s]
         for step in steps:
             sky = [h["text"] for h in step["hooks"] if h["skill"] == "custom@sky-log"]
             if not sky:  # a step skipped by another skill's hook still ran sky-log first
@@ -132,7 +134,7 @@ def test_skills_added_and_edited_mid_run_reach_every_host_next_tick(tmp_path: Pa
             assert sky == [expected], (aid, step["tick"])
             if "system_sha" not in step:
                 continue  # sat out the step (asleep): no prompt was built
-            prompt = (folder / "prompts" / f"{step['system_sha']}.txt").read_text()
+            prompt = agent.prompt_at(step["tick"]).system
             assert ('name="stargazing"' in prompt) == (step["tick"] >= 2), (aid, step["tick"])
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -67,7 +68,11 @@ def env() -> EnvRouter:
 
 
 async def make_agent(
-    registry: SkillRegistry, tmp_path: Path, *defaults: str, budget: int = 2000
+    registry: SkillRegistry,
+    tmp_path: Path,
+    *defaults: str,
+    budget: int = 2000,
+    parts: dict[str, str] | None = None,
 ) -> Agent:
     ws = tmp_path / "agents" / "a1"
     ws.mkdir(parents=True, exist_ok=True)
@@ -77,7 +82,13 @@ async def make_agent(
         await rt.activate(name)
     profile = {"occupation": "nurse", "interests": ["walks"]}
     return Agent(
-        agent_id="a1", group="g", profile=profile, persona=PERSONA, workspace=ws, skills=rt
+        agent_id="a1",
+        group="g",
+        profile=profile,
+        persona=PERSONA,
+        workspace=ws,
+        skills=rt,
+        prompt_parts=parts.__setitem__ if parts is not None else None,
     )
 
 
@@ -85,10 +96,16 @@ def inp(tick: int = 1, env: EnvRouter | None = None, **kw: Any) -> StepInput:
     return StepInput(tick=tick, time=START + timedelta(minutes=15 * tick), env=env, **kw)
 
 
+def store_rows(agent: Agent) -> list[dict[str, Any]]:
+    """The rows the agent hands its host at a flush, decoded."""
+    rows = [json.loads(r) for r in agent.flush()]
+    assert all(r["key"] == agent.agent_id for r in rows)
+    return rows
+
+
 def traces(agent: Agent) -> list[dict[str, Any]]:
-    agent.flush()
-    lines = (agent.workspace / "trace.jsonl").read_text().splitlines()
-    return [t for t in map(json.loads, lines) if "action" in t]
+    rows = store_rows(agent)
+    return [r["data"] for r in rows if r["kind"] == "trace" and "action" in r["data"]]
 
 
 def kinds(out: StepOutcome) -> list[str]:
@@ -104,7 +121,8 @@ SETTINGS = AgentSettings()
 async def test_scripted_step_activates_runs_a_script_and_finishes(
     registry: SkillRegistry, tmp_path: Path, env: EnvRouter
 ) -> None:
-    agent = await make_agent(registry, tmp_path)
+    parts: dict[str, str] = {}
+    agent = await make_agent(registry, tmp_path, parts=parts)
     model = ScriptedModel(activation_rate=1.0)
     out = await agent.step(inp(1, env), model=model, settings=SETTINGS, seed=5)
     assert out.model_calls == 3 and out.script_calls == 1 and not out.degraded
@@ -112,7 +130,8 @@ async def test_scripted_step_activates_runs_a_script_and_finishes(
     assert kinds(out) == ["skill_activated", "script_called", "agent_action"]
     assert out.events[1]["ok"] is True
     assert out.usage.prompt_tokens > 0
-    [trace] = traces(agent)
+    rows = store_rows(agent)
+    [trace] = [r["data"] for r in rows if r["kind"] == "trace" and "action" in r["data"]]
     assert [c["tool"] for c in trace["calls"]] == [
         "activate_skill",
         "execute_skill_script",
@@ -124,15 +143,18 @@ async def test_scripted_step_activates_runs_a_script_and_finishes(
     assert trace["usage"]["prompt_tokens"] == out.usage.prompt_tokens
     memory = (agent.workspace / "memory.jsonl").read_text().splitlines()
     assert json.loads(memory[0])["text"] == out.action
-    assert json.loads((agent.workspace / "skills.json").read_text())["active"] == [
-        "built-in@play-skill"
-    ]
+    [skills] = [r["data"] for r in rows if r["kind"] == "skills"]
+    assert skills == {"active": ["built-in@play-skill"], "step_count": 1}
     # From the next step on the body is in the system prompt, exactly once.
     system = agent.system_prompt()
     assert system.count('<skill_content name="play-skill">') == 1
     assert 'id="built-in@play-skill" active="true"' in system
-    prompts = list((agent.workspace / "prompts").iterdir())
-    assert len(prompts) == 1 and prompts[0].read_text().startswith("<persona>")
+    # The prompt of the step went out as parts: persona, catalog, instructions (no body yet).
+    [prompt] = [r["data"] for r in rows if r["kind"] == "prompt"]
+    assert prompt["sha"] == trace["system_sha"] and len(prompt["parts"]) == 3
+    rebuilt = "\n".join(parts[h] for h in prompt["parts"])
+    assert rebuilt.startswith("<persona>") and "<available_skills" in rebuilt
+    assert hashlib.sha256(rebuilt.encode()).hexdigest()[:16] == prompt["sha"]
 
 
 # -- malformed tool calls ---------------------------------------------------------------------
@@ -274,8 +296,8 @@ async def test_read_only_mode_cannot_write(
     assert (agent.step_count, agent.memory.total, agent.skills.active) == before
     assert "<question>What do you like?</question>" in model.requests[0][0][1]["content"]
     assert "You are being interviewed" in model.requests[0][0][0]["content"]
-    agent.flush()
-    assert not (agent.workspace / "trace.jsonl").exists()
+    # Neither a trace line nor a prompt: only the record of its (unchanged) skills.
+    assert [r["kind"] for r in store_rows(agent)] == ["skills"]
 
 
 # -- degradation ------------------------------------------------------------------------------
@@ -410,8 +432,7 @@ async def test_state_round_trips(registry: SkillRegistry, tmp_path: Path) -> Non
 async def test_trace_off_writes_no_trace(registry: SkillRegistry, tmp_path: Path) -> None:
     agent = await make_agent(registry, tmp_path)
     await agent.step(inp(1), model=QueueModel(), settings=AgentSettings(trace="off"), seed=1)
-    agent.flush()
-    assert not (agent.workspace / "trace.jsonl").exists()
+    assert "trace" not in {r["kind"] for r in store_rows(agent)}
     assert (agent.workspace / "memory.jsonl").exists()
 
 

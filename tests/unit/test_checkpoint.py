@@ -18,6 +18,7 @@ import pytest
 
 from agentsim.cli import main
 from agentsim.errors import CheckpointError
+from agentsim.inspect import open_run
 from agentsim.sim.checkpoints import latest_checkpoint, rewind, write_checkpoint
 from agentsim.sim.config import load_experiment
 from agentsim.sim.engine import Engine, Progress
@@ -27,16 +28,22 @@ SMALL = Path(__file__).resolve().parent.parent / "fixtures" / "experiments" / "s
 
 
 def agent_files(run_dir: Path) -> dict[str, object]:
-    """What a resume must reproduce: memory bytes, trace ticks (traces hold wall-clock
-    timings, so only their content order is compared), skill state files."""
+    """What a resume must reproduce, read through ``open_run``: memory bytes, trace steps
+    (traces hold wall-clock timings, so only their content order is compared), the system
+    prompt of every step, the last skills record, skill state files."""
     out: dict[str, object] = {}
-    for d in sorted((run_dir / "agents").iterdir()):
-        out[f"{d.name}/memory"] = (d / "memory.jsonl").read_bytes()
-        trace = [json.loads(x) for x in (d / "trace.jsonl").read_text().splitlines()]
-        out[f"{d.name}/trace"] = [(t["tick"], t.get("action")) for t in trace]
-        out[f"{d.name}/skills"] = (d / "skills.json").read_text()
-        state = d / "state"
-        out[f"{d.name}/state"] = sorted(
+    run = open_run(run_dir)
+    for aid in run.agents:
+        agent = run.agent(aid)
+        out[f"{aid}/memory"] = (agent.root / "memory.jsonl").read_bytes()
+        trace = list(agent.trace())
+        out[f"{aid}/trace"] = [(t["tick"], t.get("action"), t.get("skills_active")) for t in trace]
+        out[f"{aid}/prompts"] = [
+            agent.prompt_at(t["tick"]).system for t in trace if t.get("system_sha")
+        ]
+        out[f"{aid}/skills"] = agent.skills()
+        state = agent.root / "state"
+        out[f"{aid}/state"] = sorted(
             (str(p.relative_to(state)), p.read_bytes()) for p in state.rglob("*") if p.is_file()
         )
     return out
@@ -150,7 +157,7 @@ def test_a_failed_resume_changes_nothing(
     last = run_dir / "checkpoints" / "tick-00000006"
     cfg = load_experiment(config, environ={})
     damages = {
-        "agents.json": "{not json",
+        "agents.json.gz": "{not json",
         "engine.json": json.dumps({"config_hash": cfg.config_hash()}),
         "agent_state.tar": "",  # cut short: its members are gone
     }
@@ -242,3 +249,25 @@ def test_rewind_puts_agent_state_back_and_leaves_unchanged_files_alone(
     assert not c.exists() and d.is_dir() and not any(d.iterdir())
     if not legacy:
         assert (a / "notes.txt").stat().st_ino == untouched  # equal bytes: not rewritten
+
+
+@pytest.mark.parametrize("digest", [True, False], ids=["with-digest", "before-digests"])
+def test_a_damaged_state_archive_is_found_before_anything_changes(
+    tmp_path: Path, digest: bool
+) -> None:
+    ws = RunWorkspace.create(tmp_path / "run")
+    for i in range(40):
+        state = ws.agents_dir / f"a-{i:02d}" / "state"
+        state.mkdir(parents=True)
+        (state / "plan.txt").write_text(f"plan {i}\n" * 50)
+    path = write_checkpoint(ws, tick=2, engine={"config_hash": "h"}, agents={})
+    engine = json.loads((path / "engine.json").read_text())
+    if not digest:  # a checkpoint from before the digest: its member headers are walked
+        del engine["state_archive_sha256"]
+        (path / "engine.json").write_text(json.dumps(engine))
+    latest_checkpoint(ws, config_hash="h")
+    tar = path / "agent_state.tar"
+    tar.write_bytes(tar.read_bytes()[: tar.stat().st_size // 3 + 77])  # inside a member
+    why = "does not match its digest" if digest else "unexpected end of data|truncated"
+    with pytest.raises(CheckpointError, match=rf"tick-00000002 cannot be read \(.*({why})"):
+        latest_checkpoint(ws, config_hash="h")

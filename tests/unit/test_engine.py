@@ -15,6 +15,7 @@ import pytest
 
 from agentsim.agent.agent import step_seed
 from agentsim.errors import ConfigError
+from agentsim.inspect import open_run
 from agentsim.llm.base import ChatModel, Completion, Message, ToolSchema
 from agentsim.llm.scripted import ScriptedModel
 from agentsim.sim.config import ExperimentConfig, load_experiment, parse_experiment
@@ -87,13 +88,27 @@ def test_run_folder_layout(completed: tuple[RunSummary, Path]) -> None:
     assert {"agent_steps", "model_calls", "prompt_tokens", "errors", "wall_seconds"} <= set(metrics)
     agents = sorted(p.name for p in (run_dir / "agents").iterdir())
     assert len(agents) == 20 and agents[0] == "posters-00000"
+    run = open_run(run_dir)
     for aid in agents:
         d = run_dir / "agents" / aid
+        # What skills read stays in the agent's folder; the rest is in the host's shards.
+        assert sorted(p.name for p in d.iterdir() if p.name != "state") == [
+            "memory.jsonl",
+            "profile.json",
+        ]
         assert json.loads((d / "profile.json").read_text())["agent_id"] == aid
         assert (d / "memory.jsonl").read_text().splitlines()
-        trace = [json.loads(x) for x in (d / "trace.jsonl").read_text().splitlines()]
+        trace = list(run.agent(aid).trace())
         assert [t["tick"] for t in trace if "action" in t] == list(range(6))
-        assert "active" in json.loads((d / "skills.json").read_text())
+        assert "active" in run.agent(aid).skills()
+    assert json.loads((run_dir / "manifest.json").read_text())["layout"] == 2
+    assert sorted(p.name for p in (run_dir / "store" / "host-0000").iterdir()) == [
+        "agents.json",
+        "parts.jsonl.gz",
+        "parts.jsonl.gz.idx",
+        "rows.jsonl.gz",
+        "rows.jsonl.gz.idx",
+    ]
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
         "tick-00000002",
         "tick-00000004",

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from agentsim.cli import main
+from agentsim.inspect import open_run
+from agentsim.inspect.agentview import AgentRecord
 from agentsim.sim.config import parse_experiment
 from agentsim.sim.engine import Engine, Progress
 
@@ -40,12 +42,10 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines()]
 
 
-def system_prompts(agent_dir: Path) -> dict[int, str]:
+def system_prompts(agent: AgentRecord) -> dict[int, str]:
     """The system prompt each step of the agent was given, by tick."""
-    steps = [t for t in read_jsonl(agent_dir / "trace.jsonl") if "system_sha" in t]
-    return {
-        t["tick"]: (agent_dir / "prompts" / f"{t['system_sha']}.txt").read_text() for t in steps
-    }
+    steps = [t for t in agent.trace() if "system_sha" in t]
+    return {t["tick"]: agent.prompt_at(t["tick"]).system for t in steps}
 
 
 def test_skills_added_edited_and_deleted_mid_run_reach_the_agents(
@@ -110,8 +110,10 @@ output: {{formats: [jsonl], flush_every: 1}}
         (2, f"people-{i:05d}", "custom@alpha", "removed from its skills folder")
         for i in range(AGENTS)
     ]
+    run = open_run(run_dir)
     for agent_dir in sorted((run_dir / "agents").iterdir()):
-        prompts = system_prompts(agent_dir)
+        agent = run.agent(agent_dir.name)
+        prompts = system_prompts(agent)
         assert "gamma" not in prompts[0] and "Beta body, first edition." in prompts[0]
         assert "Use for the gamma hobby." in prompts[1]
         assert "Use for the beta errands, second edition." in prompts[1]
@@ -121,7 +123,7 @@ output: {{formats: [jsonl], flush_every: 1}}
         for tick in (2, 3):
             assert "alpha" not in prompts[tick]
             assert "Beta body, second edition with more words." in prompts[tick]
-        trace = read_jsonl(agent_dir / "trace.jsonl")
+        trace = list(agent.trace())
         hooks = {
             t["tick"]: [
                 (h["skill"], h["ok"], h["text"]) for h in t["hooks"] if h["hook"] == "pre_step"
@@ -137,7 +139,7 @@ output: {{formats: [jsonl], flush_every: 1}}
         }
         # The deleted skill's hook ran on ticks 0 and 1 only.
         assert (agent_dir / "state" / "alpha.txt").read_text().split() == ["0", "1"]
-        active = json.loads((agent_dir / "skills.json").read_text())["active"]
+        active = agent.skills()["active"]
         assert "custom@beta" in active and "custom@alpha" not in active
 
     assert main(["inspect", str(run_dir)]) == 0

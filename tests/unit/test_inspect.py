@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import shutil
@@ -31,6 +32,7 @@ from agentsim.inspect.run import EVENT_COLUMNS, Run, iter_jsonl, open_run
 from agentsim.inspect.summary import error_kind, summarize, summarize_events
 from agentsim.sim.config import load_experiment
 from agentsim.sim.engine import Engine
+from agentsim.store.shard import read_index, read_member
 
 EXPERIMENT = """
 name: small-city
@@ -79,6 +81,23 @@ def chop_last_line(path: Path) -> bytes:
     start = data.rstrip(b"\n").rfind(b"\n") + 1
     path.write_bytes(data[: start + (len(data) - start) // 2])
     return data[:start]
+
+
+def tear_rows_from(run_dir: Path, tick: int) -> None:
+    """Leave the rows shard as a run killed while appending tick ``tick``'s rows leaves it:
+    its last index lines unwritten, half a member of data, half an index line."""
+    data = run_dir / "store" / "host-0000" / "rows.jsonl.gz"
+    members = read_index(data)
+    keep = next(
+        i
+        for i, m in enumerate(members)
+        if any(f'"tick": {tick},' in line for line in read_member(data, m))
+    )
+    index = data.with_name(data.name + ".idx")
+    lines = index.read_bytes().splitlines(keepends=True)
+    index.write_bytes(b"".join(lines[:keep]) + lines[keep][:10])
+    cut = members[keep].offset + members[keep].length // 2
+    data.write_bytes(data.read_bytes()[:cut])
 
 
 def events_of(path: Path) -> list[dict[str, Any]]:
@@ -181,7 +200,7 @@ def test_crashed_run_is_reported_dead(
 ) -> None:
     run_dir = copy_run(finished, tmp_path / "dead", status="running", ended=None, pid=dead_pid())
     chop_last_line(run_dir / "events.jsonl")
-    chop_last_line(run_dir / "agents" / "commuters-00000" / "trace.jsonl")
+    tear_rows_from(run_dir, 4)
     state = open_run(run_dir).state()
     assert (state.status, state.state, state.alive) == ("running", "dead", False)
     code, out, _ = cli(capsys, "inspect", str(run_dir))
@@ -278,7 +297,7 @@ def test_agent_view_json_shape(finished: Path, capsys: pytest.CaptureFixture[str
     data = json.loads(out)
     assert code == 0 and set(data) == {"agent_id", "path", "profile", "skills", "history", "files"}
     adir = finished / "agents" / aid
-    trace = events_of(adir / "trace.jsonl")
+    trace = list(open_run(finished).agent(aid).trace())
     changes = [t for t in trace if "skills_active" in t]
     assert data["history"]["skills_over_time"] == [
         {"tick": t["tick"], "active": t["skills_active"]} for t in changes
@@ -318,7 +337,7 @@ def test_agent_text(finished: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     for part in ("profile", "active skills over time", "last 5 of 5 steps", "workspace files"):
         assert part in out
-    assert "<skill_hooks>" in out and "trace.jsonl" in out and " -> " in out
+    assert "<skill_hooks>" in out and "profile.json" in out and " -> " in out
 
 
 def test_history_keeps_the_last_steps_and_says_how_to_get_more(
@@ -363,14 +382,15 @@ def test_long_results_are_cut_in_text_only(
 
 def test_prompt_at_tick(finished: Path, capsys: pytest.CaptureFixture[str]) -> None:
     aid = "commuters-00000"
-    adir = finished / "agents" / aid
-    entry = next(t for t in events_of(adir / "trace.jsonl") if "user" in t)
+    entry = next(t for t in open_run(finished).agent(aid).trace() if "user" in t)
     code, out, _ = cli(
         capsys, "inspect", str(finished), "--agent", aid, "--tick", str(entry["tick"]), "--json"
     )
     data = json.loads(out)
-    system = (adir / "prompts" / f"{entry['system_sha']}.txt").read_text("utf-8")
-    assert code == 0 and data["system"] == system and data["user"] == entry["user"]
+    system = data["system"]
+    # Rebuilt from its stored parts, exactly: the hash the step recorded is the prompt's.
+    assert hashlib.sha256(system.encode()).hexdigest()[:16] == entry["system_sha"]
+    assert code == 0 and "<available_skills" in system and data["user"] == entry["user"]
     assert data["messages"] == [
         {"role": "system", "content": system},
         {"role": "user", "content": entry["user"]},
@@ -392,10 +412,18 @@ def test_prompt_errors_name_the_problem(finished: Path, tmp_path: Path) -> None:
         with pytest.raises(RunError, match="saw no prompt at tick"):
             agent.prompt_at(skipped["tick"])
     entry = next(t for t in agent.trace() if "user" in t)
-    (agent.root / "prompts" / f"{entry['system_sha']}.txt").unlink()
-    with pytest.raises(RunError, match=r"system prompt .* is missing"):
+    host = run_dir / "store" / "host-0000"
+    for name in ("parts.jsonl.gz", "parts.jsonl.gz.idx"):
+        (host / name).unlink()
+    with pytest.raises(RunError, match=r"prompt part \w+ of agent 'retirees-00000' is missing"):
         agent.prompt_at(entry["tick"])
+    # The same folder read as layout 1 (a run written before the shards): all in the folder.
+    copy_run(run_dir, tmp_path / "v1", layout=1)
+    agent = open_run(tmp_path / "v1").agent("retirees-00000")
     trace = agent.root / "trace.jsonl"
+    trace.write_text(json.dumps({"tick": 0, "system_sha": "abc", "user": "u"}) + "\n")
+    with pytest.raises(RunError, match=r"system prompt abc of agent .* at tick 0 is missing"):
+        agent.prompt_at(0)
     trace.write_text(json.dumps({"tick": 0, "system_sha": "abc", "action": "x"}) + "\n")
     with pytest.raises(RunError, match="--trace summary"):
         agent.prompt_at(0)

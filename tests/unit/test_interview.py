@@ -115,7 +115,7 @@ async def test_the_agent_sees_its_memory_skills_and_the_question_read_only(recor
     offered = {t["function"]["name"] for t in tools}
     assert offered == {"read_skill_file", "search_skills", "ask_env", "finish"}
     assert "You are being interviewed" in system
-    skills = json.loads((recorded / "agents" / AGENT / "skills.json").read_text("utf-8"))
+    skills = open_run(recorded).agent(AGENT).skills()
     for sid in skills["active"]:
         assert f'id="{sid}" active="true"' in system
     assert '<skill_content name="daily-guidance">' in system

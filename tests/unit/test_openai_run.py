@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from agentsim.llm.openai import OpenAIChatModel
+from agentsim.inspect import open_run
 from agentsim.sim.config import parse_experiment
 from agentsim.sim.engine import Engine
 from agentsim.testing import scripted_answer
@@ -70,10 +71,8 @@ def _timeless(value: Any) -> Any:
 
 
 def _traces(run: Path) -> dict[str, list[Any]]:
-    return {
-        d.name: [_timeless(json.loads(x)) for x in (d / "trace.jsonl").read_text().splitlines()]
-        for d in sorted((run / "agents").iterdir())
-    }
+    r = open_run(run)
+    return {aid: [_timeless(t) for t in r.agent(aid).trace()] for aid in r.agents}
 
 
 @pytest.fixture(autouse=True)

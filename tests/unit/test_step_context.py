@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentsim.agent.agent import step_seed
+from agentsim.inspect import open_run
 from agentsim.llm.base import Completion, Message, ToolSchema
 from agentsim.llm.scripted import ScriptedModel
 from agentsim.sim.config import parse_experiment
@@ -47,12 +48,13 @@ def test_awaiting_hooks_of_1000_agents_each_see_their_own_agent(tmp_path: Path) 
     wrong: list[str] = []
     failed: list[str] = []
     agent_dirs = sorted((run_dir / "agents").iterdir())
+    run = open_run(run_dir)
     assert len(agent_dirs) == AGENTS
     for d in agent_dirs:
         lines = (d / "state" / "whoami.txt").read_text().splitlines()
         assert len(lines) == 2, d.name
         wrong += [f"{d.name}: {line}" for line in lines if line != f"{d.name} {d.name}"]
-        trace = [json.loads(x) for x in (d / "trace.jsonl").read_text().splitlines()]
+        trace = list(run.agent(d.name).trace())
         hooks = [h for t in trace for h in t.get("hooks", []) if h["hook"] == "pre_step"]
         assert len(hooks) == 2, d.name
         failed += [f"{d.name}: {h}" for h in hooks if not h["ok"] or h["text"] != f"I am {d.name}"]
