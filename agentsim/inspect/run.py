@@ -24,6 +24,7 @@ import yaml
 
 from agentsim.errors import ConfigError, RunError
 from agentsim.inspect._files import close_matches, iter_jsonl, read_json
+from agentsim.inspect._store import open_store
 from agentsim.inspect._tables import (
     BASE_COLUMNS,
     EVENT_COLUMNS,
@@ -31,7 +32,6 @@ from agentsim.inspect._tables import (
     fields_table,
     time_array,
 )
-from agentsim.inspect._store import open_store
 from agentsim.inspect.agentview import AgentRecord
 
 if TYPE_CHECKING:

@@ -55,8 +55,13 @@ class _Bucket:
         self.level -= amount
         return wait
 
-    def settle(self, amount: float) -> None:
-        """Give ``amount`` back (negative: take more), never above the capacity."""
+    def settle(self, amount: float, now: float) -> None:
+        """Give ``amount`` back (negative: take more), never above the capacity.
+
+        The refill up to ``now`` is counted first, capped: a bucket that was full while a
+        request was in flight must not credit that time against the request's debt."""
+        self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
+        self.stamp = now
         self.level = min(self.capacity, self.level + amount)
 
 
@@ -152,7 +157,7 @@ class RateLimiter:
         if self._tokens is None:
             return
         with self._lock:
-            self._tokens.settle(estimated - actual)
+            self._tokens.settle(estimated - actual, time.monotonic())
 
     # -- concurrency ---------------------------------------------------------------------
 
@@ -216,8 +221,9 @@ class RateLimiter:
             await asyncio.sleep(wait)
         except asyncio.CancelledError:
             with self._lock:  # the booking was never used: give it back
+                now = time.monotonic()
                 if self._requests is not None:
-                    self._requests.settle(1)
+                    self._requests.settle(1, now)
                 if self._tokens is not None:
-                    self._tokens.settle(estimated_tokens)
+                    self._tokens.settle(estimated_tokens, now)
             raise

@@ -262,3 +262,16 @@ def test_limiter_outlives_its_first_loop() -> None:
     assert asyncio.run(use()) == 1
     assert asyncio.run(use()) == 1
     assert lim.in_flight == 0
+
+
+async def test_a_slow_request_still_owes_what_it_used_beyond_the_burst() -> None:
+    """The bucket was full while the request was in flight: that time refills nothing, so
+    the tokens it used beyond its estimate are owed in full when it ends."""
+    lim = RateLimiter(tpm=240_000, token_burst=1_000)  # 4,000 tokens/s
+    async with lim.acquire(10) as permit:
+        await asyncio.sleep(0.6)  # longer than the debt below takes to repay
+        permit.record_tokens(3_010)
+    start = time.monotonic()
+    async with lim.acquire(10):
+        pass
+    assert time.monotonic() - start >= 0.45  # (3,000 - 1,000 + 10) / 4,000 s, less slack

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from agentsim.llm.openai import OpenAIChatModel
 from agentsim.inspect import open_run
+from agentsim.llm.openai import OpenAIChatModel
 from agentsim.sim.config import parse_experiment
 from agentsim.sim.engine import Engine
 from agentsim.testing import scripted_answer
