@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from agentsim import open_run
 from agentsim.cli import main
 from agentsim.errors import SkillActivationError
 from agentsim.skills.manifest import parse_skill_md, render_skill_md
@@ -244,7 +245,8 @@ def test_a_social_run_offers_social_feed(tmp_path: Path) -> None:
     out = run(tmp_path, text, "--ticks", "1")
     (start,) = [e for e in events(out) if e["type"] == "run_start"]
     assert start["skills_hidden"] == {"built-in@daily-guidance": "needs env module city"}
-    prompts = "".join(p.read_text() for p in (out / "agents").glob("*/prompts/*.txt"))
+    run_ = open_run(out)
+    prompts = "".join(run_.agent(a).prompt_at(0).system for a in run_.agents)
     assert '<skill name="social-feed" id="built-in@social-feed">' in prompts
     assert '<skill name="daily-guidance"' not in prompts
     assert "<!-- 1 skill hidden, not available in this run: daily-guidance (needs env" in prompts

@@ -56,8 +56,8 @@ async def test_drives_an_agent_through_activate_execute_finish(tmp_path: Path) -
     assert third.results[-1] == "planned stroll river"
     expected = sum((usage_for(r.messages, "x").prompt_tokens for r in model.requests), 0)
     assert out.usage.prompt_tokens == expected
-    agent.flush()
-    trace = [json.loads(x) for x in (agent.workspace / "trace.jsonl").read_text().splitlines()]
+    rows = [json.loads(r) for r in agent.flush()]
+    trace = [r["data"] for r in rows if r["kind"] == "trace" and "calls" in r["data"]]
     assert [c["tool"] for c in trace[-1]["calls"]] == [
         "activate_skill",
         "execute_skill_script",
