@@ -52,6 +52,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import agentsim.sim.host as host_module  # noqa: E402
+from agentsim.llm.limiter import RateLimiter  # noqa: E402
 from agentsim.llm.openai import OpenAIChatModel  # noqa: E402
 from agentsim.sim.config import parse_experiment  # noqa: E402
 from agentsim.sim.engine import Engine  # noqa: E402
@@ -178,6 +180,10 @@ def _measure(args: argparse.Namespace, tmp: Path, server: _Server) -> dict[str, 
         finally:
             sampler.cancel()
 
+    if args.fifo:  # what the limiter did before: every request in arrival order
+        RateLimiter._count_request = lambda self: 0  # type: ignore[method-assign]
+    if args.start_all:  # what the host did before: every step started in one go
+        host_module.START_BATCH = 10**9
     cpu0, srv_cpu0 = time.process_time(), server.cpu_seconds()
     t0 = time.monotonic()
     summary = asyncio.run(main())
@@ -239,6 +245,13 @@ def _report(
     lost["client"] = client
     # A served request takes ``lat`` by design; what it took beyond is server overhead.
     lost["server_over_latency"] = sum(b - a for a, b in timeline) - lat * len(timeline)
+    # How late the 10 ms sampler woke up during ticks: the engine's event-loop delay.
+    lags = [
+        (samples[i + 1][0] - samples[i][0] - SAMPLE_EVERY) * 1000
+        for i in range(len(samples) - 1)
+        if any(a <= samples[i][0] < b for a, b in phases)
+    ]
+    q = statistics.quantiles(lags, n=100) if len(lags) > 1 else [0.0] * 99
     capacity = slots * wall
     return {
         "agents": args.agents,
@@ -260,6 +273,7 @@ def _report(
         "tick_start_s": [round(f - a, 3) for f, (a, _) in zip(firsts, phases, strict=True)],
         "between_ticks_s": [round(b - a, 3) for a, b in gaps],
         "checkpoint_s": [round(x, 3) for x in checkpoint_s],
+        "loop_lag_ms": {"p50": round(q[49], 1), "p95": round(q[94], 1), "max": round(max(lags), 1)},
         # Shares of the run's slot-seconds (slots x wall) that were not used, by cause.
         "lost_share": {k: round(v / capacity, 4) for k, v in lost.items()},
     }
@@ -294,6 +308,8 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=256)
     p.add_argument("--latency", type=float, default=1.0)
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--fifo", action="store_true", help="compare: slots in arrival order")
+    p.add_argument("--start-all", action="store_true", help="compare: start all steps at once")
     p.add_argument("--dump", help="write the raw timeline and limiter samples to this JSON file")
     args = p.parse_args()
     runs = []
@@ -305,6 +321,8 @@ def main() -> None:
             shutil.rmtree(tmp, ignore_errors=True)
     best = sorted(runs, key=lambda r: r["efficiency_run"])[len(runs) // 2]
     out = {
+        "load_average_at_end": os.getloadavg()[0],
+        "variant": {"fifo": args.fifo, "start_all": args.start_all},
         "median_run": best,
         "efficiency_run_each": [r["efficiency_run"] for r in runs],
         "efficiency_median_tick_each": [r["efficiency_median_tick"] for r in runs],
