@@ -199,7 +199,7 @@ def _measure(args: argparse.Namespace, tmp: Path, server: _Server) -> dict[str, 
         "server_cpu_s": round(srv_cpu, 2),
         "engine_cpu_share": round(cpu / (t1 - t0), 3),
         "server_cpu_share": round(srv_cpu / (t1 - t0), 3),
-        "steps": _step_shape(tmp / "run" / "agents"),
+        "steps": _step_shape(tmp / "run" / "agents", args.concurrency),
     }
 
 
@@ -221,7 +221,9 @@ def _report(
     per_tick = []
     for a, b in phases:
         n = sum(1 for s, _ in timeline if a <= s <= b)
-        per_tick.append({"seconds": round(b - a, 2), "calls": n, "efficiency": (n / (b - a)) / ideal})
+        per_tick.append(
+            {"seconds": round(b - a, 2), "calls": n, "efficiency": (n / (b - a)) / ideal}
+        )
     lost = {"setup": slots * (phases[0][0] - t0) - _busy_seconds(timeline, t0, phases[0][0])}
     gaps = [(phases[i][1], phases[i + 1][0]) for i in range(len(phases) - 1)]
     gaps.append((phases[-1][1], t1))
@@ -279,25 +281,47 @@ def _report(
     }
 
 
-def _step_shape(agents_dir: Path) -> dict[str, Any]:
-    """Calls per step and step durations, from the agents' trace files."""
-    calls: list[int] = []
+def _rounds_needed(chains: list[int], slots: int) -> int:
+    """The fewest model latencies in which ``slots`` slots can serve steps that each make
+    ``chains[i]`` calls one after the other: each round serves the steps with the most
+    calls left (optimal for chains of equal-length calls: Hu, 1961)."""
+    left = sorted((c for c in chains if c > 0), reverse=True)
+    rounds = 0
+    while left:
+        served = [c - 1 for c in left[:slots]]
+        left = sorted([c for c in served + left[slots:] if c > 0], reverse=True)
+        rounds += 1
+    return rounds
+
+
+def _step_shape(agents_dir: Path, slots: int) -> dict[str, Any]:
+    """Calls per step, step durations and the tick barrier's own bound, from the agents'
+    trace files. ``barrier_bound`` is the best efficiency a tick's steps allow with
+    ``slots`` slots and a fixed latency: a step's calls are sequential, and a tick ends
+    when its longest step does."""
+    by_tick: dict[int, list[int]] = {}
     seconds: list[float] = []
     for trace in agents_dir.glob("*/trace.jsonl"):
         for line in trace.read_text(encoding="utf-8").splitlines():
             rec = json.loads(line)
             if "model_calls" in rec:
-                calls.append(int(rec["model_calls"]))
+                by_tick.setdefault(int(rec["tick"]), []).append(int(rec["model_calls"]))
                 seconds.append(float(rec.get("elapsed_ms", 0.0)) / 1000)
-    if not calls:
+    if not by_tick:
         return {}
+    calls = [c for chains in by_tick.values() for c in chains]
     hist = {str(k): calls.count(k) for k in sorted(set(calls))}
     q = statistics.quantiles(seconds, n=20)
+    bounds = [
+        sum(chains) / (slots * _rounds_needed(chains, slots))
+        for _, chains in sorted(by_tick.items())
+    ]
     return {
         "calls_per_step_histogram": hist,
         "step_s_median": round(statistics.median(seconds), 2),
         "step_s_p95": round(q[-1], 2),
         "step_s_max": round(max(seconds), 2),
+        "barrier_bound_per_tick": [round(b, 3) for b in bounds],
     }
 
 
