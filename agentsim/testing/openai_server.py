@@ -303,7 +303,9 @@ class OpenAITestServer:
 
     async def _timeline(self, request: Request) -> Response:
         if not self.keep_timeline:
-            return _error(404, "this server keeps no timeline; start it with timeline=True")
+            return _error(
+                404, "this server keeps no timeline; start it with timeline=True (--timeline)"
+            )
         return JSONResponse({"timeline": self.timeline})
 
     def _refuse(self, request: Request) -> Response | None:
