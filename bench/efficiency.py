@@ -23,11 +23,19 @@ one bucket:
 - ``setup``: before the first tick's agents start (agents, profiles, skills, connections);
 - ``between_ticks``: after a tick's last step until the next tick's agents start (events,
   environment, metrics, checkpoints) and after the last tick until the run ends;
+- ``tick_start``: from a tick's start to its first request at the server (the agents run
+  their pre-step hooks and build their first prompts);
 - ``tick_tail``: during a tick, while no request waited for a slot (fewer agents had a call
-  to make than there are slots: the first calls of a tick and its last ones);
+  to make than there are slots: mostly the tick's last calls);
 - ``client``: during a tick, while requests waited for a slot, yet the server held fewer
   than ``max_concurrency`` (a slot taken by a request not yet at the server, or already
-  answered but not yet given back: client CPU, event-loop delay).
+  answered but not yet given back: client CPU, event-loop delay);
+- ``server_over_latency``: what the server's answers took beyond ``--latency``.
+
+``steps.barrier_bound_per_tick`` is the best a tick could do with these steps: their calls
+are sequential and the tick ends with its longest step (see ``_step_shape``).
+``--fifo`` and ``--start-all`` put back the limiter's and the host's former behaviour, to
+measure what each change buys in the same session.
 """
 
 from __future__ import annotations
