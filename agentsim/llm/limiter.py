@@ -13,7 +13,14 @@ task waiting for a slot waits on a future of its own loop, which the releaser re
 
 Order: first a concurrency slot, then the rate buckets. A request thus leaves exactly when
 the buckets allow it; taking the rate first and then queuing for a slot would let queued
-requests leave in a burst when slots free up. Slots are handed out first come, first served.
+requests leave in a burst when slots free up.
+
+Who gets a freed slot: the waiting request whose task has asked this limiter the fewest
+times, and among equals the one that asked first. A simulation steps each agent in a task
+of its own, so an agent's first call of a step goes before another agent's third: every
+step of a tick moves forward together, and the tick does not end with a few long steps
+making their last calls one after the other while most slots sit idle. Tasks that make one
+request each are served first come, first served.
 
 Rates are token buckets. Each bucket starts full and holds at most its *burst*:
 ``request_burst`` requests (default: one second's worth of ``rpm``, at least 1) and
@@ -29,12 +36,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import threading
 import time
-from collections import deque
 from collections.abc import AsyncIterator
+from contextvars import ContextVar
 
 __all__ = ["Permit", "RateLimiter"]
+
+# How many requests the running task has asked for, per limiter. A task runs in a copy of
+# the context it was created in, so each task (each agent step) starts from its creator's
+# counts and its own requests never change another task's.
+_ASKED: ContextVar[dict[int, int]] = ContextVar("agentsim_limiter_asked")
 
 
 class _Bucket:
@@ -113,7 +127,9 @@ class RateLimiter:
         self._lock = threading.Lock()
         self._in_flight = 0
         self.max_in_flight = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        # (requests the task asked before, arrival number, future): a heap, fewest first.
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._arrivals = itertools.count()
         self._requests: _Bucket | None = None
         self._tokens: _Bucket | None = None
         if rpm is not None:
@@ -132,6 +148,11 @@ class RateLimiter:
     @property
     def in_flight(self) -> int:
         return self._in_flight
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for a concurrency slot."""
+        return len(self._waiters)
 
     @property
     def request_burst(self) -> float | None:
@@ -161,7 +182,16 @@ class RateLimiter:
 
     # -- concurrency ---------------------------------------------------------------------
 
+    def _count_request(self) -> int:
+        """Requests the running task asked this limiter for before this one."""
+        asked = _ASKED.get(None)
+        before = asked.get(id(self), 0) if asked is not None else 0
+        # A new dict, not an update: the dict may be shared with the task's creator.
+        _ASKED.set({**(asked or {}), id(self): before + 1})
+        return before
+
     async def _take_slot(self) -> None:
+        rank = self._count_request()
         with self._lock:
             if self.max_concurrency is None or (
                 self._in_flight < self.max_concurrency and not self._waiters
@@ -170,13 +200,15 @@ class RateLimiter:
                 self.max_in_flight = max(self.max_in_flight, self._in_flight)
                 return
             waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
+            entry = (rank, next(self._arrivals), waiter)
+            heapq.heappush(self._waiters, entry)
         try:
             await waiter  # resolved by _hand_over: the slot is ours
         except asyncio.CancelledError:
             with self._lock:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
+                if entry in self._waiters:
+                    self._waiters.remove(entry)
+                    heapq.heapify(self._waiters)
                     raise
             if not waiter.cancelled():
                 self._free_slot()  # handed over, then cancelled before it woke up
@@ -184,13 +216,13 @@ class RateLimiter:
             raise
 
     def _free_slot(self) -> None:
-        """Hand the slot to the first waiter, in its own loop, or give it back."""
+        """Hand the slot to the next waiter, in its own loop, or give it back."""
         while True:
             with self._lock:
                 if not self._waiters:
                     self._in_flight -= 1
                     return
-                waiter = self._waiters.popleft()
+                _, _, waiter = heapq.heappop(self._waiters)
             try:
                 waiter.get_loop().call_soon_threadsafe(self._hand_over, waiter)
                 return

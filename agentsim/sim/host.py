@@ -34,6 +34,9 @@ from agentsim.store.layout import HostStore
 
 __all__ = ["AgentHost", "HostSpec", "SkillSources", "TickInput", "TickResult", "build_registry"]
 
+# Agent steps started per turn of the event loop at the start of a tick (see _step_all).
+START_BATCH = 32
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SkillSources:
@@ -282,8 +285,17 @@ class AgentHost:
         the context it was created in, so a context variable that a step sets (the skill
         script context) is seen by that step only. ``_step_one`` never raises an
         ``Exception``, so the group never cancels a sibling."""
+        tasks = []
         async with asyncio.TaskGroup() as tg:
-            tasks = [tg.create_task(self._step_one(a, inputs[a.agent_id])) for a in agents]
+            for i, a in enumerate(agents):
+                if i and i % START_BATCH == 0:
+                    # Let the started steps run before starting more: a step's first model
+                    # request then leaves once built, not after every agent has built its
+                    # own (asyncio runs ready tasks in turn, and a request needs several
+                    # turns to reach the socket: with 2,000 agents the model sat idle for
+                    # a second or more at the start of every tick).
+                    await asyncio.sleep(0)
+                tasks.append(tg.create_task(self._step_one(a, inputs[a.agent_id])))
         # A step that cancels itself (a script raising CancelledError) ends only that step:
         # the group ignores such a child, and so does the tick.
         return [

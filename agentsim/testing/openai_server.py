@@ -22,7 +22,10 @@ Three ways to run it::
 
 or from a shell: ``python -m agentsim.testing.openai_server --port 8000 --latency 1.0
 --fault-rate 0.1``. Counters (``requests``, ``served``, ``faults_injected``, ``max_in_flight``,
-token sums) are there for assertions; ``GET /_stats`` returns them as JSON.
+token sums) are there for assertions; ``GET /_stats`` returns them as JSON. With
+``timeline=True`` (``--timeline``) the server also keeps when each chat request arrived and
+was answered (``GET /_timeline``), from which a benchmark reads how many requests were in
+flight over time.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import random
 import socket
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,7 +107,10 @@ class OpenAITestServer:
     without it any model is accepted. ``list_models=False`` (or no ``models``) makes
     ``/v1/models`` a 404, as on servers that have no model list.
     ``api_key`` makes every request without ``Authorization: Bearer <api_key>`` a 401.
-    ``record=False`` keeps no request bodies (benchmarks). ``ssl_certfile`` and
+    ``record=False`` keeps no request bodies (benchmarks). ``timeline=True`` keeps
+    ``(arrived, answered)`` of every chat request in ``timeline``, in ``time.monotonic()``
+    seconds: on Linux that clock is shared by every process of the machine, so a benchmark
+    in another process can line it up with its own. ``ssl_certfile`` and
     ``ssl_keyfile`` (PEM files) serve HTTPS instead of HTTP.
     """
 
@@ -120,6 +127,7 @@ class OpenAITestServer:
         list_models: bool = True,
         api_key: str | None = None,
         record: bool = True,
+        timeline: bool = False,
         ssl_certfile: str | None = None,
         ssl_keyfile: str | None = None,
     ) -> None:
@@ -137,6 +145,8 @@ class OpenAITestServer:
         self.record = record
         self._tls = (ssl_certfile, ssl_keyfile)
         self.recorded: list[RecordedRequest] = []
+        self.keep_timeline = timeline
+        self.timeline: list[tuple[float, float]] = []
         self._rng = random.Random(seed)
         self._queue: collections.deque[Fault] = collections.deque()
         self._c = _Counters()
@@ -149,6 +159,7 @@ class OpenAITestServer:
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
                 Route("/_stats", self._stats, methods=["GET"]),
+                Route("/_timeline", self._timeline, methods=["GET"]),
             ]
         )
 
@@ -224,10 +235,13 @@ class OpenAITestServer:
         c.requests += 1
         c.in_flight += 1
         c.max_in_flight = max(c.max_in_flight, c.in_flight)
+        arrived = time.monotonic()
         try:
             return await self._answer_chat(request)
         finally:
             c.in_flight -= 1
+            if self.keep_timeline:
+                self.timeline.append((arrived, time.monotonic()))
 
     async def _answer_chat(self, request: Request) -> Response:
         raw = await request.body()
@@ -286,6 +300,13 @@ class OpenAITestServer:
 
     async def _stats(self, request: Request) -> Response:
         return JSONResponse(self.stats())
+
+    async def _timeline(self, request: Request) -> Response:
+        if not self.keep_timeline:
+            return _error(
+                404, "this server keeps no timeline; start it with timeline=True (--timeline)"
+            )
+        return JSONResponse({"timeline": self.timeline})
 
     def _refuse(self, request: Request) -> Response | None:
         if self.api_key is None:
@@ -520,6 +541,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--answer", choices=("echo", "scripted"), default="echo")
     parser.add_argument("--models", default="", help="comma list of served models (default any)")
     parser.add_argument(
+        "--timeline", action="store_true", help="keep request times for GET /_timeline"
+    )
+    parser.add_argument(
         "--stop-on-stdin-eof",
         action="store_true",
         help="exit when stdin closes (so a parent that dies never leaves the server behind)",
@@ -534,6 +558,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         seed=args.seed,
         models=[m for m in args.models.split(",") if m] or None,
         record=False,
+        timeline=args.timeline,
     )
     asyncio.run(_serve(server, stop_on_eof=args.stop_on_stdin_eof))
 

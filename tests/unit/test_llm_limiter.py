@@ -61,6 +61,68 @@ async def test_concurrency_is_never_exceeded_and_waiters_go_in_order() -> None:
     assert lim.max_in_flight == 3 and lim.in_flight == 0
 
 
+async def test_task_with_fewer_requests_gets_the_next_slot() -> None:
+    # An agent on its second call of a step waits behind agents still on their first.
+    lim = RateLimiter(max_concurrency=1)
+    gate = asyncio.Event()
+    second_call = asyncio.Event()
+    entered: list[str] = []
+
+    async def holder() -> None:
+        async with lim.acquire():
+            entered.append("holder")
+            await gate.wait()
+
+    async def veteran() -> None:
+        async with lim.acquire():
+            entered.append("veteran-1")
+        await second_call.wait()
+        async with lim.acquire():
+            entered.append("veteran-2")
+
+    async def newcomer(name: str) -> None:
+        async with lim.acquire():
+            entered.append(name)
+
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(veteran())
+        await asyncio.sleep(0)
+        tg.create_task(holder())
+        await asyncio.sleep(0)
+        second_call.set()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert lim.waiting == 1  # the veteran's second request, first in the queue
+        tg.create_task(newcomer("new-1"))
+        tg.create_task(newcomer("new-2"))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert lim.waiting == 3
+        gate.set()
+    assert entered == ["veteran-1", "holder", "new-1", "new-2", "veteran-2"]
+
+
+async def test_a_cancelled_waiter_leaves_the_order_of_the_others() -> None:
+    lim = RateLimiter(max_concurrency=1)
+    gate = asyncio.Event()
+    entered: list[int] = []
+
+    async def worker(i: int) -> None:
+        async with lim.acquire():
+            entered.append(i)
+            await gate.wait()
+
+    async with asyncio.TaskGroup() as tg:
+        tasks = [tg.create_task(worker(i)) for i in range(5)]
+        for _ in range(3):
+            await asyncio.sleep(0)
+        tasks[2].cancel()
+        await asyncio.sleep(0)
+        assert lim.waiting == 3
+        gate.set()
+    assert entered == [0, 1, 3, 4] and lim.in_flight == 0
+
+
 async def test_cancelled_waiter_does_not_leak_a_slot() -> None:
     lim = RateLimiter(max_concurrency=1)
     release = asyncio.Event()

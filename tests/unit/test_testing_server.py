@@ -62,6 +62,30 @@ async def test_latency_delays_every_answer() -> None:
     assert 0.2 <= elapsed < 1.0 and srv.max_in_flight == 5
 
 
+async def test_timeline_keeps_when_each_request_arrived_and_was_answered() -> None:
+    async with OpenAITestServer(latency=0.1, timeline=True) as srv:
+        m = model(srv.base_url)
+        before = time.monotonic()
+        await asyncio.gather(*(m.complete(USER) for _ in range(3)))
+        after = time.monotonic()
+        await m.aclose()
+        async with httpx.AsyncClient() as client:
+            got = (await client.get(f"http://127.0.0.1:{srv.port}/_timeline")).json()
+    assert len(got["timeline"]) == 3 and [tuple(t) for t in got["timeline"]] == srv.timeline
+    for arrived, answered in srv.timeline:
+        assert before <= arrived and arrived + 0.1 <= answered <= after
+
+
+async def test_timeline_is_off_unless_asked_for() -> None:
+    async with OpenAITestServer() as srv, httpx.AsyncClient() as client:
+        m = model(srv.base_url)
+        await m.complete(USER)
+        await m.aclose()
+        got = await client.get(f"http://127.0.0.1:{srv.port}/_timeline")
+    assert got.status_code == 404 and srv.timeline == []
+    assert "start it with timeline=True" in got.json()["error"]["message"]
+
+
 async def test_bad_requests_and_routes() -> None:
     async with OpenAITestServer(models=["m"]) as srv, httpx.AsyncClient() as client:
         url = f"{srv.base_url}/chat/completions"
