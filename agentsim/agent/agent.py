@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsim._tokens import estimate_tokens
-from agentsim.agent.memory import Memory
+from agentsim.agent.memory import Memory, append_lines
 from agentsim.agent.step import (
     AgentSettings,
     EnvAccess,
@@ -26,7 +26,7 @@ from agentsim.agent.step import (
     StepScratch,
     step_seed,
 )
-from agentsim.agent.tools import WRITE_TOOLS, build_tools
+from agentsim.agent.tools import INSTRUCTIONS, READ_ONLY_INSTRUCTIONS, WRITE_TOOLS, build_tools
 from agentsim.errors import EnvError, ModelError, SkillError
 from agentsim.llm.base import ChatModel, Completion, ToolCall
 from agentsim.skills.hooks import HookDecision, HookOutcome, render_skill_hooks
@@ -39,18 +39,6 @@ __all__ = ["Agent", "AgentSettings", "EnvAccess", "StepInput", "StepOutcome", "s
 
 _RESULT_CAP = 4000
 _TRACE_RESULT_CAP = 600
-
-_INSTRUCTIONS = (
-    "<instructions>\nYou act in a simulation, one step at a time. Use the tools: activate a "
-    "skill from the catalog when it fits what you need, follow the instructions of your active "
-    "skills, run their scripts with execute_skill_script, and query or act on the world with "
-    "ask_env. Always end the step by calling finish with a one-line action.\n</instructions>"
-)
-_READ_ONLY_INSTRUCTIONS = (
-    "<instructions>\nYou are being interviewed. Answer the question in the first person from "
-    "what you remember and know; you cannot change anything. Call finish with your answer.\n"
-    "</instructions>"
-)
 
 
 class Agent:
@@ -142,7 +130,7 @@ class Agent:
         bodies = self.skills.bodies()
         if bodies:
             parts.append(bodies)
-        parts.append(_READ_ONLY_INSTRUCTIONS if read_only else _INSTRUCTIONS)
+        parts.append(READ_ONLY_INSTRUCTIONS if read_only else INSTRUCTIONS)
         return tuple(parts)
 
     def user_prompt(
@@ -542,7 +530,7 @@ class Agent:
         (checkpoints, the end of a run), when the step count moved since the last one."""
         mem = self.memory.drain()
         if mem:
-            _append(self.workspace / "memory.jsonl", mem)
+            append_lines(self.workspace / "memory.jsonl", mem)
         aid = self.agent_id
         rows = [row(aid, "trace", line) for line in self._pending_trace]
         self._pending_trace = []
@@ -580,20 +568,6 @@ class Agent:
         self._pending_prompts = []
         # The checkpoint this comes from flushed (with force) a skills record of this state.
         self._skills_written = (self.skills.active, self.step_count)
-
-
-# The folder is made when first missing, not before every write: a run writes this file
-# for every agent every few ticks, and a mkdir is a slow metadata call on many file systems.
-
-
-def _append(path: Path, lines: list[str]) -> None:
-    try:
-        f = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed below
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        f = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed below
-    with f:
-        f.write("\n".join(lines) + "\n")
 
 
 # (resolution, env router, schemas) by identity: one router per host and tick, one

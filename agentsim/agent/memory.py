@@ -14,11 +14,12 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from json.encoder import encode_basestring as _string
+from pathlib import Path
 from typing import Any
 
 from agentsim._tokens import estimate_tokens
 
-__all__ = ["Memory", "MemoryEntry"]
+__all__ = ["Memory", "MemoryEntry", "append_lines"]
 
 _RECENT = 12
 
@@ -115,3 +116,17 @@ class Memory:
 
     def extend_pending(self, lines: Iterable[str]) -> None:
         self._pending.extend(lines)
+
+
+# The folder is made when first missing, not before every write: a run writes this file
+# for every agent every few ticks, and a mkdir is a slow metadata call on many file systems.
+
+
+def append_lines(path: Path, lines: list[str]) -> None:
+    try:
+        f = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed below
+    with f:
+        f.write("\n".join(lines) + "\n")

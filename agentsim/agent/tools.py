@@ -12,9 +12,30 @@ from typing import Any
 
 from agentsim.skills._toolnames import TOOL_NAMES
 
-__all__ = ["ENUM_LIMIT", "READ_ONLY_TOOLS", "TOOL_NAMES", "WRITE_TOOLS", "build_tools"]
+__all__ = [
+    "ENUM_LIMIT",
+    "INSTRUCTIONS",
+    "READ_ONLY_INSTRUCTIONS",
+    "READ_ONLY_TOOLS",
+    "TOOL_NAMES",
+    "WRITE_TOOLS",
+    "build_tools",
+]
 
 ENUM_LIMIT = 256
+
+# The prompt block that tells the model how to use the tools (and, read-only, that it cannot).
+INSTRUCTIONS = (
+    "<instructions>\nYou act in a simulation, one step at a time. Use the tools: activate a "
+    "skill from the catalog when it fits what you need, follow the instructions of your active "
+    "skills, run their scripts with execute_skill_script, and query or act on the world with "
+    "ask_env. Always end the step by calling finish with a one-line action.\n</instructions>"
+)
+READ_ONLY_INSTRUCTIONS = (
+    "<instructions>\nYou are being interviewed. Answer the question in the first person from "
+    "what you remember and know; you cannot change anything. Call finish with your answer.\n"
+    "</instructions>"
+)
 WRITE_TOOLS = frozenset({"activate_skill", "deactivate_skill", "execute_skill_script"})
 READ_ONLY_TOOLS = tuple(t for t in TOOL_NAMES if t not in WRITE_TOOLS)
 

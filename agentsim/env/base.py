@@ -10,7 +10,7 @@ which agents finish or the number of hosts.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -30,6 +30,7 @@ __all__ = [
     "EnvView",
     "Intent",
     "parse_options",
+    "profile_extras",
     "sorted_intents",
     "unknown_intervention",
 ]
@@ -324,3 +325,24 @@ class EnvModule:
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore what ``get_state`` returned."""
+
+
+def profile_extras(
+    modules: Iterable[EnvModule], clock: SimClock, agent_ids: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """What environment modules assigned to agents (e.g. home and work places), by agent:
+    the answers of each module's ``my_places`` action, as place ids."""
+    extras: dict[str, dict[str, Any]] = {}
+    for mod in modules:
+        view = mod.view(clock)
+        if "my_places" not in view.actions():
+            continue
+        for aid in agent_ids:
+            ans = view.query(aid, "my_places", {}, seq=0)
+            # Skills want place ids in the profile ("home": "home-3"), not place records.
+            flat = {
+                k: (v["id"] if isinstance(v, dict) and "id" in v else v)
+                for k, v in ans.result.items()
+            }
+            extras.setdefault(aid, {}).update(flat)
+    return extras

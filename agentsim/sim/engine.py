@@ -21,9 +21,9 @@ from typing import Any
 
 from agentsim.agent.agent import AgentSettings
 from agentsim.env import create_module
-from agentsim.env.base import AgentInfo, EnvModule, EnvView
+from agentsim.env.base import AgentInfo, EnvModule, EnvView, profile_extras
 from agentsim.env.clock import SimClock
-from agentsim.errors import ConfigError, RunError, SkillNotFoundError, StorageError
+from agentsim.errors import ConfigError, SkillNotFoundError, StorageError
 from agentsim.sim.checkpoints import (
     Checkpoint,
     latest_checkpoint,
@@ -44,7 +44,7 @@ from agentsim.sim.metrics import add_tick, merge_model_stats, new_metrics, publi
 from agentsim.sim.preflight import preflight_model
 from agentsim.sim.profiles import AgentSpec, resolve_agents, select_agents
 from agentsim.sim.progress import Progress, RunSummary
-from agentsim.sim.workspace import RunWorkspace, atomic_write_text
+from agentsim.sim.workspace import RunWorkspace, atomic_write_text, check_run_dir
 from agentsim.skills._builtin import builtin_skills_dir
 from agentsim.skills._requires import RunProvides, unmet_requirements
 from agentsim.store.layout import run_hosts
@@ -194,7 +194,9 @@ class Engine:
         await self.executor.start(
             self._host_specs(len(blocks), resume=resume), blocks, self.registry
         )
-        events = await self.executor.setup(self._profile_extras())
+        events = await self.executor.setup(
+            profile_extras(self.modules.values(), self.clock, [a.agent_id for a in self.agents])
+        )
         if resume:
             return []
         diag = [str(d) for d in self.registry.diagnostics]
@@ -214,23 +216,6 @@ class Engine:
         for e in events:
             e.setdefault("time", start["time"])
         return [start, *sorted(events, key=lambda e: str(e.get("agent_id") or ""))]
-
-    def _profile_extras(self) -> dict[str, dict[str, Any]]:
-        """What environment modules assigned to agents (e.g. home and work places)."""
-        extras: dict[str, dict[str, Any]] = {}
-        for mod in self.modules.values():
-            view = mod.view(self.clock)
-            if "my_places" not in view.actions():
-                continue
-            for a in self.agents:
-                ans = view.query(a.agent_id, "my_places", {}, seq=0)
-                # Skills want place ids in the profile ("home": "home-3"), not place records.
-                flat = {
-                    k: (v["id"] if isinstance(v, dict) and "id" in v else v)
-                    for k, v in ans.result.items()
-                }
-                extras.setdefault(a.agent_id, {}).update(flat)
-        return extras
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -606,8 +591,3 @@ class Engine:
 
 # Write errors that freeing space (or raising a limit) cures: one line, then resume.
 _NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
-
-
-def check_run_dir(path: Path) -> None:
-    if path.exists() and not path.is_dir():
-        raise RunError(f"{path} exists and is not a folder; choose another --out")

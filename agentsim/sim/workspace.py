@@ -28,7 +28,14 @@ import yaml
 from agentsim.errors import RunError
 from agentsim.store.layout import LAYOUT
 
-__all__ = ["LOCK_NAME", "RunLock", "RunWorkspace", "atomic_write_text", "package_versions"]
+__all__ = [
+    "LOCK_NAME",
+    "RunLock",
+    "RunWorkspace",
+    "atomic_write_text",
+    "check_run_dir",
+    "package_versions",
+]
 
 LOCK_NAME = "run.lock"
 
@@ -292,3 +299,8 @@ class RunWorkspace:
         out = self.root / "events.parquet"
         pq.write_table(table, out)
         return out
+
+
+def check_run_dir(path: Path) -> None:
+    if path.exists() and not path.is_dir():
+        raise RunError(f"{path} exists and is not a folder; choose another --out")
