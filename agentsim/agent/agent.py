@@ -230,6 +230,8 @@ class Agent:
         warnings = self.skills.drain_warnings()
         if warnings:
             trace["warnings"] = warnings
+        if st.logs:
+            trace["script_logs"] = st.logs
         trace["action"] = st.out.action
         trace["model_calls"] = st.out.model_calls
         trace["usage"] = {
@@ -266,6 +268,8 @@ class Agent:
         """A failed hook is an event (counted as a problem); so is the overrun that got
         its script quarantined."""
         for h in outcomes:
+            if h.log:
+                st.logs.append({"skill": h.skill_id, "hook": h.hook, "log": h.log})
             if h.ok:
                 continue
             lines = (h.error or "").strip().splitlines()
@@ -451,6 +455,10 @@ class Agent:
             script=script,
         )
         st.out.script_calls += 1
+        if res.log:
+            st.logs.append(
+                {"skill": desc.skill_id, "script": str(script or desc.script), "log": res.log}
+            )
         st.out.events.append(
             self._event(
                 st.inp, "script_called", skill=desc.skill_id, ok=res.ok, exit_code=res.exit_code

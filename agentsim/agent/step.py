@@ -76,6 +76,8 @@ class StepScratch:
     out: StepOutcome
     seq: int = 0
     finished: bool = False
+    # What skill scripts printed during the step: to the trace, never to the terminal.
+    logs: list[dict[str, str]] = field(default_factory=list)
 
 
 def step_seed(seed: int, agent_id: str, tick: int) -> int:

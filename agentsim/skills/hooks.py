@@ -64,6 +64,7 @@ class HookOutcome:
     script: str = ""
     timed_out: bool = False
     quarantined: bool = False
+    log: str = ""  # what the hook's script printed (capped by the runner)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

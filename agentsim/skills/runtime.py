@@ -553,6 +553,7 @@ class AgentSkillRuntime:
                         text=text,
                         decision=decision,
                         elapsed=res.elapsed,
+                        log=res.log,
                     )
                 )
             else:
@@ -569,6 +570,7 @@ class AgentSkillRuntime:
                         # A refused call is quarantined too; only the overrun that caused
                         # the quarantine has timed out.
                         quarantined=res.quarantined and res.timed_out,
+                        log=res.log,
                     )
                 )
         return outcomes
