@@ -170,7 +170,7 @@ function agentPicker(run) {
     const d = await api(`${runUrl(run)}/agents?search=${enc(input.value)}&offset=${offset}&limit=${limit}`);
     list.replaceChildren(...d.agents.map((a) => h("li", {},
       h("a", { href: `#/agent/${enc(run)}/${enc(a)}`, "data-agent": a }, a))));
-    info.textContent = d.total ? `${offset + 1}–${offset + d.agents.length} of ${d.total}` : "no match";
+    info.textContent = d.total ? `${offset + 1}-${offset + d.agents.length} of ${d.total}` : "no match";
     prev.disabled = offset === 0;
     next.disabled = offset + d.agents.length >= d.total;
   }
@@ -312,7 +312,7 @@ async function agentPage(run, agent) {
   async function loadSteps() {
     const start = Math.max(0, end - SPAN + 1);
     hist = await api(`${base}/steps?start=${start}&end=${end}`);
-    range.textContent = `ticks ${start}–${end} of ${hist.steps_total} steps`;
+    range.textContent = `ticks ${start}-${end} of ${hist.steps_total} steps`;
     earlier.disabled = start === 0;
     later.disabled = !hist.ticks.length || end >= hist.ticks[hist.ticks.length - 1];
     timeline.replaceChildren(...hist.steps.slice().reverse().map((s) => stepCard(s, showPrompt)));
