@@ -405,6 +405,8 @@ async function route() {
     return;
   }
   document.body.dataset.page = parts[0] || "runs";
+  // When the page's first render ended, in ms since navigation (read by bench/view.py).
+  document.body.dataset.renderedMs = performance.now().toFixed(1);
   let busy = false;
   const mine = current;
   timer = setInterval(async () => {
