@@ -160,9 +160,7 @@ def survey_answers(run: Run, name: str, *, offset: int, limit: int) -> dict[str,
         "name": name,
         "total": len(rows),
         "offset": offset,
-        "answers": [
-            {k: r.get(k) for k in ("tick", "agent_id", "answer")} for r in page
-        ],
+        "answers": [{k: r.get(k) for k in ("tick", "agent_id", "answer")} for r in page],
     }
 
 

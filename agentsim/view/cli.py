@@ -33,7 +33,11 @@ def _cmd_view(args: argparse.Namespace) -> int:
     shown = f"[{host}]" if ":" in host else host
     print(f"agentsim view: http://{shown}:{port}/  ({args.path}; Ctrl-C to stop)", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    server.run(sockets=[sock])
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled: the normal way out
+        pass
+    print("agentsim view: stopped", flush=True)
     return 0
 
 

@@ -7,11 +7,17 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import shutil
+import signal
+import socket
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from starlette.testclient import TestClient
 
@@ -269,3 +275,37 @@ def test_queries_check_their_arguments(workspace: Path) -> None:
 def test_the_view_command_binds_loopback_by_default(workspace: Path) -> None:
     args = build_parser().parse_args(["view", str(workspace)])
     assert (args.host, args.port, args.path) == ("127.0.0.1", 8765, str(workspace))
+
+
+def test_the_view_command_refuses_a_port_in_use(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentsim.cli import main
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["view", str(workspace), "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{port}" in err and "pass --port 0" in err
+
+
+def test_the_view_command_prints_its_url_serves_and_stops_on_ctrl_c(workspace: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentsim.cli", "view", str(workspace), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        m = re.match(r"agentsim view: (http://127\.0\.0\.1:\d+/) ", line)
+        assert m, line
+        runs = httpx.get(m.group(1) + "api/runs", timeout=30).json()["runs"]
+        assert [r["id"] for r in runs] == [RUN]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
