@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from agentsim.errors import AgentsimError
 from agentsim.inspect import Run
-from agentsim.inspect._query import env_layouts, place_moves
+from agentsim.inspect._query import place_moves
+
+if TYPE_CHECKING:
+    from agentsim.env.base import ViewLayout
 
 __all__ = ["WORLD_AGENTS", "progress", "run_row", "run_summary", "survey_answers", "world"]
 
@@ -164,11 +168,13 @@ def survey_answers(run: Run, name: str, *, offset: int, limit: int) -> dict[str,
     }
 
 
-def world(run: Run, *, limit: int = WORLD_AGENTS) -> dict[str, Any]:
+def world(
+    run: Run, layouts: Mapping[str, ViewLayout], *, limit: int = WORLD_AGENTS
+) -> dict[str, Any]:
     """The drawn modules: places, the first ``limit`` agents with their place index at the
     start and every later move (flat ``[tick, agent, place]``, place -1 in transit); the
-    follow edges among those agents; the opinion histogram per tick."""
-    layouts = env_layouts(run)
+    follow edges among those agents (as set up); the opinion histogram per tick.
+    ``layouts`` is ``env_layouts(run)``, which does not change while the run goes on."""
     place_ids: list[str] = []
     places: list[dict[str, Any]] = []
     start: dict[str, str] = {}

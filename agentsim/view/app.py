@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
@@ -20,7 +21,7 @@ from starlette.staticfiles import StaticFiles
 
 from agentsim.errors import AgentsimError, ConfigError, RunError
 from agentsim.inspect import Run
-from agentsim.inspect._query import agent_steps, find_agents
+from agentsim.inspect._query import agent_steps, env_layouts, find_agents
 from agentsim.view import _api
 from agentsim.view._workspace import Workspace
 
@@ -49,7 +50,7 @@ def create_app(path: Path) -> Starlette:
     ws = Workspace(path)
     interview_lock = asyncio.Lock()
 
-    def endpoint(
+    def guarded(
         fn: Callable[[Request], Awaitable[Any]],
     ) -> Callable[[Request], Awaitable[Response]]:
         async def handle(request: Request) -> Response:
@@ -64,6 +65,15 @@ def create_app(path: Path) -> Starlette:
 
         return handle
 
+    def endpoint(fn: Callable[[Request], Any]) -> Callable[[Request], Awaitable[Response]]:
+        """``fn`` reads files: it runs in a worker thread, so that a slow page does not
+        hold the others."""
+
+        async def in_thread(request: Request) -> Any:
+            return await run_in_threadpool(fn, request)
+
+        return guarded(in_thread)
+
     def run_of(request: Request) -> Run:
         return ws.run(request.path_params["run"])
 
@@ -74,25 +84,25 @@ def create_app(path: Path) -> Starlette:
     def row(run: Run) -> dict[str, Any]:
         return ws.cached(keyed(run, "row"), lambda: _api.run_row(run))
 
-    async def runs(request: Request) -> Any:
+    def runs(request: Request) -> Any:
         rows = [row(ws.run(rid)) for rid in ws.run_ids()]
         return {"workspace": str(ws.root), "runs": rows}
 
-    async def status(request: Request) -> Any:
+    def status(request: Request) -> Any:
         return _api.progress(run_of(request))
 
-    async def run_page(request: Request) -> Any:
+    def run_page(request: Request) -> Any:
         run = run_of(request)
         summary = ws.cached(keyed(run, "summary"), lambda: _api.run_summary(run))
         return {**row(run), "metrics": run.metrics(), **summary}
 
-    async def surveys(request: Request) -> Any:
+    def surveys(request: Request) -> Any:
         run = run_of(request)
         name = request.path_params["name"]
         off, lim = _int(request, "offset", 0), _int(request, "limit", _PAGE, lo=1, hi=500)
         return _api.survey_answers(run, name, offset=off, limit=lim)
 
-    async def agents(request: Request) -> Any:
+    def agents(request: Request) -> Any:
         run = run_of(request)
         page = find_agents(
             run,
@@ -102,7 +112,7 @@ def create_app(path: Path) -> Starlette:
         )
         return {"total": page.total, "agents": list(page.agent_ids)}
 
-    async def agent(request: Request) -> Any:
+    def agent(request: Request) -> Any:
         run = run_of(request)
         record = ws.agent(run, request.path_params["agent"])
         return {
@@ -112,14 +122,14 @@ def create_app(path: Path) -> Starlette:
             "skills": record.skills(),
         }
 
-    async def steps(request: Request) -> Any:
+    def steps(request: Request) -> Any:
         run = run_of(request)
         record = ws.agent(run, request.path_params["agent"])
         start = _int(request, "start", 0)
         end = _int(request, "end", start + _STEPS_SPAN - 1, lo=start)
         return agent_steps(record, start=start, end=end)
 
-    async def prompt(request: Request) -> Any:
+    def prompt(request: Request) -> Any:
         run = run_of(request)
         record = ws.agent(run, request.path_params["agent"])
         return record.prompt_at(_int(request, "tick", 0)).to_dict()
@@ -142,16 +152,21 @@ def create_app(path: Path) -> Starlette:
             result = await interview(run, record.agent_id, question)
         return result.to_dict()
 
-    async def world(request: Request) -> Any:
+    def world(request: Request) -> Any:
         run = run_of(request)
         limit = _int(request, "limit", _api.WORLD_AGENTS, lo=1, hi=_api.WORLD_AGENTS)
-        data = ws.cached((*keyed(run, "world"), limit), lambda: _api.world(run, limit=limit))
+        # The layouts hold every agent's profile: built once per run, not once per tick.
+        key = ("layouts", run.path.name, run.manifest().get("started"))
+        layouts = ws.cached(key, lambda: env_layouts(run))
+        data = ws.cached(
+            (*keyed(run, "world"), limit), lambda: _api.world(run, layouts, limit=limit)
+        )
         return {**data, "run": _api.progress(run)}
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC_DIR / "index.html")
 
-    async def not_found(request: Request) -> Any:
+    def not_found(request: Request) -> Any:
         raise RunError(
             f"{request.url.path} is not served; the viewer serves its pages and /api/runs/..."
         )
@@ -167,7 +182,7 @@ def create_app(path: Path) -> Starlette:
         Route("/api/runs/{run}/agents/{agent}", endpoint(agent)),
         Route("/api/runs/{run}/agents/{agent}/steps", endpoint(steps)),
         Route("/api/runs/{run}/agents/{agent}/prompt", endpoint(prompt)),
-        Route("/api/runs/{run}/agents/{agent}/interview", endpoint(ask), methods=["POST"]),
+        Route("/api/runs/{run}/agents/{agent}/interview", guarded(ask), methods=["POST"]),
         Route("/api/{rest:path}", endpoint(not_found)),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
