@@ -90,6 +90,39 @@ def first_render(driver: Any, url: str) -> float:
     return float(driver.execute_script("return document.body.dataset.renderedMs"))
 
 
+def take_screenshots(driver: Any, pages: dict[str, str], out: Path) -> None:
+    """One PNG per page, each once its data is in: survey answers and agents listed, the
+    world at its middle tick, an agent's prompt and an interview answer shown."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def until(check: Any) -> None:
+        WebDriverWait(driver, 120, poll_frequency=0.05).until(check)
+
+    def shown(css: str) -> Any:
+        return lambda d: d.find_elements(By.CSS_SELECTOR, css)
+
+    driver.set_window_size(1400, 1250)
+    for name, url in pages.items():
+        first_render(driver, url)
+        if name == "run_page":
+            until(shown("[data-survey] li"))
+            until(shown("#agent-list li"))
+        elif name == "world_page":
+            driver.execute_script(
+                "const s = document.getElementById('tick-slider');"
+                "s.value = String(Math.floor(Number(s.max) / 2));"
+                "s.dispatchEvent(new Event('input'));"
+            )
+        elif name == "agent_page":
+            driver.find_element(By.CSS_SELECTOR, ".step .show-prompt").click()
+            until(shown("#prompt-system"))
+            driver.find_element(By.ID, "interview-ask").click()
+            until(shown("#interview-answer .answer"))
+        driver.execute_script("window.scrollTo(0, 0)")
+        driver.save_screenshot(str(out / f"view-{name.removesuffix('_page')}.png"))
+
+
 def summary(values: list[float]) -> dict[str, float]:
     return {"first_ms": round(values[0], 1), "median_ms": round(statistics.median(values), 1)}
 
@@ -137,6 +170,8 @@ def main() -> int:
                 ]
                 out["world_slider_step"] = summary(steps)
                 out["targets_ms"] = {"run_page": 1000, "agent_page": 300, "world_slider_step": 100}
+                if args.screenshots:
+                    take_screenshots(driver, pages, Path(args.screenshots))
         finally:
             driver.quit()
     print(json.dumps(out, indent=2))

@@ -14,7 +14,15 @@ from agentsim.inspect._query import place_moves
 if TYPE_CHECKING:
     from agentsim.env.base import ViewLayout
 
-__all__ = ["WORLD_AGENTS", "progress", "run_row", "run_summary", "survey_answers", "world"]
+__all__ = [
+    "WORLD_AGENTS",
+    "progress",
+    "run_row",
+    "run_summary",
+    "survey_answers",
+    "total_ticks",
+    "world",
+]
 
 WORLD_AGENTS = 10_000
 """The world view draws at most this many agents (the first by id); occupancy counts them."""
@@ -46,22 +54,36 @@ def progress(run: Run) -> dict[str, Any]:
 
 
 def total_ticks(run: Run) -> int | None:
+    """The ticks the experiment asks for (None if its config no longer validates)."""
     try:
         return run.config().total_ticks()
     except AgentsimError:
         return None
 
 
-def run_row(run: Run) -> dict[str, Any]:
+def run_row(run: Run, total: int | None) -> dict[str, Any]:
+    """A row of the Runs page; ``total`` is ``total_ticks(run)``, which never changes."""
     metrics = run.metrics()
     return {
         **progress(run),
         "name": run.manifest().get("name"),
-        "total_ticks": total_ticks(run),
+        "total_ticks": total,
         "agents": len(run.agents),
         "errors": int(metrics.get("errors") or 0),
         "degraded": int(metrics.get("degraded") or 0),
     }
+
+
+# The event types the Run page reads.
+_LOGGED = (
+    "tick_end",
+    "script_called",
+    "hook_gate_failed",
+    "skill_activated",
+    "survey_answer",
+    "intervention",
+    "skills_reloaded",
+)
 
 
 def _per_tick(n: int, ticks: list[Any]) -> list[int]:
@@ -89,57 +111,60 @@ def _survey_questions(run: Run) -> dict[str, str]:
 def run_summary(run: Run) -> dict[str, Any]:
     """Metrics over ticks, skills activated per tick, markers (interventions, surveys, hot
     reloads) and the survey names with their question and answer count."""
-    ends = run.events(type="tick_end")
-    n = max([t + 1 for t in ends["tick"].to_pylist()], default=0)
-    series: dict[str, list[float]] = {}
-    for field in _SERIES:
-        values = [0.0] * n
-        if field in ends.column_names:
-            for t, v in zip(ends["tick"].to_pylist(), ends[field].to_pylist(), strict=True):
-                values[t] = float(v or 0)
-        series[field] = values
-    scripts = run.events(type="script_called")
-    failed = [
-        t
-        for t, ok in zip(
-            scripts["tick"].to_pylist(),
-            scripts["ok"].to_pylist() if "ok" in scripts.column_names else [],
-            strict=False,
-        )
-        if ok is False
-    ]
-    series["script_failures"] = [float(c) for c in _per_tick(n, failed)]
-    gates = run.events(type="hook_gate_failed")
-    series["hook_failures"] = [float(c) for c in _per_tick(n, gates["tick"].to_pylist())]
-
-    skills: dict[str, list[int]] = {}
-    act = run.events(type="skill_activated")
-    if "skill" in act.column_names:
-        by_skill: defaultdict[str, list[int]] = defaultdict(list)
-        for t, s in zip(act["tick"].to_pylist(), act["skill"].to_pylist(), strict=True):
-            by_skill[str(s)].append(t)
-        skills = {s: _per_tick(n, ts) for s, ts in sorted(by_skill.items())}
-
+    # One read of the log: each event's own fields are in its JSON ``data``.
+    ends: dict[int, dict[str, Any]] = {}
+    failed: list[int] = []
+    gates: list[int] = []
+    by_skill: defaultdict[str, list[int]] = defaultdict(list)
     markers: list[dict[str, Any]] = []
-    for ev in run.events(types=("intervention", "skills_reloaded")).to_pylist():
-        data = json.loads(ev["data"] or "{}")
-        if ev["type"] == "intervention":
+    surveys: dict[str, dict[str, Any]] = {}
+    table = run.events(types=_LOGGED)
+    for t, etype, text in zip(
+        table["tick"].to_pylist(),
+        table["type"].to_pylist(),
+        table["data"].to_pylist(),
+        strict=True,
+    ):
+        if etype == "hook_gate_failed":
+            gates.append(t)
+            continue
+        data = json.loads(text or "{}")
+        if etype == "tick_end":
+            ends[t] = data
+        elif etype == "script_called":
+            if data.get("ok") is False:
+                failed.append(t)
+        elif etype == "skill_activated":
+            by_skill[str(data.get("skill"))].append(t)
+        elif etype == "survey_answer":
+            name = str(data.get("name"))
+            survey = surveys.setdefault(name, {"name": name, "tick": t, "answers": 0})
+            survey["answers"] += 1
+        elif etype == "intervention":
             what = data.get("action") or data.get("message") or "intervention"
             where = f"{data['env']}: " if data.get("env") else ""
-            markers.append({"tick": ev["tick"], "kind": "intervention", "label": where + what})
-        else:
-            label = "skills reloaded: " + ", ".join(map(str, data.get("skills") or [])) or "?"
-            markers.append({"tick": ev["tick"], "kind": "reload", "label": label, "data": data})
-    answers = run.events(type="survey_answer")
-    surveys: dict[str, dict[str, Any]] = {}
-    if "name" in answers.column_names:
-        for t, name in zip(answers["tick"].to_pylist(), answers["name"].to_pylist(), strict=True):
-            s = surveys.setdefault(str(name), {"name": str(name), "tick": t, "answers": 0})
-            s["answers"] += 1
-        questions = _survey_questions(run)
-        for s in surveys.values():
-            s["question"] = questions.get(s["name"])
-            markers.append({"tick": s["tick"], "kind": "survey", "label": f"survey {s['name']}"})
+            markers.append({"tick": t, "kind": "intervention", "label": where + what})
+        else:  # skills_reloaded
+            parts = [
+                f"{what} {', '.join(map(str, data[what]))}"
+                for what in ("added", "changed", "removed")
+                if data.get(what)
+            ]
+            label = "skills reloaded: " + "; ".join(parts)
+            markers.append({"tick": t, "kind": "reload", "label": label})
+    n = max(ends, default=-1) + 1
+    series = {
+        field: [float(ends.get(t, {}).get(field) or 0) for t in range(n)] for field in _SERIES
+    }
+    series["script_failures"] = [float(c) for c in _per_tick(n, failed)]
+    series["hook_failures"] = [float(c) for c in _per_tick(n, gates)]
+    skills = {s: _per_tick(n, ts) for s, ts in sorted(by_skill.items())}
+    questions = _survey_questions(run) if surveys else {}
+    for survey in surveys.values():
+        survey["question"] = questions.get(survey["name"])
+        markers.append(
+            {"tick": survey["tick"], "kind": "survey", "label": f"survey {survey['name']}"}
+        )
     markers.sort(key=lambda m: m["tick"])
     return {
         "ticks": n,

@@ -48,6 +48,11 @@ def _int(request: Request, name: str, default: int, *, lo: int = 0, hi: int = 10
 def create_app(path: Path) -> Starlette:
     """The app serving the workspace (or single run) at ``path``."""
     ws = Workspace(path)
+    # Loaded now rather than by the first page that reads events, which would wait for it.
+    import pyarrow.compute
+    import pyarrow.dataset
+    import pyarrow.parquet  # noqa: F401
+
     interview_lock = asyncio.Lock()
 
     def guarded(
@@ -82,7 +87,10 @@ def create_app(path: Path) -> Starlette:
         return (what, run.path.name, p["ticks_done"], p["status"])
 
     def row(run: Run) -> dict[str, Any]:
-        return ws.cached(keyed(run, "row"), lambda: _api.run_row(run))
+        # Validating the config takes a while: once per run, not once per tick.
+        key = ("total", run.path.name, run.manifest().get("started"))
+        total = ws.cached(key, lambda: _api.total_ticks(run))
+        return ws.cached(keyed(run, "row"), lambda: _api.run_row(run, total))
 
     def runs(request: Request) -> Any:
         rows = [row(ws.run(rid)) for rid in ws.run_ids()]

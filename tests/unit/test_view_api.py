@@ -25,8 +25,8 @@ from agentsim.cli import build_parser
 from agentsim.errors import ConfigError, RunError
 from agentsim.inspect import open_run
 from agentsim.inspect._query import agent_steps, find_agents
-from agentsim.sim.config import load_experiment
-from agentsim.sim.engine import Engine
+from agentsim.sim.config import load_experiment, parse_experiment
+from agentsim.sim.engine import Engine, Progress
 from agentsim.view import create_app
 from agentsim.view._workspace import Workspace
 
@@ -309,3 +309,40 @@ def test_the_view_command_prints_its_url_serves_and_stops_on_ctrl_c(workspace: P
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
+
+
+def test_hot_reloads_are_marked_and_a_run_without_places_draws_none(tmp_path: Path) -> None:
+    skills = tmp_path / "skills" / "alpha"
+    skills.mkdir(parents=True)
+    (skills / "SKILL.md").write_text("---\nname: alpha\ndescription: Use for alpha.\n---\nA.\n")
+    config = parse_experiment(
+        f"""
+name: reload
+seed: 1
+clock: {{start: "2026-03-02T06:00:00", tick: 1h}}
+ticks: 3
+agents: [{{group: people, count: 2, profile: {{template: generic}}, skills: {{default: [alpha]}}}}]
+skills: {{paths: ["{skills.parent}"], builtin: false}}
+model: {{backend: scripted}}
+output: {{formats: [jsonl]}}
+""",
+        base_dir=tmp_path,
+    )
+
+    def between_ticks(p: Progress) -> None:
+        if p.tick == 1:
+            beta = skills.parent / "beta"
+            beta.mkdir()
+            (beta / "SKILL.md").write_text("---\nname: beta\ndescription: Use for beta.\n---\nB.\n")
+
+    ws = tmp_path / "ws"
+    asyncio.run(Engine(config, run_dir=ws / "reload-1", progress=between_ticks).run())
+    c = TestClient(create_app(ws))
+    data = get(c, "/api/runs/reload-1")
+    assert data["reloads"] == [
+        {"tick": 1, "kind": "reload", "label": "skills reloaded: added custom@beta"}
+    ]
+    assert data["surveys"] == [] and data["series"]["steps"] == [2.0, 2.0, 2.0]
+    world = get(c, "/api/runs/reload-1/world")
+    assert (world["modules"], world["places"], world["moves"], world["edges"]) == ([], [], [], [])
+    assert world["agents"] == ["people-00000", "people-00001"]

@@ -11,6 +11,13 @@ function categoryColor(cat) {
   return CATEGORY_COLORS[cat];
 }
 
+// A well-mixed number in [0, 1) from an integer (a 32-bit integer hash).
+function hash01(i) {
+  let x = Math.imul(i ^ 0x9e3779b9, 0x85ebca6b);
+  x = Math.imul(x ^ (x >>> 13), 0xc2b2ae35);
+  return ((x ^ (x >>> 16)) >>> 0) / 4294967296;
+}
+
 class WorldMap {
   // data: {places: [{id, x, y, category}], agents: [id], start: [place index], moves: flat
   // [tick, agent index, place index (-1 in transit)]}
@@ -28,15 +35,15 @@ class WorldMap {
     this.last = Int32Array.from(this.start); // the place an agent in transit left
     this.applied = 0;
     this.tick = -1;
-    // A fixed offset per agent around its place (golden-angle spiral): dots do not jump
-    // around a place as others come and go.
+    // A fixed offset per agent in a disc around its place, from a hash of its index: dots
+    // do not jump around a place as others come and go.
     const n = this.agents.length;
     this.dx = new Float32Array(n);
     this.dy = new Float32Array(n);
     for (let i = 0; i < n; i++) {
-      const r = Math.sqrt(((i * 0.6180339887) % 1) + 0.02);
-      this.dx[i] = Math.cos(i * 2.399963) * r;
-      this.dy[i] = Math.sin(i * 2.399963) * r;
+      const r = Math.sqrt(hash01(2 * i)), a = 2 * Math.PI * hash01(2 * i + 1);
+      this.dx[i] = Math.cos(a) * r;
+      this.dy[i] = Math.sin(a) * r;
     }
   }
 
@@ -86,14 +93,17 @@ class WorldMap {
     // Centred: the plane keeps its aspect ratio.
     const ox = (width - 2 * pad - (x1 - x0) * s) / 2, oy = (height - 2 * pad - (y1 - y0) * s) / 2;
     const px = (x) => pad + ox + (x - x0) * s, py = (y) => height - pad - oy - (y - y0) * s;
-    const spread = Math.max(6, Math.min(18, s * 0.25));
+    // Many agents need a wider disc around each place to stay distinguishable.
+    const n = this.agents.length;
+    const spread = Math.max(6, Math.min(30, s * 0.25 * Math.max(1, Math.sqrt(n) / 30)));
     ctx.font = "10px system-ui";
     for (const p of this.places) {
       ctx.fillStyle = categoryColor(p.category) + "33";
       ctx.beginPath(); ctx.arc(px(p.x), py(p.y), spread + 3, 0, 2 * Math.PI); ctx.fill();
       if (this.places.length <= 80) { ctx.fillStyle = "#6b7380"; ctx.fillText(p.id, px(p.x) + spread + 4, py(p.y) + 3); }
     }
-    const n = this.agents.length, size = n > 2000 ? 1.6 : n > 500 ? 3 : 5;
+    const size = n > 2000 ? 1.6 : n > 500 ? 3 : 5;
+    ctx.globalAlpha = n > 2000 ? 0.55 : 1;
     for (let i = 0; i < n; i++) {
       const here = this.pos[i], at = this.places[here >= 0 ? here : this.last[i]];
       if (!at) continue;
@@ -101,6 +111,7 @@ class WorldMap {
       const k = here >= 0 ? spread : spread + 8;
       ctx.fillRect(px(at.x) + this.dx[i] * k - size / 2, py(at.y) + this.dy[i] * k - size / 2, size, size);
     }
+    ctx.globalAlpha = 1;
     this.canvas.dataset.tick = String(this.tick);
     this.canvas.dataset.digest = this.digest();
   }
