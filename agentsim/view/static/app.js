@@ -228,7 +228,8 @@ async function worldPage(run) {
     if (follow) slider.value = slider.max;
     const g = window.world.drawGraph(graph, data.agents, data.edges);
     graphInfo.textContent = data.edges.length
-      ? `who follows whom among the first ${g.nodes} agents (${g.edges} links), coloured by group`
+      ? `who follows whom: ${g.nodes} agents reached from ${data.agents[0]} (${g.edges} links), ` +
+        `coloured by group (${Object.keys(g.groups).join(", ")})`
       : "No module of this run has a follow graph.";
     window.world.drawOpinions(opinions, data.opinions);
   }

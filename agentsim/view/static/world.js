@@ -117,22 +117,45 @@ class WorldMap {
   }
 }
 
-// The follow graph of the first agents on a circle; nodes shaded by nothing but their group.
+// The follow graph around the first agent: up to `limit` agents reached from it through
+// links (either way), on a circle in the order they were reached.
 function drawGraph(canvas, agents, edges, limit = 150) {
   const { ctx, width, height } = window.charts.fitCanvas(canvas, 320);
-  const n = Math.min(limit, agents.length);
+  const near = new Map();
+  for (const [a, b] of edges) {
+    if (!near.has(a)) near.set(a, []);
+    if (!near.has(b)) near.set(b, []);
+    near.get(a).push(b);
+    near.get(b).push(a);
+  }
+  const order = new Map(); // agent index -> slot on the circle
+  for (let root = 0; root < agents.length && order.size < limit; root++) {
+    if (order.has(root)) continue;
+    const queue = [root];
+    order.set(root, order.size);
+    while (queue.length && order.size < limit) {
+      for (const other of near.get(queue.shift()) || []) {
+        if (order.size >= limit) break;
+        if (!order.has(other)) { order.set(other, order.size); queue.push(other); }
+      }
+    }
+  }
+  const n = order.size;
   const cx = width / 2, cy = height / 2, r = Math.min(cx, cy) - 16;
-  const at = (i) => [cx + r * Math.cos((2 * Math.PI * i) / n), cy + r * Math.sin((2 * Math.PI * i) / n)];
+  const at = (i) => {
+    const k = order.get(i);
+    return [cx + r * Math.cos((2 * Math.PI * k) / n), cy + r * Math.sin((2 * Math.PI * k) / n)];
+  };
   ctx.strokeStyle = "rgba(47,111,222,0.25)";
   let drawn = 0;
   for (const [a, b] of edges) {
-    if (a >= n || b >= n) continue;
+    if (!order.has(a) || !order.has(b)) continue;
     const [ax, ay] = at(a), [bx, by] = at(b);
     ctx.beginPath(); ctx.moveTo(ax, ay); ctx.lineTo(bx, by); ctx.stroke();
     drawn++;
   }
   const groups = {};
-  for (let i = 0; i < n; i++) {
+  for (const i of order.keys()) {
     const g = agents[i].replace(/-?\d+$/, "");
     ctx.fillStyle = categoryColor("group:" + g);
     groups[g] = ctx.fillStyle;
