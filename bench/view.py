@@ -104,7 +104,7 @@ def take_screenshots(driver: Any, pages: dict[str, str], out: Path) -> None:
 
     for name, url in pages.items():
         # The Runs page of one run is a single row: a short window keeps the picture small.
-        driver.set_window_size(1400, 360 if name == "runs_page" else 1250)
+        driver.set_window_size(1400, 440 if name == "runs_page" else 1250)
         first_render(driver, url)
         if name == "run_page":
             until(shown("[data-survey] li"))
