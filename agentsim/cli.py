@@ -7,6 +7,7 @@
     agentsim inspect RUN [--agent ID] [--tick T] [--json]
     agentsim interview RUN --agent ID "question"
     agentsim report RUN
+    agentsim view [WORKSPACE_OR_RUN] [--host H] [--port N]
 
 Exit codes: 0 success, 1 a failed run, 2 bad input or a model server that fails the
 pre-flight check (the message names the thing, the problem and the fix), 3 a run that
@@ -314,6 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     for module, fn in (
         ("agentsim.skills.cli", "add_skills_commands"),
         ("agentsim.inspect.cli", "add_inspect_commands"),
+        ("agentsim.view.cli", "add_view_command"),
     ):
         try:
             getattr(importlib.import_module(module), fn)(sub)

@@ -29,6 +29,7 @@ __all__ = [
     "EnvModule",
     "EnvView",
     "Intent",
+    "ViewLayout",
     "parse_options",
     "profile_extras",
     "sorted_intents",
@@ -254,6 +255,24 @@ def parse_options(model: type[_Model], options: Mapping[str, Any], *, path: str)
         raise ConfigError(where, problem, fix) from None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ViewLayout:
+    """How ``agentsim view`` draws a module (docs/inspection.md, "Viewer").
+
+    ``places`` are points on a plane (id -> (x, y), any unit) with a ``category`` each (the
+    colour); ``start`` puts agents at a place before the first tick; then the events named in
+    ``arrive`` (event type -> the field naming the place) put their ``agent_id`` at a place,
+    and those in ``leave`` put it in transit. ``edges`` are links between agents (who follows
+    whom). Every part is optional: a module without places draws no map."""
+
+    places: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    categories: Mapping[str, str] = field(default_factory=dict)
+    start: Mapping[str, str] = field(default_factory=dict)
+    arrive: Mapping[str, str] = field(default_factory=dict)
+    leave: tuple[str, ...] = ()
+    edges: Sequence[tuple[str, str]] = ()
+
+
 class EnvModule:
     """Base class of environment modules; every hook is a no-op by default.
 
@@ -325,6 +344,10 @@ class EnvModule:
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore what ``get_state`` returned."""
+
+    def view_layout(self) -> ViewLayout | None:
+        """How the viewer draws this module after ``setup``; None (the default): not drawn."""
+        return None
 
 
 def profile_extras(

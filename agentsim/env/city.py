@@ -25,6 +25,7 @@ from agentsim.env.base import (
     EnvModule,
     EnvView,
     Intent,
+    ViewLayout,
     parse_options,
     sorted_intents,
 )
@@ -341,6 +342,15 @@ class CityModule(EnvModule):
         self._assigned = assigned
         self._positions = {a: home for a, (home, _) in assigned.items()}
         self._transit = {}
+
+    def view_layout(self) -> ViewLayout:
+        return ViewLayout(
+            places={p.id: (p.x, p.y) for p in self.places.values()},
+            categories={p.id: p.category for p in self.places.values()},
+            start={a: home for a, (home, _) in self._assigned.items()},
+            arrive={"arrive": "place"},
+            leave=("move",),
+        )
 
     def view(self, clock: SimClock) -> CityView:
         present = Counter(self._positions.values())

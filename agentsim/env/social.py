@@ -26,6 +26,7 @@ from agentsim.env.base import (
     EnvModule,
     EnvView,
     Intent,
+    ViewLayout,
     parse_options,
     sorted_intents,
 )
@@ -333,6 +334,11 @@ class SocialModule(EnvModule):
             for other in self._following[agent]:
                 followers.setdefault(other, []).append(agent)
         return {a: tuple(f) for a, f in followers.items()}
+
+    def view_layout(self) -> ViewLayout:
+        return ViewLayout(
+            edges=[(a, b) for a in sorted(self._following) for b in self._following[a]]
+        )
 
     def view(self, clock: SimClock) -> SocialView:
         if self._graph is None:

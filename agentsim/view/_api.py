@@ -1,0 +1,242 @@
+"""The JSON the viewer's pages show, built from a ``Run`` through ``agentsim.inspect`` only."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from agentsim.errors import AgentsimError
+from agentsim.inspect import Run
+from agentsim.inspect._query import place_moves
+
+if TYPE_CHECKING:
+    from agentsim.env.base import ViewLayout
+
+__all__ = [
+    "WORLD_AGENTS",
+    "progress",
+    "run_row",
+    "run_summary",
+    "survey_answers",
+    "total_ticks",
+    "world",
+]
+
+WORLD_AGENTS = 10_000
+"""The world view draws at most this many agents (the first by id); occupancy counts them."""
+
+# tick_end fields drawn on the Run page, with their labels.
+_SERIES = {
+    "steps": "agent-steps",
+    "model_calls": "model calls",
+    "prompt_tokens": "prompt tokens",
+    "completion_tokens": "completion tokens",
+    "degraded": "degraded steps",
+    "errors": "errors",
+    "skipped": "skipped steps",
+}
+
+
+def progress(run: Run) -> dict[str, Any]:
+    """What changes while a run goes on: cheap, polled by every page."""
+    m = run.manifest()
+    state = run.state()
+    return {
+        "id": run.path.name,
+        "status": state.status,
+        "state": state.state,
+        "ticks_done": int(m.get("ticks_done") or 0),
+        "started": state.started,
+        "ended": state.ended,
+    }
+
+
+def total_ticks(run: Run) -> int | None:
+    """The ticks the experiment asks for (None if its config no longer validates)."""
+    try:
+        return run.config().total_ticks()
+    except AgentsimError:
+        return None
+
+
+def run_row(run: Run, total: int | None) -> dict[str, Any]:
+    """A row of the Runs page; ``total`` is ``total_ticks(run)``, which never changes."""
+    metrics = run.metrics()
+    return {
+        **progress(run),
+        "name": run.manifest().get("name"),
+        "total_ticks": total,
+        "agents": len(run.agents),
+        "errors": int(metrics.get("errors") or 0),
+        "degraded": int(metrics.get("degraded") or 0),
+    }
+
+
+# The event types the Run page reads.
+_LOGGED = (
+    "tick_end",
+    "script_called",
+    "hook_gate_failed",
+    "skill_activated",
+    "survey_answer",
+    "intervention",
+    "skills_reloaded",
+)
+
+
+def _per_tick(n: int, ticks: list[Any]) -> list[int]:
+    counts = [0] * n
+    for t in ticks:
+        if isinstance(t, int) and 0 <= t < n:
+            counts[t] += 1
+    return counts
+
+
+def _survey_questions(run: Run) -> dict[str, str]:
+    """Survey name -> question, from the workflow of the run's config."""
+    try:
+        workflow = run.config_dict().get("workflow") or []
+    except AgentsimError:
+        return {}
+    out: dict[str, str] = {}
+    for step in workflow:
+        survey = step.get("survey") if isinstance(step, dict) else None
+        if isinstance(survey, dict) and "name" in survey:
+            out[str(survey["name"])] = str(survey.get("question", ""))
+    return out
+
+
+def run_summary(run: Run) -> dict[str, Any]:
+    """Metrics over ticks, skills activated per tick, markers (interventions, surveys, hot
+    reloads) and the survey names with their question and answer count."""
+    # One read of the log: each event's own fields are in its JSON ``data``.
+    ends: dict[int, dict[str, Any]] = {}
+    failed: list[int] = []
+    gates: list[int] = []
+    by_skill: defaultdict[str, list[int]] = defaultdict(list)
+    markers: list[dict[str, Any]] = []
+    surveys: dict[str, dict[str, Any]] = {}
+    table = run.events(types=_LOGGED)
+    for t, etype, text in zip(
+        table["tick"].to_pylist(),
+        table["type"].to_pylist(),
+        table["data"].to_pylist(),
+        strict=True,
+    ):
+        if etype == "hook_gate_failed":
+            gates.append(t)
+            continue
+        data = json.loads(text or "{}")
+        if etype == "tick_end":
+            ends[t] = data
+        elif etype == "script_called":
+            if data.get("ok") is False:
+                failed.append(t)
+        elif etype == "skill_activated":
+            by_skill[str(data.get("skill"))].append(t)
+        elif etype == "survey_answer":
+            name = str(data.get("name"))
+            survey = surveys.setdefault(name, {"name": name, "tick": t, "answers": 0})
+            survey["answers"] += 1
+        elif etype == "intervention":
+            what = data.get("action") or data.get("message") or "intervention"
+            where = f"{data['env']}: " if data.get("env") else ""
+            markers.append({"tick": t, "kind": "intervention", "label": where + what})
+        else:  # skills_reloaded
+            parts = [
+                f"{what} {', '.join(map(str, data[what]))}"
+                for what in ("added", "changed", "removed")
+                if data.get(what)
+            ]
+            label = "skills reloaded: " + "; ".join(parts)
+            markers.append({"tick": t, "kind": "reload", "label": label})
+    n = max(ends, default=-1) + 1
+    series = {
+        field: [float(ends.get(t, {}).get(field) or 0) for t in range(n)] for field in _SERIES
+    }
+    series["script_failures"] = [float(c) for c in _per_tick(n, failed)]
+    series["hook_failures"] = [float(c) for c in _per_tick(n, gates)]
+    skills = {s: _per_tick(n, ts) for s, ts in sorted(by_skill.items())}
+    questions = _survey_questions(run) if surveys else {}
+    for survey in surveys.values():
+        survey["question"] = questions.get(survey["name"])
+        markers.append(
+            {"tick": survey["tick"], "kind": "survey", "label": f"survey {survey['name']}"}
+        )
+    markers.sort(key=lambda m: m["tick"])
+    return {
+        "ticks": n,
+        "labels": {
+            **_SERIES,
+            "script_failures": "script failures",
+            "hook_failures": "hook failures",
+        },
+        "series": series,
+        "skills": skills,
+        "markers": markers,
+        "surveys": list(surveys.values()),
+        "reloads": [m for m in markers if m["kind"] == "reload"],
+    }
+
+
+def survey_answers(run: Run, name: str, *, offset: int, limit: int) -> dict[str, Any]:
+    answers = run.events(type="survey_answer")
+    rows = [r for r in answers.to_pylist() if r.get("name") == name]
+    page = rows[offset : offset + limit]
+    return {
+        "name": name,
+        "total": len(rows),
+        "offset": offset,
+        "answers": [{k: r.get(k) for k in ("tick", "agent_id", "answer")} for r in page],
+    }
+
+
+def world(
+    run: Run, layouts: Mapping[str, ViewLayout], *, limit: int = WORLD_AGENTS
+) -> dict[str, Any]:
+    """The drawn modules: places, the first ``limit`` agents with their place index at the
+    start and every later move (flat ``[tick, agent, place]``, place -1 in transit); the
+    follow edges among those agents (as set up); the opinion histogram per tick.
+    ``layouts`` is ``env_layouts(run)``, which does not change while the run goes on."""
+    place_ids: list[str] = []
+    places: list[dict[str, Any]] = []
+    start: dict[str, str] = {}
+    arrive: dict[str, str] = {}
+    edges: list[tuple[str, str]] = []
+    for name, lay in layouts.items():
+        for pid, (x, y) in lay.places.items():
+            place_ids.append(pid)
+            places.append({"id": pid, "x": x, "y": y, "category": lay.categories.get(pid, name)})
+        start.update(lay.start)
+        arrive.update(lay.arrive)
+        edges.extend(lay.edges)
+    agents = sorted(start)[:limit] if start else sorted(run.agents)[:limit]
+    a_index = {a: i for i, a in enumerate(agents)}
+    p_index = {p: i for i, p in enumerate(place_ids)}
+    moves: list[int] = []
+    for lay in layouts.values():
+        if not (lay.arrive or lay.leave):
+            continue
+        for tick, agent, place in place_moves(run, lay):
+            i = a_index.get(agent)
+            if i is not None:
+                moves.extend((tick, i, p_index.get(place, -1) if place is not None else -1))
+    drawn_edges = [[a_index[a], a_index[b]] for a, b in edges if a in a_index and b in a_index][
+        : 4 * limit
+    ]
+    opinions = [
+        {"tick": r["tick"], "histogram": r.get("histogram"), "mean": r.get("mean")}
+        for r in run.events(type="social_opinions").to_pylist()
+    ]
+    return {
+        "modules": sorted(layouts),
+        "places": places,
+        "agents": agents,
+        "agents_total": len(run.agents),
+        "start": [p_index.get(start.get(a, ""), -1) for a in agents],
+        "moves": moves,
+        "edges": drawn_edges,
+        "opinions": opinions,
+    }

@@ -1,0 +1,82 @@
+"""The folder ``agentsim view`` serves: its runs, found by name only, and a small cache.
+
+A run is addressed by the name of its folder, looked up among the folders of the workspace;
+nothing built from a request is ever joined onto a path, so ``../``, absolute paths and
+encoded variants find no run. A run folder or agent folder that is a symlink leading out of
+the workspace is not served.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from agentsim.errors import ConfigError, RunError
+from agentsim.inspect import Run, open_run
+from agentsim.inspect.agentview import AgentRecord
+
+__all__ = ["Workspace"]
+
+_T = TypeVar("_T")
+_CACHE_SIZE = 64
+
+
+class Workspace:
+    """A workspace folder (its sub-folders with a ``manifest.json`` are runs), or one run."""
+
+    def __init__(self, path: Path) -> None:
+        root = Path(path).resolve()
+        if not root.is_dir():
+            raise ConfigError(
+                "WORKSPACE_OR_RUN",
+                f"{path} is not a folder",
+                "give the workspace folder (e.g. workspace) or one run folder in it",
+            )
+        self.single = (root / "manifest.json").is_file()
+        self.root = root.parent if self.single else root
+        self._only = root.name if self.single else None
+        self._cache: dict[Hashable, Any] = {}
+
+    def _inside(self, path: Path) -> bool:
+        return path.resolve().is_relative_to(self.root)
+
+    def run_ids(self) -> list[str]:
+        """The runs served, newest folder name last (names carry their start time)."""
+        if self._only is not None:
+            return [self._only]
+        return sorted(
+            p.name
+            for p in self.root.iterdir()
+            if not p.name.startswith(".")
+            and p.is_dir()
+            and (p / "manifest.json").is_file()
+            and self._inside(p)
+        )
+
+    def run(self, run_id: str) -> Run:
+        known = self.run_ids()
+        if run_id not in known:
+            raise RunError(
+                f"no run {run_id!r} in workspace {self.root} (runs: {', '.join(known) or 'none'});"
+                " pick one from the Runs page"
+            )
+        return open_run(self.root / run_id)
+
+    def agent(self, run: Run, agent_id: str) -> AgentRecord:
+        record = run.agent(agent_id)
+        if not self._inside(record.root):
+            raise RunError(
+                f"agent {agent_id!r} of {run.path.name} leads outside the workspace; "
+                "it is not served"
+            )
+        return record
+
+    def cached(self, key: Hashable, build: Callable[[], _T]) -> _T:
+        """``build()`` once per key: keys carry the run's ticks done and status, so a run
+        that moves on gets fresh values and a finished one is read once."""
+        if key not in self._cache:
+            if len(self._cache) >= _CACHE_SIZE:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[key] = build()
+        return self._cache[key]  # type: ignore[no-any-return]

@@ -1,0 +1,197 @@
+"""The viewer's web app: JSON endpoints under ``/api`` and the static pages.
+
+Read-only: every endpoint reads through ``agentsim.inspect``; the interview works on a
+scratch copy (``agentsim.inspect.interview``), so nothing is written into a run folder.
+Errors come back as ``{"error": message}`` with 404 (no such run, agent or tick) or 400.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from agentsim.errors import AgentsimError, ConfigError, RunError
+from agentsim.inspect import Run
+from agentsim.inspect._query import agent_steps, env_layouts, find_agents
+from agentsim.view import _api
+from agentsim.view._workspace import Workspace
+
+__all__ = ["STATIC_DIR", "create_app"]
+
+STATIC_DIR = Path(__file__).parent / "static"
+_PAGE = 50
+_STEPS_SPAN = 20  # ticks of an agent's timeline loaded at once
+
+
+def _int(request: Request, name: str, default: int, *, lo: int = 0, hi: int = 10**9) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = lo - 1
+    if not lo <= value <= hi:
+        raise ConfigError(name, f"{raw!r} is not a whole number in {lo}..{hi}", f"pass {name}=N")
+    return value
+
+
+def create_app(path: Path) -> Starlette:
+    """The app serving the workspace (or single run) at ``path``."""
+    ws = Workspace(path)
+    # Loaded now rather than by the first page that reads events, which would wait for it.
+    import pyarrow.compute
+    import pyarrow.dataset
+    import pyarrow.parquet  # noqa: F401
+
+    interview_lock = asyncio.Lock()
+
+    def guarded(
+        fn: Callable[[Request], Awaitable[Any]],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def handle(request: Request) -> Response:
+            try:
+                return JSONResponse(await fn(request))
+            except ConfigError as exc:
+                return JSONResponse({"error": str(exc)}, status_code=400)
+            except RunError as exc:
+                return JSONResponse({"error": str(exc)}, status_code=404)
+            except AgentsimError as exc:
+                return JSONResponse({"error": str(exc)}, status_code=500)
+
+        return handle
+
+    def endpoint(fn: Callable[[Request], Any]) -> Callable[[Request], Awaitable[Response]]:
+        """``fn`` reads files: it runs in a worker thread, so that a slow page does not
+        hold the others."""
+
+        async def in_thread(request: Request) -> Any:
+            return await run_in_threadpool(fn, request)
+
+        return guarded(in_thread)
+
+    def run_of(request: Request) -> Run:
+        return ws.run(request.path_params["run"])
+
+    def keyed(run: Run, what: str) -> tuple[str, str, int, str]:
+        p = _api.progress(run)
+        return (what, run.path.name, p["ticks_done"], p["status"])
+
+    def row(run: Run) -> dict[str, Any]:
+        # Validating the config takes a while: once per run, not once per tick.
+        key = ("total", run.path.name, run.manifest().get("started"))
+        total = ws.cached(key, lambda: _api.total_ticks(run))
+        return ws.cached(keyed(run, "row"), lambda: _api.run_row(run, total))
+
+    def runs(request: Request) -> Any:
+        rows = [row(ws.run(rid)) for rid in ws.run_ids()]
+        return {"workspace": str(ws.root), "runs": rows}
+
+    def status(request: Request) -> Any:
+        return _api.progress(run_of(request))
+
+    def run_page(request: Request) -> Any:
+        run = run_of(request)
+        summary = ws.cached(keyed(run, "summary"), lambda: _api.run_summary(run))
+        return {**row(run), "metrics": run.metrics(), **summary}
+
+    def surveys(request: Request) -> Any:
+        run = run_of(request)
+        name = request.path_params["name"]
+        off, lim = _int(request, "offset", 0), _int(request, "limit", _PAGE, lo=1, hi=500)
+        return _api.survey_answers(run, name, offset=off, limit=lim)
+
+    def agents(request: Request) -> Any:
+        run = run_of(request)
+        page = find_agents(
+            run,
+            search=request.query_params.get("search", ""),
+            offset=_int(request, "offset", 0),
+            limit=_int(request, "limit", _PAGE, lo=1, hi=500),
+        )
+        return {"total": page.total, "agents": list(page.agent_ids)}
+
+    def agent(request: Request) -> Any:
+        run = run_of(request)
+        record = ws.agent(run, request.path_params["agent"])
+        return {
+            "agent_id": record.agent_id,
+            "run": _api.progress(run),
+            "profile": record.profile(),
+            "skills": record.skills(),
+        }
+
+    def steps(request: Request) -> Any:
+        run = run_of(request)
+        record = ws.agent(run, request.path_params["agent"])
+        start = _int(request, "start", 0)
+        end = _int(request, "end", start + _STEPS_SPAN - 1, lo=start)
+        return agent_steps(record, start=start, end=end)
+
+    def prompt(request: Request) -> Any:
+        run = run_of(request)
+        record = ws.agent(run, request.path_params["agent"])
+        return record.prompt_at(_int(request, "tick", 0)).to_dict()
+
+    async def ask(request: Request) -> Any:
+        from agentsim.inspect.interview import interview
+
+        run = run_of(request)
+        record = ws.agent(run, request.path_params["agent"])
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        question = body.get("question") if isinstance(body, dict) else None
+        if not isinstance(question, str):
+            raise ConfigError(
+                "question", "the request has no question", 'send {"question": "..."} as JSON'
+            )
+        async with interview_lock:  # one at a time: each rebuilds an agent and its model
+            result = await interview(run, record.agent_id, question)
+        return result.to_dict()
+
+    def world(request: Request) -> Any:
+        run = run_of(request)
+        limit = _int(request, "limit", _api.WORLD_AGENTS, lo=1, hi=_api.WORLD_AGENTS)
+        # The layouts hold every agent's profile: built once per run, not once per tick.
+        key = ("layouts", run.path.name, run.manifest().get("started"))
+        layouts = ws.cached(key, lambda: env_layouts(run))
+        data = ws.cached(
+            (*keyed(run, "world"), limit), lambda: _api.world(run, layouts, limit=limit)
+        )
+        return {**data, "run": _api.progress(run)}
+
+    async def index(request: Request) -> Response:
+        return FileResponse(STATIC_DIR / "index.html")
+
+    def not_found(request: Request) -> Any:
+        raise RunError(
+            f"{request.url.path} is not served; the viewer serves its pages and /api/runs/..."
+        )
+
+    routes = [
+        Route("/", index),
+        Route("/api/runs", endpoint(runs)),
+        Route("/api/runs/{run}", endpoint(run_page)),
+        Route("/api/runs/{run}/status", endpoint(status)),
+        Route("/api/runs/{run}/surveys/{name}", endpoint(surveys)),
+        Route("/api/runs/{run}/world", endpoint(world)),
+        Route("/api/runs/{run}/agents", endpoint(agents)),
+        Route("/api/runs/{run}/agents/{agent}", endpoint(agent)),
+        Route("/api/runs/{run}/agents/{agent}/steps", endpoint(steps)),
+        Route("/api/runs/{run}/agents/{agent}/prompt", endpoint(prompt)),
+        Route("/api/runs/{run}/agents/{agent}/interview", guarded(ask), methods=["POST"]),
+        Route("/api/{rest:path}", endpoint(not_found)),
+        Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
+    ]
+    return Starlette(routes=routes)

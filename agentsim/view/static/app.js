@@ -1,0 +1,422 @@
+// The viewer's pages: Runs, Run, World and Agent, routed by the URL's #fragment.
+// Every page reads the JSON endpoints under /api and follows a running run by polling.
+"use strict";
+
+const page = document.getElementById("page");
+const POLL_MS = 1000;
+let current = null; // {poll: async fn called every POLL_MS while the page is shown}
+let timer = null;
+
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") el.className = v;
+    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (v !== null && v !== undefined) el.setAttribute(k, v);
+  }
+  for (const c of children.flat()) if (c !== null && c !== undefined)
+    el.append(c instanceof Node ? c : String(c));
+  return el;
+}
+
+async function api(path, options) {
+  const r = await fetch(path, options);
+  const data = await r.json().catch(() => ({ error: `${path}: HTTP ${r.status}` }));
+  if (!r.ok) throw new Error(data.error || `${path}: HTTP ${r.status}`);
+  return data;
+}
+
+const enc = encodeURIComponent;
+const runUrl = (run) => `/api/runs/${enc(run)}`;
+
+function crumbs(...links) {
+  document.getElementById("crumbs").replaceChildren(
+    h("a", { href: "#/" }, "Runs"), ...links.map(([href, text]) => h("a", { href }, text)));
+}
+
+function showError(err) {
+  page.replaceChildren(h("p", { class: "error", id: "error" }, String(err.message || err)));
+}
+
+function statusCell(row) {
+  return h("span", { class: `status ${row.state}` }, row.state);
+}
+
+function tickText(row) {
+  return row.total_ticks ? `${row.ticks_done} / ${row.total_ticks}` : String(row.ticks_done);
+}
+
+function progressBar(row) {
+  const pct = row.total_ticks ? Math.min(100, (100 * row.ticks_done) / row.total_ticks) : 0;
+  const span = h("span"); span.style.width = pct.toFixed(1) + "%";
+  return h("div", { class: "bar", title: pct.toFixed(0) + "%" }, span);
+}
+
+function setLive(state) {
+  document.getElementById("live").textContent =
+    state === "running" ? "● live: following the run" : "";
+}
+
+// -- Runs ---------------------------------------------------------------------------------
+async function runsPage() {
+  crumbs();
+  const body = h("tbody");
+  page.replaceChildren(h("h1", {}, "Runs"), h("p", { class: "muted", id: "workspace" }),
+    h("div", { class: "card" }, h("table", { id: "runs" }, h("thead", {}, h("tr", {},
+      ["run", "status", "ticks", "progress", "agents", "errors", "degraded", "started"].map(
+        (t) => h("th", { class: ["ticks", "agents", "errors", "degraded"].includes(t) ? "num" : "" }, t)))),
+      body)));
+  async function refresh() {
+    const data = await api("/api/runs");
+    document.getElementById("workspace").textContent = `workspace ${data.workspace}`;
+    body.replaceChildren(...data.runs.map((r) => h("tr", { "data-run": r.id },
+      h("td", {}, h("a", { href: `#/run/${enc(r.id)}` }, r.id)), h("td", {}, statusCell(r)),
+      h("td", { class: "num ticks" }, tickText(r)), h("td", {}, progressBar(r)),
+      h("td", { class: "num" }, r.agents), h("td", { class: "num" }, r.errors),
+      h("td", { class: "num" }, r.degraded), h("td", { class: "muted" }, r.started || ""))));
+    if (!data.runs.length) body.append(h("tr", {}, h("td", { colspan: 8 }, "No runs in this workspace.")));
+    setLive(data.runs.some((r) => r.state === "running") ? "running" : "");
+  }
+  await refresh();
+  return { poll: refresh };
+}
+
+// -- Run ----------------------------------------------------------------------------------
+async function runPage(run) {
+  crumbs([`#/run/${enc(run)}`, run], [`#/world/${enc(run)}`, "World"]);
+  let data = await api(runUrl(run));
+  const counter = h("span", { id: "tick-counter" });
+  const grid = h("div", { class: "grid" });
+  const markers = h("ul", { class: "plain", id: "markers" });
+  const surveys = h("div", { id: "surveys" });
+  const agents = agentPicker(run);
+  page.replaceChildren(
+    h("h1", { id: "run-title" }, run, " ", h("span", { id: "run-status" })),
+    h("p", {}, counter, " · ", h("a", { href: `#/world/${enc(run)}` }, "World view →")),
+    grid,
+    h("div", { class: "grid", style: "margin-top:14px" },
+      h("div", { class: "card" }, h("h2", {}, "Interventions, surveys and hot reloads"), markers),
+      h("div", { class: "card" }, h("h2", {}, "Survey answers"), surveys)),
+    h("div", { class: "card", style: "margin-top:14px" }, h("h2", {}, "Agents"), agents));
+
+  function chart(title, id, series) {
+    const canvas = h("canvas", { id, class: "chart" }), legend = h("div", { class: "legend" });
+    grid.append(h("div", { class: "card" }, h("h2", {}, title), canvas, legend));
+    return () => series(canvas, legend);
+  }
+  const S = (keys) => keys.map((k) => ({ label: data.labels[k], values: data.series[k] }));
+  const draws = [
+    chart("Agent-steps and model calls per tick", "chart-steps", (c, l) =>
+      window.charts.lineChart(c, l, S(["steps", "model_calls", "skipped"]), data.markers)),
+    chart("Tokens per tick", "chart-tokens", (c, l) =>
+      window.charts.lineChart(c, l, S(["prompt_tokens", "completion_tokens"]), data.markers)),
+    chart("Degraded steps, errors, script and hook failures", "chart-failures", (c, l) =>
+      window.charts.lineChart(c, l, S(["degraded", "errors", "script_failures", "hook_failures"]), data.markers)),
+    chart("Skills activated per tick", "chart-skills", (c) =>
+      window.charts.heatMap(c, Object.entries(data.skills).map(([label, values]) => ({ label, values })))),
+  ];
+
+  function render() {
+    document.getElementById("run-status").replaceChildren(statusCell(data));
+    counter.textContent = `tick ${tickText(data)} · ${data.agents} agents · ${data.errors} errors`;
+    counter.dataset.ticks = String(data.ticks_done);
+    setLive(data.state);
+    draws.forEach((d) => d());
+    markers.replaceChildren(...data.markers.map((m) => h("li", { class: `marker-${m.kind}` },
+      `tick ${m.tick} · ${m.kind}: ${m.label}`)));
+    if (!data.markers.length) markers.append(h("li", { class: "muted" }, "None."));
+    surveys.replaceChildren(...data.surveys.map((s) => surveyBox(run, s)));
+    if (!data.surveys.length) surveys.append(h("p", { class: "muted" }, "No survey answers."));
+  }
+  render();
+  return {
+    poll: async () => {
+      const p = await api(`${runUrl(run)}/status`);
+      if (p.ticks_done !== data.ticks_done || p.state !== data.state) {
+        data = await api(runUrl(run));
+        render();
+      }
+    },
+  };
+}
+
+function surveyBox(run, survey) {
+  const list = h("ul", { class: "plain" });
+  const box = h("div", { class: "survey", "data-survey": survey.name },
+    h("p", {}, h("b", {}, survey.name), ` (tick ${survey.tick}, ${survey.answers} answers): `,
+      h("i", {}, survey.question || "")), list);
+  let offset = 0;
+  const more = h("button", { onclick: () => load() }, "more");
+  async function load() {
+    const d = await api(`${runUrl(run)}/surveys/${enc(survey.name)}?offset=${offset}&limit=10`);
+    list.append(...d.answers.map((a) => h("li", {},
+      h("a", { href: `#/agent/${enc(run)}/${enc(a.agent_id)}` }, a.agent_id), ": ", a.answer)));
+    offset += d.answers.length;
+    if (offset >= d.total) more.remove(); else box.append(more);
+  }
+  load().catch(showError);
+  return box;
+}
+
+function agentPicker(run) {
+  const input = h("input", { type: "search", id: "agent-search", placeholder: "search agent ids" });
+  const list = h("ul", { class: "plain", id: "agent-list" });
+  const info = h("span", { class: "muted", id: "agent-count" });
+  let offset = 0;
+  const limit = 25;
+  const prev = h("button", { onclick: () => { offset = Math.max(0, offset - limit); load(); } }, "← prev");
+  const next = h("button", { onclick: () => { offset += limit; load(); } }, "next →");
+  async function load() {
+    const d = await api(`${runUrl(run)}/agents?search=${enc(input.value)}&offset=${offset}&limit=${limit}`);
+    list.replaceChildren(...d.agents.map((a) => h("li", {},
+      h("a", { href: `#/agent/${enc(run)}/${enc(a)}`, "data-agent": a }, a))));
+    info.textContent = d.total ? `${offset + 1}-${offset + d.agents.length} of ${d.total}` : "no match";
+    prev.disabled = offset === 0;
+    next.disabled = offset + d.agents.length >= d.total;
+  }
+  let pending = null;
+  input.addEventListener("input", () => {
+    clearTimeout(pending);
+    pending = setTimeout(() => { offset = 0; load().catch(showError); }, 200);
+  });
+  load().catch(showError);
+  return h("div", {}, h("div", { class: "toolbar" }, input, prev, next, info), list);
+}
+
+// -- World --------------------------------------------------------------------------------
+async function worldPage(run) {
+  crumbs([`#/run/${enc(run)}`, run], [`#/world/${enc(run)}`, "World"]);
+  let data = await api(`${runUrl(run)}/world`);
+  const canvas = h("canvas", { id: "world" });
+  const slider = h("input", { type: "range", id: "tick-slider", min: 0, step: 1 });
+  const label = h("span", { id: "tick-label" });
+  const counter = h("span", { id: "tick-counter" });
+  const play = h("button", { id: "play" }, "▶ play");
+  const occ = h("tbody");
+  const graph = h("canvas", { id: "graph" }), opinions = h("canvas", { id: "opinions" });
+  const graphInfo = h("p", { class: "muted" });
+  page.replaceChildren(
+    h("h1", {}, `World of ${run}`),
+    h("p", {}, counter, " · ", h("span", { class: "muted", id: "world-agents" })),
+    h("div", { class: "card" }, h("div", { class: "toolbar" }, play, slider, label), canvas),
+    h("div", { class: "grid", style: "margin-top:14px" },
+      h("div", { class: "card" }, h("h2", {}, "Occupancy at this tick"),
+        h("table", { id: "occupancy" }, h("thead", {}, h("tr", {}, h("th", {}, "place"),
+          h("th", {}, "category"), h("th", { class: "num" }, "agents"))), occ)),
+      h("div", { class: "card" }, h("h2", {}, "Follow graph"), graph, graphInfo),
+      h("div", { class: "card" }, h("h2", {}, "Opinion distribution over ticks (mean in orange)"), opinions)));
+  const map = new window.world.WorldMap(canvas, data);
+
+  function lastTick() { return Math.max(0, data.run.ticks_done - 1); }
+  function show(t) {
+    const { counts, transit } = map.setTick(t);
+    label.textContent = `tick ${t}`;
+    const rows = data.places.map((p, i) => [p, counts[i]]).filter(([, c]) => c > 0)
+      .sort((a, b) => b[1] - a[1]).slice(0, 15);
+    occ.replaceChildren(...rows.map(([p, c]) => h("tr", { "data-place": p.id },
+      h("td", {}, p.id), h("td", {}, p.category), h("td", { class: "num" }, c))));
+    if (transit) occ.append(h("tr", {}, h("td", {}, "in transit"), h("td"), h("td", { class: "num" }, transit)));
+  }
+  function renderStatic() {
+    counter.textContent = `tick ${data.run.ticks_done} done · ${data.run.state}`;
+    counter.dataset.ticks = String(data.run.ticks_done);
+    setLive(data.run.state);
+    document.getElementById("world-agents").textContent = data.agents.length < data.agents_total
+      ? `drawing the first ${data.agents.length} of ${data.agents_total} agents` : `${data.agents.length} agents`;
+    const follow = slider.value === slider.max;
+    slider.max = String(lastTick());
+    if (follow) slider.value = slider.max;
+    const g = window.world.drawGraph(graph, data.agents, data.edges);
+    graphInfo.textContent = data.edges.length
+      ? `who follows whom: ${g.nodes} agents reached from ${data.agents[0]} (${g.edges} links), ` +
+        `coloured by group (${Object.keys(g.groups).join(", ")})`
+      : "No module of this run has a follow graph.";
+    window.world.drawOpinions(opinions, data.opinions);
+  }
+  renderStatic();
+  slider.value = "0";
+  show(0);
+  slider.addEventListener("input", () => show(Number(slider.value)));
+  let playing = null;
+  play.addEventListener("click", () => {
+    if (playing) { clearInterval(playing); playing = null; play.textContent = "▶ play"; return; }
+    play.textContent = "❚❚ pause";
+    playing = setInterval(() => {
+      const t = Number(slider.value) >= lastTick() ? 0 : Number(slider.value) + 1;
+      slider.value = String(t); show(t);
+    }, 400);
+  });
+  return {
+    poll: async () => {
+      const p = await api(`${runUrl(run)}/status`);
+      if (p.ticks_done !== data.run.ticks_done || p.state !== data.run.state) {
+        const t = Number(slider.value), atEnd = t >= lastTick();
+        data = await api(`${runUrl(run)}/world`);
+        map.load(data);
+        renderStatic();
+        const shown = atEnd ? lastTick() : t;
+        slider.value = String(shown);
+        show(shown);
+      }
+    },
+    leave: () => playing && clearInterval(playing),
+  };
+}
+
+// -- Agent --------------------------------------------------------------------------------
+const SPAN = 20;
+
+async function agentPage(run, agent) {
+  crumbs([`#/run/${enc(run)}`, run], [`#/agent/${enc(run)}/${enc(agent)}`, agent]);
+  const base = `${runUrl(run)}/agents/${enc(agent)}`;
+  let info = await api(base);
+  let hist = await api(`${base}/steps?start=0&end=0`);
+  let end = hist.ticks.length ? hist.ticks[hist.ticks.length - 1] : 0;
+  const profile = h("table", { class: "kv", id: "profile" });
+  const skillsCanvas = h("canvas", { id: "skills-over-time" });
+  const active = h("div", { class: "chips", id: "skills-active" });
+  const timeline = h("div", { id: "timeline" });
+  const range = h("span", { class: "muted", id: "timeline-range" });
+  const prompt = h("div", { id: "prompt" }, h("p", { class: "muted" }, "Choose “prompt” on a step."));
+  const counter = h("span", { id: "tick-counter" });
+  const earlier = h("button", { onclick: () => { end = Math.max(0, end - SPAN); loadSteps(); } }, "← earlier");
+  const later = h("button", { onclick: () => { end += SPAN; loadSteps(); } }, "later →");
+  page.replaceChildren(
+    h("h1", {}, agent), h("p", {}, counter),
+    h("div", { class: "grid" },
+      h("div", { class: "card" }, h("h2", {}, "Profile"), profile),
+      h("div", { class: "card" }, h("h2", {}, "Skills over time"), active, skillsCanvas),
+      interviewBox(base)),
+    h("div", { class: "grid", style: "margin-top:14px" },
+      h("div", { class: "card" }, h("h2", {}, "Timeline"),
+        h("div", { class: "toolbar" }, earlier, later, range), timeline),
+      h("div", { class: "card" }, h("h2", {}, "Prompt"), prompt)));
+
+  profile.replaceChildren(...Object.entries(info.profile).map(([k, v]) =>
+    h("tr", {}, h("td", {}, k), h("td", {}, typeof v === "object" ? JSON.stringify(v) : String(v)))));
+
+  function renderSkills() {
+    active.replaceChildren(...(info.skills.active || []).map((s) => h("span", {}, s)));
+    const n = Math.max(1, info.run.ticks_done, ...hist.ticks.map((t) => t + 1));
+    const names = [...new Set(hist.skills_over_time.flatMap((c) => c.active))];
+    const rows = names.map((s) => {
+      const values = new Array(n).fill(0);
+      hist.skills_over_time.forEach((c, i) => {
+        const until = i + 1 < hist.skills_over_time.length ? hist.skills_over_time[i + 1].tick : n;
+        if (c.active.includes(s)) for (let t = c.tick; t < until && t < n; t++) values[t] = 1;
+      });
+      return { label: s, values };
+    });
+    window.charts.heatMap(skillsCanvas, rows);
+  }
+
+  async function loadSteps() {
+    const start = Math.max(0, end - SPAN + 1);
+    hist = await api(`${base}/steps?start=${start}&end=${end}`);
+    range.textContent = `ticks ${start}-${end} of ${hist.steps_total} steps`;
+    earlier.disabled = start === 0;
+    later.disabled = !hist.ticks.length || end >= hist.ticks[hist.ticks.length - 1];
+    timeline.replaceChildren(...hist.steps.slice().reverse().map((s) => stepCard(s, showPrompt)));
+    if (!hist.steps.length) timeline.append(h("p", { class: "muted" }, "No steps in these ticks."));
+    counter.textContent = `tick ${info.run.ticks_done} done · ${info.run.state} · ${hist.steps_total} steps`;
+    counter.dataset.ticks = String(info.run.ticks_done);
+    setLive(info.run.state);
+    renderSkills();
+  }
+
+  async function showPrompt(tick) {
+    try {
+      const p = await api(`${base}/prompt?tick=${tick}`);
+      prompt.replaceChildren(h("p", {}, `tick ${p.tick} · ${p.time} · system ${p.system_sha}`),
+        h("div", { class: "label" }, "system prompt"), h("pre", { id: "prompt-system" }, p.system),
+        h("div", { class: "label" }, "user message"), h("pre", { id: "prompt-user" }, p.user));
+    } catch (err) {
+      prompt.replaceChildren(h("p", { class: "error" }, err.message));
+    }
+  }
+
+  await loadSteps();
+  return {
+    poll: async () => {
+      const p = await api(`${runUrl(run)}/status`);
+      if (p.ticks_done !== info.run.ticks_done || p.state !== info.run.state) {
+        const following = !hist.ticks.length || end >= hist.ticks[hist.ticks.length - 1];
+        info = await api(base);
+        if (following) end = Math.max(end, p.ticks_done - 1);
+        await loadSteps();
+      }
+    },
+  };
+}
+
+function stepCard(s, showPrompt) {
+  const label = (t) => h("div", { class: "label" }, t);
+  return h("div", { class: "step" + (s.skipped ? " skipped" : ""), "data-tick": s.tick },
+    h("h3", {}, `tick ${s.tick} · ${s.time.replace("T", " ")} · `,
+      h("span", { class: "action" }, s.action || "(no action)"), " ",
+      s.system_sha ? h("button", { class: "show-prompt", onclick: () => showPrompt(s.tick) }, "prompt") : null),
+    s.observation ? [label("observation"), h("pre", { class: "observation" }, s.observation)] : null,
+    s.skill_hooks ? [label("skill hooks"), h("pre", { class: "skill-hooks" }, s.skill_hooks)] : null,
+    s.calls.length ? [label(`tool calls (${s.calls.length})`), ...s.calls.map((c) =>
+      h("details", { class: "call" }, h("summary", {}, `${c.tool} ${c.args || ""}`.slice(0, 160)),
+        h("pre", {}, `args: ${c.args}\n\nresult: ${c.result}`)))] : null,
+    s.memory.length ? [label("memory"), h("ul", { class: "plain memory" },
+      s.memory.map((m) => h("li", {}, `${m.kind}: ${m.text}`)))] : null,
+    h("div", { class: "muted" }, `${s.model_calls} model calls · ${s.usage.prompt_tokens || 0}+` +
+      `${s.usage.completion_tokens || 0} tokens · ${s.elapsed_ms} ms` + (s.limitation ? ` · ${s.limitation}` : "")));
+}
+
+function interviewBox(base) {
+  const q = h("textarea", { id: "interview-question", rows: 3, style: "width:100%" });
+  q.value = "How is your day going?";
+  const out = h("div", { id: "interview-answer" });
+  const ask = h("button", { id: "interview-ask" }, "Ask");
+  ask.addEventListener("click", async () => {
+    ask.disabled = true;
+    out.replaceChildren(h("p", { class: "muted" }, "Asking… (on a scratch copy; nothing in the run changes)"));
+    try {
+      const r = await api(`${base}/interview`, { method: "POST",
+        headers: { "Content-Type": "application/json" }, body: JSON.stringify({ question: q.value }) });
+      out.replaceChildren(h("pre", { class: "answer" }, r.answer || "(no answer)"),
+        h("p", { class: "muted" }, `at tick ${r.tick} · environment ${r.environment} · model ${r.model}`),
+        ...r.problems.map((p) => h("p", { class: "error" }, p)));
+    } catch (err) {
+      out.replaceChildren(h("p", { class: "error" }, err.message));
+    }
+    ask.disabled = false;
+  });
+  return h("div", { class: "card" }, h("h2", {}, "Interview"),
+    h("p", { class: "muted" }, "Ask this agent a question in read-only mode."), q,
+    h("div", { class: "toolbar" }, ask), out);
+}
+
+// -- Router -------------------------------------------------------------------------------
+async function route() {
+  if (current && current.leave) current.leave();
+  current = null;
+  clearInterval(timer);
+  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  try {
+    if (parts[0] === "run" && parts[1]) current = await runPage(parts[1]);
+    else if (parts[0] === "world" && parts[1]) current = await worldPage(parts[1]);
+    else if (parts[0] === "agent" && parts[1] && parts[2]) current = await agentPage(parts[1], parts[2]);
+    else current = await runsPage();
+  } catch (err) {
+    showError(err);
+    return;
+  }
+  document.body.dataset.page = parts[0] || "runs";
+  // When the page's first render ended, in ms since navigation (read by bench/view.py).
+  document.body.dataset.renderedMs = performance.now().toFixed(1);
+  let busy = false;
+  const mine = current;
+  timer = setInterval(async () => {
+    if (busy || current !== mine || !mine.poll) return;
+    busy = true;
+    try { await mine.poll(); } catch (err) { /* a missed poll is retried next time */ }
+    busy = false;
+  }, POLL_MS);
+}
+
+window.addEventListener("hashchange", route);
+route();
