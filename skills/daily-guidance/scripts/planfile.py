@@ -106,7 +106,7 @@ def json_arg(argv: list[str], command: str, shape: str) -> Any:
 
 
 def story_path(ctx: Ctx, day: date) -> Path:
-    return ctx.workspace_root / "state" / "daily_guidance" / day.isoformat() / "story.yaml"
+    return ctx.workspace_root.joinpath("state", "daily_guidance", day.isoformat(), "story.yaml")
 
 
 # Hooks read the story at every step of every agent, and parsing YAML (~200 us even with
