@@ -46,6 +46,7 @@ class _Job(Generic[T]):
         "loop",
         "running",
         "started_at",
+        "timer",
         "written_off",
     )
 
@@ -60,6 +61,7 @@ class _Job(Generic[T]):
         self.loop = loop
         self.done: asyncio.Future[T] = loop.create_future()
         self.started_at: float | None = None  # time.monotonic() when a worker took it
+        self.timer: asyncio.TimerHandle | None = None  # checks the limit (see _check)
         # Guarded by the pool's lock.
         self.running = False
         self.finished = False
@@ -160,23 +162,30 @@ _pool = _Pool(MAX_WORKERS)
 async def run_in_thread(call: Callable[[], T], *, limit: float) -> T:
     """``call()`` on a worker thread, in a copy of the caller's context. Its exceptions are
     re-raised here; ``TimeoutError`` when it runs longer than ``limit`` seconds."""
-    job: _Job[T] = _Job(call, contextvars.copy_context(), asyncio.get_running_loop())
+    loop = asyncio.get_running_loop()
+    job: _Job[T] = _Job(call, contextvars.copy_context(), loop)
     _pool.submit(job)
-    wait = None if math.isinf(limit) else limit
+    if not math.isinf(limit):
+        job.timer = loop.call_later(limit, _check, job, limit)
     try:
-        while True:
-            # asyncio.wait leaves the job's future alone when it times out: a timeout here
-            # only means "look again".
-            done, _ = await asyncio.wait((job.done,), timeout=wait)
-            if done:
-                return job.done.result()
-            started = job.started_at
-            if started is not None:
-                wait = started + limit - time.monotonic()
-                if wait <= 0:
-                    raise TimeoutError
-            # else: still queued behind busy workers, which is not the script's time
-    except BaseException:  # timeout, or our caller was cancelled
-        if not job.done.done():
-            _pool.abandon(job)
+        return await job.done
+    except asyncio.CancelledError:  # our caller was cancelled, and so is the call
+        _pool.abandon(job)
         raise
+    finally:
+        if job.timer is not None:
+            job.timer.cancel()
+
+
+def _check(job: _Job[Any], limit: float) -> None:
+    """On the caller's loop, once the call could have run ``limit`` seconds: fail it if it
+    has, else look again when it will have (time waiting for a worker is not the script's)."""
+    if job.done.done():
+        return
+    started = job.started_at
+    left = limit if started is None else started + limit - time.monotonic()
+    if left > 0:
+        job.timer = job.loop.call_later(left, _check, job, limit)
+        return
+    _pool.abandon(job)
+    job.done.set_exception(TimeoutError())
