@@ -36,6 +36,11 @@ __all__ = ["AgentHost", "HostSpec", "SkillSources", "TickInput", "TickResult", "
 
 # Agent steps started per turn of the event loop at the start of a tick (see _step_all).
 START_BATCH = 32
+# Agent steps a host runs at once: several times the model calls it may have in flight, so
+# the model stays busy, but not every agent at once, since each step in flight holds its
+# prompt and script calls (about 15 KB) until it ends.
+_STEPS_PER_MODEL_SLOT = 4
+_MIN_STEPS_IN_FLIGHT = 256
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,6 +157,10 @@ class AgentHost:
         self._own_views: dict[str, SkillView] = {}
         # (skill, script) quarantines already reported: concurrent steps may all overrun.
         self._quarantines: set[tuple[str, str]] = set()
+        per_host = max(1, spec.model.max_concurrency // spec.hosts)
+        self._in_flight = asyncio.Semaphore(
+            max(_MIN_STEPS_IN_FLIGHT, _STEPS_PER_MODEL_SLOT * per_host)
+        )
 
     @property
     def agent_ids(self) -> list[str]:
@@ -262,20 +271,21 @@ class AgentHost:
     async def _step_one(self, agent: Agent, inp: StepInput) -> StepOutcome:
         """One agent's step; a failure or an overrun becomes that agent's error outcome, so
         that one broken step never cancels the others."""
-        limit = asyncio.timeout(self.spec.step_timeout)
-        try:
-            async with limit:
-                return await agent.step(
-                    inp,
-                    model=self.model,
-                    settings=self.spec.settings,
-                    seed=step_seed(self.spec.seed, agent.agent_id, inp.tick),
-                )
-        except Exception as exc:  # a bug in one agent's step must not stop the run
-            if limit.expired():
-                error = f"step timed out after {self.spec.step_timeout:g}s"
-            else:
-                error = f"{type(exc).__name__}: {exc}"
+        async with self._in_flight:  # the step's time starts when it gets its turn
+            limit = asyncio.timeout(self.spec.step_timeout)
+            try:
+                async with limit:
+                    return await agent.step(
+                        inp,
+                        model=self.model,
+                        settings=self.spec.settings,
+                        seed=step_seed(self.spec.seed, agent.agent_id, inp.tick),
+                    )
+            except Exception as exc:  # a bug in one agent's step must not stop the run
+                if limit.expired():
+                    error = f"step timed out after {self.spec.step_timeout:g}s"
+                else:
+                    error = f"{type(exc).__name__}: {exc}"
         return _error_outcome(agent.agent_id, inp, error)
 
     async def _step_all(

@@ -27,18 +27,41 @@ __all__ = ["MAX_WORKERS", "run_in_thread"]
 
 T = TypeVar("T")
 
-MAX_WORKERS = 32
-"""Workers running calls at once, not counting those written off after a timeout."""
+MAX_WORKERS = 8
+"""Workers running calls at once, not counting those written off after a timeout. Few: the
+calls are mostly Python code that holds the GIL, so more workers mostly take turns with each
+other and with the event loop that feeds them; a few still let file I/O overlap."""
 
 
 class _Job(Generic[T]):
-    """One call, and the two futures (of the caller's loop) that report on it."""
+    """One call, the context to run it in, and the future (of the caller's loop) that
+    reports on it."""
 
-    def __init__(self, call: Callable[[], T], loop: asyncio.AbstractEventLoop) -> None:
+    __slots__ = (
+        "abandoned",
+        "call",
+        "context",
+        "done",
+        "finished",
+        "loop",
+        "running",
+        "started_at",
+        "timer",
+        "written_off",
+    )
+
+    def __init__(
+        self,
+        call: Callable[[], T],
+        context: contextvars.Context,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
         self.call = call
+        self.context = context
         self.loop = loop
         self.done: asyncio.Future[T] = loop.create_future()
         self.started_at: float | None = None  # time.monotonic() when a worker took it
+        self.timer: asyncio.TimerHandle | None = None  # checks the limit (see _check)
         # Guarded by the pool's lock.
         self.running = False
         self.finished = False
@@ -123,7 +146,7 @@ class _Pool:
             value: Any = None
             err: BaseException | None = None
             try:
-                value = job.call()
+                value = job.context.run(job.call)
             except BaseException as exc:  # delivered to (and re-raised in) the caller
                 err = exc
             _report(job, job.done, value, err)
@@ -139,25 +162,30 @@ _pool = _Pool(MAX_WORKERS)
 async def run_in_thread(call: Callable[[], T], *, limit: float) -> T:
     """``call()`` on a worker thread, in a copy of the caller's context. Its exceptions are
     re-raised here; ``TimeoutError`` when it runs longer than ``limit`` seconds."""
-    copied = contextvars.copy_context()
-    job: _Job[T] = _Job(lambda: copied.run(call), asyncio.get_running_loop())
+    loop = asyncio.get_running_loop()
+    job: _Job[T] = _Job(call, contextvars.copy_context(), loop)
     _pool.submit(job)
-    wait = None if math.isinf(limit) else limit
+    if not math.isinf(limit):
+        job.timer = loop.call_later(limit, _check, job, limit)
     try:
-        while True:
-            try:
-                # Shielded: a timeout here only means "look again", not "cancel the job".
-                return await asyncio.wait_for(asyncio.shield(job.done), wait)
-            except TimeoutError:
-                if job.done.done():
-                    raise  # the call's own TimeoutError
-                started = job.started_at
-                if started is not None:
-                    wait = started + limit - time.monotonic()
-                    if wait <= 0:
-                        raise
-                # else: still queued behind busy workers, which is not the script's time
-    except BaseException:  # timeout, or our caller was cancelled
-        if not job.done.done():
-            _pool.abandon(job)
+        return await job.done
+    except asyncio.CancelledError:  # our caller was cancelled, and so is the call
+        _pool.abandon(job)
         raise
+    finally:
+        if job.timer is not None:
+            job.timer.cancel()
+
+
+def _check(job: _Job[Any], limit: float) -> None:
+    """On the caller's loop, once the call could have run ``limit`` seconds: fail it if it
+    has, else look again when it will have (time waiting for a worker is not the script's)."""
+    if job.done.done():
+        return
+    started = job.started_at
+    left = limit if started is None else started + limit - time.monotonic()
+    if left > 0:
+        job.timer = job.loop.call_later(left, _check, job, limit)
+        return
+    _pool.abandon(job)
+    job.done.set_exception(TimeoutError())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +22,10 @@ SECRET_ENVIRON = {
     "HF_TOKEN": "hf-token",
     "DB_PASSWORD": "pw",
 }
+
+# Tests call ``fx`` from several threads at once; without this, two threads could both see
+# the fixture missing and copy it, and one would truncate a script the other is running.
+_COPY_LOCK = threading.Lock()
 
 
 def make_ctx(root: Path, agent_id: str = "a-1", *, create: bool = True) -> SkillScriptContext:
@@ -42,8 +47,9 @@ def make_ctx(root: Path, agent_id: str = "a-1", *, create: bool = True) -> Skill
 
 def fx(root: Path, name: str) -> Path:
     """The fixture script ``name``, copied with its siblings into the test's skill folder."""
-    if not (root / name).exists():
-        shutil.copytree(FIXTURES, root, dirs_exist_ok=True)
+    with _COPY_LOCK:
+        if not (root / name).exists():
+            shutil.copytree(FIXTURES, root, dirs_exist_ok=True)
     return root / name
 
 

@@ -291,3 +291,24 @@ async def test_workers_left_behind_by_timeouts_are_replaced(tmp_path: Path) -> N
     assert time.perf_counter() - began < 0.5  # not queued behind the stuck workers
     assert result.output == "quick"
     await asyncio.sleep(1.5)  # the stuck workers end, and exit
+
+
+async def test_a_cancelled_caller_leaves_its_sync_call_behind(tmp_path: Path, stop: Path) -> None:
+    stuck = script(tmp_path, "stuck.py", f"def entrypoint(argv, ctx):\n{_indent(spin(stop))}")
+    quick = script(tmp_path, "quick.py", "def entrypoint(argv, ctx):\n    return 'quick'\n")
+    runner = ScriptRunner()
+    ctx = make_ctx(tmp_path)
+    calls = [
+        asyncio.create_task(runner.run(stuck, [], ctx, timeout=30)) for _ in range(MAX_WORKERS)
+    ]
+    await asyncio.sleep(0.2)  # every worker is now spinning
+    began = time.perf_counter()
+    for call in calls:
+        call.cancel()
+    for call in calls:
+        with pytest.raises(asyncio.CancelledError):
+            await call
+    # The spinning workers were written off and replaced: a new call does not queue.
+    result = await asyncio.wait_for(runner.run(quick, [], ctx, timeout=5), 2)
+    assert time.perf_counter() - began < 0.5
+    assert result.output == "quick"

@@ -427,13 +427,16 @@ def test_wrapper_works_from_two_event_loops_in_turn(tmp_path: Path) -> None:
 
 def test_wrapper_works_from_threads_concurrently(tmp_path: Path) -> None:
     runner = ScriptRunner()
-    outputs: dict[str, list[str]] = {}
+    # Copied before the threads start: a copy made while another thread runs the script
+    # would truncate it under that thread (the run would then print nothing).
+    script = fx(tmp_path, "plain.py")
+    outputs: dict[str, list[tuple[bool, str]]] = {}
 
     def worker(name: str) -> None:
-        async def calls() -> list[str]:
+        async def calls() -> list[tuple[bool, str]]:
             ctx = make_ctx(tmp_path, name)
-            results = [await runner.run(fx(tmp_path, "plain.py"), [name], ctx) for _ in range(20)]
-            return [r.output for r in results]
+            results = [await runner.run(script, [name], ctx) for _ in range(20)]
+            return [(r.ok, r.output) for r in results]
 
         outputs[name] = asyncio.run(calls())
 
@@ -444,7 +447,24 @@ def test_wrapper_works_from_threads_concurrently(tmp_path: Path) -> None:
         t.join(timeout=30)
     assert sorted(outputs) == ["t0", "t1", "t2", "t3"]
     for name, got in outputs.items():
-        assert got == [f"argv={name}\nagent={name}\n"] * 20
+        assert got == [(True, f"argv={name}\nagent={name}\n")] * 20
+
+
+async def test_script_rewritten_between_calls_runs_its_new_text(tmp_path: Path) -> None:
+    """What the flaky run above saw, made deterministic: a plain script emptied (as a copy
+    over it truncates it) prints nothing, and its full text runs again once restored."""
+    runner = ScriptRunner()
+    script = fx(tmp_path, "plain.py")
+    text = script.read_text()
+    ctx = make_ctx(tmp_path, "a")
+    first = await runner.run(script, ["x"], ctx)
+    script.write_text("")
+    emptied = await runner.run(script, ["x"], ctx)
+    script.write_text(text)
+    restored = await runner.run(script, ["x"], ctx)
+    assert (first.ok, first.output) == (True, "argv=x\nagent=a\n")
+    assert (emptied.ok, emptied.output) == (True, "")
+    assert (restored.ok, restored.output) == (True, "argv=x\nagent=a\n")
 
 
 async def test_busy_wrapper_lock_is_awaited_without_blocking_the_loop(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ resumed run and an uninterrupted one agree and a hook call writes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ from .common import DAY_END, category, home, hours, is_meal, minute_of, minutes
 _SOCIAL_PLACES = frozenset({"cafe", "restaurant", "park", "gym", "bar"})
 _MORNING = {"energy": 0.9, "hunger": 0.3, "social": 0.6}
 Rates = tuple[float, float, float]
+Stretch = tuple[int, int, Rates]
 
 
 def rates(activity: str, place_category: str) -> Rates:
@@ -34,24 +36,25 @@ def rates(activity: str, place_category: str) -> Rates:
     return energy, hunger, social
 
 
-def _stretches(
-    story: dict[str, Any] | None, profile: dict[str, Any]
-) -> list[tuple[int, int, Rates]]:
-    """The plan as (start, end, rates) in minutes, gaps filled with free time at home."""
+def _stretches(story: dict[str, Any] | None, profile: dict[str, Any]) -> Iterator[Stretch]:
+    """The plan as (start, end, rates) in minutes, gaps filled with free time at home.
+    Lazily: ``needs_at`` stops at the current time, usually well before the day ends."""
     free = rates("free time", "home")
-    out: list[tuple[int, int, Rates]] = []
+    categories: dict[str, str] = {}  # a plan names few places, most of them several times
     t = 0
     for seg in story["segments"] if story else ():
         start, end = minutes(seg["start"]), minutes(seg["end"])
         if start is None or end is None or end <= t:
             continue
         if start > t:
-            out.append((t, start, free))
-        out.append((max(t, start), end, rates(seg["activity"], category(seg["place"], profile))))
+            yield t, start, free
+        place = seg["place"]
+        if place not in categories:
+            categories[place] = category(place, profile)
+        yield max(t, start), end, rates(seg["activity"], categories[place])
         t = end
     if t < DAY_END:
-        out.append((t, DAY_END, rates("free time", category(home(profile), profile))))
-    return out
+        yield t, DAY_END, rates("free time", category(home(profile), profile))
 
 
 def needs_at(

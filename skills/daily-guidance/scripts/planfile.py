@@ -17,8 +17,11 @@ import yaml
 from .common import Ctx, hm, minutes
 
 SEGMENT_KEYS = ("start", "end", "activity", "place")
-# The C loader when PyYAML has it: hooks read the plan every step of every agent.
+# libyaml's loader and emitter when PyYAML has them: hooks read the plan every step of
+# every agent, and the pure-Python emitter costs about 1 ms per saved plan. Both produce the
+# same documents as ``yaml.safe_load`` / ``yaml.safe_dump``.
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def check_segment(seg: object, label: str, problems: list[str]) -> dict[str, str] | None:
@@ -103,14 +106,15 @@ def json_arg(argv: list[str], command: str, shape: str) -> Any:
 
 
 def story_path(ctx: Ctx, day: date) -> Path:
-    return ctx.workspace_root / "state" / "daily_guidance" / day.isoformat() / "story.yaml"
+    return ctx.workspace_root.joinpath("state", "daily_guidance", day.isoformat(), "story.yaml")
 
 
 # Hooks read the story at every step of every agent, and parsing YAML (~200 us even with
 # the C loader) would dominate their cost; JSON parses ~30x faster. So each story read is
 # kept, keyed by the file's (mtime_ns, size), as compact JSON text: a hit costs a stat and a
 # json.loads, and every caller gets a fresh copy it may change. Bounded (least recently used
-# first out) so that long runs of many agents cannot grow it forever.
+# first out) so that long runs of many agents cannot grow it forever. A save fills it too:
+# the hook right after a ``plan`` or ``revise`` then need not parse the file it just wrote.
 _READS: OrderedDict[str, tuple[int, int, str]] = OrderedDict()
 _READS_MAX = 65_536
 
@@ -129,10 +133,15 @@ def load_story(ctx: Ctx, day: date) -> dict[str, Any] | None:
         story = json.loads(hit[2])
     else:
         story = _read_yaml(path)
-        _READS[path] = (st.st_mtime_ns, st.st_size, json.dumps(story, default=str))
-        if len(_READS) > _READS_MAX:
-            _READS.popitem(last=False)
+        _remember(path, st, story)
     return story if isinstance(story, dict) and story.get("segments") else None
+
+
+def _remember(path: str, st: os.stat_result, story: Any) -> None:
+    _READS.pop(path, None)  # re-inserted last: the most recently used
+    _READS[path] = (st.st_mtime_ns, st.st_size, json.dumps(story, default=str))
+    if len(_READS) > _READS_MAX:
+        _READS.popitem(last=False)
 
 
 def _read_yaml(path: str) -> Any:
@@ -147,12 +156,16 @@ def save_story(ctx: Ctx, story: dict[str, Any]) -> None:
     """Write the story atomically: a reader (or a crash) never sees half a file."""
     path = story_path(ctx, date.fromisoformat(story["date"]))
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = yaml.safe_dump(story, sort_keys=False, allow_unicode=True)
+    text = yaml.dump(story, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".story-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+            f.flush()
+            # The renamed file keeps this inode's mtime and size: the key of our cached copy.
+            st = os.fstat(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    _remember(str(path), st, story)
