@@ -306,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--trace",
         choices=["full", "summary", "off"],
         default="full",
-        help="what agents' trace.jsonl records per step: full (prompts, hook outputs), "
+        help="what an agent's trace records per step: full (prompts, hook outputs), "
         "summary or off (default: full)",
     )
     run.set_defaults(func=_cmd_run)

@@ -302,7 +302,7 @@ class OutputConfig(StrictModel):
     run_id: str | None = Field(default=None, pattern=NAME_PATTERN)
     formats: tuple[Literal["jsonl", "parquet"], ...] = ("jsonl", "parquet")
     checkpoint_every: int = Field(default=0, ge=0, le=MAX_TICKS)
-    # Ticks between writes of agents' memory.jsonl / trace.jsonl (also written at checkpoints,
+    # Ticks between writes of agents' memory.jsonl and store rows (also written at checkpoints,
     # on stop and at the end). 1 = every tick; larger values trade freshness for speed.
     flush_every: int = Field(default=4, ge=1, le=MAX_TICKS)
 
