@@ -46,6 +46,7 @@ class Agent:
 
     __slots__ = (
         "_head",
+        "_last_parts_key",
         "_last_skills",
         "_last_system_sha",
         "_pending_prompts",
@@ -91,6 +92,7 @@ class Agent:
         # (sha, part hashes) of system prompts not yet handed to the host's store.
         self._pending_prompts: list[tuple[str, list[str]]] = []
         self._last_system_sha = ""
+        self._last_parts_key = ""  # the part hashes of that prompt, joined
         self._last_skills: tuple[str, ...] = ()
         # (active skills, step count) of the last skills record handed to the store.
         self._skills_written: tuple[tuple[str, ...], int] | None = None
@@ -315,17 +317,25 @@ class Agent:
             user = self.user_prompt(
                 inp, hooks, feedback=feedback, memory_tokens=0, observation=observation
             )
-        sha = hashlib.sha256(system.encode()).hexdigest()[:16]
+        # The parts' hashes (cached per part) tell whether the prompt changed; the sha of
+        # the whole text is computed only when it did.
+        hashes = [part_hash(t) for t in system_parts]
+        parts_key = "".join(hashes)
+        if parts_key == self._last_parts_key:
+            sha = self._last_system_sha
+        else:
+            sha = hashlib.sha256(system.encode()).hexdigest()[:16]
         if sha != self._last_system_sha and not read_only:
             # The parts go to the host now, the reference waits for the flush: holding an
             # over-budget catalog (~5 KB, rendered per step) until then would cost more
             # memory per agent than the rest of the agent.
-            hashes = [part_hash(t) for t in system_parts]
             if self._prompt_parts is not None:
                 for h, text in zip(hashes, system_parts, strict=True):
                     self._prompt_parts(h, text)
             self._pending_prompts.append((sha, hashes))
             self._last_system_sha = sha
+        if not read_only:
+            self._last_parts_key = parts_key
         full = settings.trace == "full"
         trace.setdefault("system_sha", sha)
         if full:

@@ -21,6 +21,7 @@ shared file system they write side by side, and a checkpoint records every shard
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -71,7 +72,11 @@ def run_hosts(run_dir: Path) -> int:
     return sum(1 for _ in root.glob("host-*")) if root.is_dir() else 0
 
 
+@functools.lru_cache(maxsize=4096)
 def part_hash(text: str) -> str:
+    """The content hash of a prompt part. Cached: the catalog and skill bodies are the same
+    string objects in thousands of agents' prompts, and hashing a 5-20 KB catalog on every
+    prompt change cost a tenth of an offline step (measured with cProfile)."""
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
