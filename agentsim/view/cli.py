@@ -29,6 +29,9 @@ def _cmd_view(args: argparse.Namespace) -> int:
         raise ConfigError(
             "--port", f"cannot listen on {args.host}:{args.port} ({exc.strerror})", "pass --port 0"
         ) from None
+    # Listening before the URL is printed: a browser (or a test) that connects at once waits
+    # in the backlog until the server accepts, instead of being refused.
+    sock.listen(128)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"agentsim view: http://{shown}:{port}/  ({args.path}; Ctrl-C to stop)", flush=True)
