@@ -73,3 +73,22 @@ def test_import_does_not_load_ray_or_pyarrow() -> None:
     code = "import sys, agentsim; print('ray' in sys.modules, 'pyarrow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False False"
+
+
+def test_the_wheel_lists_every_subpackage() -> None:
+    """setuptools ships only the packages pyproject.toml names: a missing one installs a
+    package that fails on import outside a source checkout."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(agentsim.__file__).parent
+    pyproject = root.parent / "pyproject.toml"
+    if not pyproject.is_file():
+        pytest.skip("an installed agentsim without its source checkout")
+    listed = set(tomllib.loads(pyproject.read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(("agentsim", *p.parent.relative_to(root).parts))
+        for p in root.rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    }
+    assert found - listed == set()
