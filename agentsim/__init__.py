@@ -6,8 +6,7 @@ The public API is re-exported here and imported lazily, so ``import agentsim`` s
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from agentsim._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -45,14 +44,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted([*_EXPORTS, "__version__"])
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agentsim' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -12,8 +12,7 @@ Imported lazily, so that a test using only ``FunctionModel`` does not load the w
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from agentsim._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     "ChatRequest": "agentsim.testing.function_model",
@@ -31,14 +30,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agentsim.testing' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
