@@ -9,7 +9,6 @@ degrades the step (recorded, the agent keeps its plan) instead of stopping the r
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time as _time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,7 +30,7 @@ from agentsim.errors import EnvError, ModelError, SkillError
 from agentsim.llm.base import ChatModel, Completion, ToolCall
 from agentsim.skills.hooks import HookDecision, HookOutcome, render_skill_hooks
 from agentsim.skills.runtime import AgentSkillRuntime
-from agentsim.store.layout import part_hash, prompt_row, row
+from agentsim.store.layout import part_hash, prompt_row, row, text_hash
 
 # The step's data types live in ``agentsim.agent.step``; they are re-exported here, where
 # hosts and the interview code have always imported them.
@@ -321,10 +320,8 @@ class Agent:
         # the whole text is computed only when it did.
         hashes = [part_hash(t) for t in system_parts]
         parts_key = "".join(hashes)
-        if parts_key == self._last_parts_key:
-            sha = self._last_system_sha
-        else:
-            sha = hashlib.sha256(system.encode()).hexdigest()[:16]
+        same = parts_key == self._last_parts_key
+        sha = self._last_system_sha if same else text_hash(system)
         if sha != self._last_system_sha and not read_only:
             # The parts go to the host now, the reference waits for the flush: holding an
             # over-budget catalog (~5 KB, rendered per step) until then would cost more

@@ -7,14 +7,13 @@ in a run of ten agents or of a million, and works while the run is writing.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from agentsim.errors import RunError
-from agentsim.store.layout import AGENTS, LAYOUT, PARTS, ROWS, store_dir
+from agentsim.store.layout import AGENTS, LAYOUT, PARTS, ROWS, store_dir, text_hash
 from agentsim.store.shard import Member, ShardDamaged, key_prefix, read_index, read_key, read_member
 
 __all__ = ["AgentRows", "StoreReader", "open_store"]
@@ -126,7 +125,7 @@ class AgentRows:
                     )
                 texts.append(text)
             system = "\n".join(texts)
-            if hashlib.sha256(system.encode()).hexdigest()[:16] != sha:
+            if text_hash(system) != sha:
                 raise RunError(
                     f"the stored parts of system prompt {sha} of agent {self.agent_id!r} do "
                     "not rebuild it (hash mismatch); the store is damaged"

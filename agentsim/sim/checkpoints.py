@@ -36,9 +36,9 @@ from agentsim.errors import CheckpointError
 from agentsim.sim.workspace import RunWorkspace
 from agentsim.store.layout import LAYOUT, shard_files
 from agentsim.store.shard import (
-    INDEX_SUFFIX,
     ShardDamaged,
     check_prefix,
+    index_path,
     shard_sizes,
     truncate,
 )
@@ -232,7 +232,7 @@ def _rewind_shards(ws: RunWorkspace, cp: Checkpoint) -> None:
         keep = sizes.get(path.relative_to(ws.root).as_posix())
         if keep is None:
             path.unlink()
-            path.with_name(path.name + INDEX_SUFFIX).unlink(missing_ok=True)
+            index_path(path).unlink(missing_ok=True)
         else:
             truncate(path, (int(keep[0]), int(keep[1])))
 

@@ -42,6 +42,7 @@ __all__ = [
     "run_hosts",
     "shard_files",
     "store_dir",
+    "text_hash",
 ]
 
 LAYOUT = 2
@@ -72,12 +73,17 @@ def run_hosts(run_dir: Path) -> int:
     return sum(1 for _ in root.glob("host-*")) if root.is_dir() else 0
 
 
-@functools.lru_cache(maxsize=4096)
+def text_hash(text: str) -> str:
+    """The content hash of a prompt, or of one of its parts (16 hex digits of sha256)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1024)
 def part_hash(text: str) -> str:
-    """The content hash of a prompt part. Cached: the catalog and skill bodies are the same
+    """``text_hash`` of a prompt part, cached: the catalog and skill bodies are the same
     string objects in thousands of agents' prompts, and hashing a 5-20 KB catalog on every
     prompt change cost a tenth of an offline step (measured with cProfile)."""
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return text_hash(text)
 
 
 def row(key: str, kind: str, data_json: str) -> str:
@@ -109,7 +115,7 @@ class HostStore:
             except (OSError, ValueError):
                 before = None
             if before != ids:
-                hosts = len(list(self.root.parent.glob("host-*")))
+                hosts = run_hosts(self.root.parent.parent)
                 raise RunError(
                     f"{self.root.name} of {self.root.parent.parent} held other agents before "
                     f"this resume: the run's agents were split between {hosts} hosts; resume "

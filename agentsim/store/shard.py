@@ -39,6 +39,7 @@ __all__ = [
     "ShardDamaged",
     "append_rows",
     "check_prefix",
+    "index_path",
     "key_prefix",
     "read_index",
     "read_key",
