@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from agentsim._tokens import estimate_tokens
 from agentsim.llm._interview import WORD, answer, profile_of, section, uniform
 from agentsim.llm.base import Completion, Message, ToolCall, ToolSchema, Usage
 
@@ -313,17 +314,19 @@ class ScriptedModel:
     ) -> Completion:
         step = _Step(messages, _offered(tools))
         name, args = self._choose(step, seed)
-        prompt_tokens = (step.chars + 3) // 4
+        prompt_tokens = (
+            step.chars + 3
+        ) // 4  # estimate_tokens of the whole prompt, from its length
         if name not in step.offered:
             # Not even finish is offered: answer in plain text, as a chat model would.
             text = str(args.get("answer") or args.get("action") or "")
-            usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=(len(text) + 3) // 4)
+            usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=estimate_tokens(text))
             return Completion(content=text, usage=usage, finish_reason="stop", model=self.name)
         arguments = json.dumps(args)
         call = ToolCall(id=f"call_{len(step.calls)}", name=name, arguments=arguments)
         return Completion(
             tool_calls=(call,),
-            usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=(len(arguments) + 3) // 4),
+            usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=estimate_tokens(arguments)),
             finish_reason="tool_calls",
             model=self.name,
         )

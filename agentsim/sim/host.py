@@ -108,7 +108,6 @@ class TickResult:
     script_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    errors: int = 0
     degraded: int = 0
     skipped: int = 0
     reload: dict[str, Any] | None = None
@@ -360,7 +359,6 @@ class AgentHost:
             res.completion_tokens += o.usage.completion_tokens
             res.degraded += o.degraded
             res.skipped += o.skipped
-            res.errors += any(e["type"] == "agent_error" for e in o.events)
         res.elapsed = time.perf_counter() - t0
         return res
 

@@ -19,7 +19,7 @@ from agentsim.sim.problems import count_problems, new_problems
 __all__ = ["add_tick", "merge_model_stats", "new_metrics", "public_metrics"]
 
 # Counters of a ``TickResult`` that the run sums (``steps`` is reported as ``agent_steps``;
-# ``errors`` is recounted from the events, see ``add_tick``).
+# errors are counted from the events, see ``add_tick``).
 _TICK_COUNTERS = (
     "steps",
     "model_calls",

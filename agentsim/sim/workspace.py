@@ -25,6 +25,7 @@ from typing import IO, Any
 
 import yaml
 
+from agentsim._atomic import atomic_write_text
 from agentsim.errors import RunError
 from agentsim.store.layout import LAYOUT
 
@@ -41,16 +42,6 @@ LOCK_NAME = "run.lock"
 
 # One encoder for every event line: json.dumps with options builds a new one per call.
 _EVENT_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # a full disk must not leave temp files behind
-        raise
 
 
 def package_versions() -> dict[str, str]:

@@ -24,11 +24,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 from collections.abc import Iterable, Sequence
 from json.encoder import encode_basestring
 from pathlib import Path
 
+from agentsim._atomic import atomic_write_text
 from agentsim.errors import RunError
 from agentsim.store.shard import DATA_SUFFIX, Appender, key_prefix, read_index
 
@@ -123,10 +123,7 @@ class HostStore:
                 )
             return
         self.root.mkdir(parents=True, exist_ok=True)
-        # Temp file and rename: a reader never sees half a list.
-        tmp = self.root / f".{AGENTS}.tmp-{os.getpid()}"
-        tmp.write_text(json.dumps(ids) + "\n", encoding="utf-8")
-        os.replace(tmp, self.root / AGENTS)
+        atomic_write_text(self.root / AGENTS, json.dumps(ids) + "\n")
 
     def reload(self) -> None:
         """Learn which parts the shard holds (after a resume cut it back)."""
