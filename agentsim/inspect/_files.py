@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import difflib
-import gzip
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from agentsim.errors import RunError
+from agentsim.sim.checkpoints import read_agents_state
 
 __all__ = ["close_matches", "iter_jsonl", "read_checkpoint_agents", "read_json"]
 
@@ -52,18 +52,16 @@ def read_json(path: Path, *, what: str) -> dict[str, Any]:
 
 
 def read_checkpoint_agents(cp: Path) -> dict[str, Any]:
-    """The agents' states a checkpoint folder saved (``agents.json.gz``, or ``agents.json``
-    in checkpoints written before it was compressed)."""
-    gz = cp / "agents.json.gz"
-    if not gz.is_file():
-        return read_json(cp / "agents.json", what="checkpoint")
+    """The agents' states a checkpoint folder saved (``read_agents_state``), with errors a
+    reader can act on."""
     try:
-        with gzip.open(gz, "rt", encoding="utf-8") as f:
-            data = json.load(f)
+        data = read_agents_state(cp)
+    except FileNotFoundError:
+        raise RunError(f"checkpoint {cp} holds no agents' states; it is incomplete") from None
     except (OSError, EOFError, ValueError) as exc:
-        raise RunError(f"checkpoint {gz} cannot be read ({exc}); it may be damaged") from None
+        raise RunError(f"checkpoint {cp} cannot be read ({exc}); it may be damaged") from None
     if not isinstance(data, dict):
-        raise RunError(f"checkpoint {gz} does not hold a JSON object; it may be damaged")
+        raise RunError(f"checkpoint {cp} does not hold a JSON object; it may be damaged")
     return data
 
 

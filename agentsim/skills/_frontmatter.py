@@ -69,7 +69,6 @@ class Frontmatter:
 
     data: dict[Any, Any] | None
     lines: KeyLines
-    fm_line: int  # 1-based line of the first frontmatter line
     body: str
     body_line: int  # 1-based line of the body's first line
     diagnostics: tuple[Diagnostic, ...]
@@ -298,7 +297,6 @@ def read_frontmatter(text: str, *, source: str) -> Frontmatter:
         return Frontmatter(
             data=None,
             lines=KeyLines(None, 2),
-            fm_line=2,
             body=body,
             body_line=line,
             diagnostics=tuple(diags),
@@ -366,7 +364,6 @@ def read_frontmatter(text: str, *, source: str) -> Frontmatter:
     return Frontmatter(
         data=data,
         lines=lines,
-        fm_line=2,
         body=body,
         body_line=body_line,
         diagnostics=tuple(diags),
