@@ -22,6 +22,9 @@ _WHY = "browser tests need selenium: pip install -e '.[test]'"
 By = pytest.importorskip("selenium.webdriver.common.by", reason=_WHY).By
 Keys = pytest.importorskip("selenium.webdriver.common.keys", reason=_WHY).Keys
 WebDriverWait = pytest.importorskip("selenium.webdriver.support.ui", reason=_WHY).WebDriverWait
+Stale = pytest.importorskip(
+    "selenium.common.exceptions", reason=_WHY
+).StaleElementReferenceException
 
 EXPERIMENT = Path(__file__).parents[1] / "fixtures" / "experiments" / "small.yaml"
 WAIT = 60  # seconds: generous, for a loaded CI machine
@@ -38,14 +41,20 @@ return n;
 
 
 def wait_for(driver: Any, check: Any, what: str) -> Any:
-    return WebDriverWait(driver, WAIT, poll_frequency=0.1).until(
+    # A page that re-renders while it is polled can replace an element between finding it
+    # and reading it: that read is tried again, as any other not-yet.
+    return WebDriverWait(driver, WAIT, poll_frequency=0.1, ignored_exceptions=(Stale,)).until(
         lambda d: check(d), message=f"waited {WAIT} s for {what}"
     )
 
 
+# The visible text of the first match, read in one step inside the page (so that a re-render
+# between finding and reading cannot leave a stale element).
+TEXT = "const e = document.querySelector(arguments[0]); return e ? e.innerText.trim() : '';"
+
+
 def text(driver: Any, css: str) -> str:
-    found = driver.find_elements(By.CSS_SELECTOR, css)
-    return str(found[0].text) if found else ""
+    return str(driver.execute_script(TEXT, css))
 
 
 def folder_hash(root: Path) -> str:
@@ -63,7 +72,10 @@ def test_runs_page_lists_the_run(browser: Any, viewer: str) -> None:
     row = 'tr[data-run="small-1"]'
     wait_for(browser, lambda d: text(d, f"{row} .ticks") == "6 / 6", "the run's ticks")
     assert text(browser, f"{row} .status") == "completed"
-    cells = [c.text for c in browser.find_elements(By.CSS_SELECTOR, f"{row} td")]
+    cells = browser.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map((c) => c.innerText.trim());",
+        f"{row} td",
+    )
     assert cells[4:6] == ["20", "0"]  # agents, errors
 
 

@@ -66,9 +66,13 @@ async function runsPage() {
       ["run", "status", "ticks", "progress", "agents", "errors", "degraded", "started"].map(
         (t) => h("th", { class: ["ticks", "agents", "errors", "degraded"].includes(t) ? "num" : "" }, t)))),
       body)));
+  let shown = null; // the rows drawn last: a poll that brings nothing new leaves the table alone
   async function refresh() {
     const data = await api("/api/runs");
     document.getElementById("workspace").textContent = `workspace ${data.workspace}`;
+    const key = JSON.stringify(data.runs);
+    if (key === shown) return;
+    shown = key;
     body.replaceChildren(...data.runs.map((r) => h("tr", { "data-run": r.id },
       h("td", {}, h("a", { href: `#/run/${enc(r.id)}` }, r.id)), h("td", {}, statusCell(r)),
       h("td", { class: "num ticks" }, tickText(r)), h("td", {}, progressBar(r)),
