@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from agentsim._paths import is_inside
 from agentsim.errors import SkillFileError
 from agentsim.skills._descriptor import SkillDescriptor
 from agentsim.skills._frontmatter import (
@@ -83,10 +84,8 @@ def read_file(desc: SkillDescriptor, relative_path: str) -> str:
     problem = path_problem(relative_path)
     if problem:
         raise SkillFileError(desc.skill_id, str(relative_path), f"refused: {problem}")
-    full = os.path.join(desc.path, relative_path)
-    real_folder = os.path.realpath(desc.path)
-    real = os.path.realpath(full)
-    if not real.startswith(real_folder + os.sep):
+    real = os.path.realpath(os.path.join(desc.path, relative_path))
+    if not is_inside(real, desc.path):
         raise SkillFileError(
             desc.skill_id,
             relative_path,

@@ -6,6 +6,8 @@ import os
 from stat import S_ISLNK, S_ISREG
 from typing import Any
 
+from agentsim._paths import is_inside
+
 __all__ = ["file_problem", "path_problem"]
 
 
@@ -39,12 +41,10 @@ def file_problem(folder: str, rel: str) -> str | None:
                 return "does not exist; create it or fix the path"
             linked = linked or S_ISLNK(mode)
     if linked:
-        real_folder = os.path.realpath(folder)
-        real = os.path.realpath(current)
-        if not real.startswith(real_folder + os.sep):
+        if not is_inside(current, folder):
             return "is a symlink that leaves the skill folder; copy the file into the skill"
         try:
-            mode = os.stat(real).st_mode
+            mode = os.stat(current).st_mode
         except OSError:
             return "is a broken symlink; point it at a file in the skill folder"
     if not S_ISREG(mode):  # also when ``rel`` names the folder itself (mode 0)

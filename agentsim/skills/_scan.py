@@ -14,6 +14,7 @@ import os
 import stat
 from dataclasses import dataclass
 
+from agentsim._paths import is_inside
 from agentsim.skills._descriptor import SkillDescriptor
 from agentsim.skills._frontmatter import Diagnostic, cannot_read
 from agentsim.skills.manifest import SkillFile, read_skill
@@ -93,11 +94,6 @@ def _entry(folder: str, namespace: str, md_stamp: tuple[int, ...] | None) -> Ent
     )
 
 
-def _leaves(path: str, real_root: str) -> bool:
-    real = os.path.realpath(path)
-    return not (real == real_root or real.startswith(real_root + os.sep))
-
-
 def _skipped_link(path: str) -> Diagnostic:
     return Diagnostic(
         file=path,
@@ -125,7 +121,6 @@ class _Walk:
         self.root = root
         self.namespace = namespace
         self.old = old
-        self.real_root = os.path.realpath(root)
         self.entries: dict[str, Entry] = {}
         self.diagnostics: list[Diagnostic] = []
 
@@ -134,7 +129,7 @@ class _Walk:
         if name[0] in "._":
             return
         if item.is_symlink():
-            if _leaves(folder, self.real_root):
+            if not is_inside(folder, self.root):
                 self.diagnostics.append(_skipped_link(folder))
                 return
             try:
@@ -159,7 +154,7 @@ class _Walk:
             return
         md_stamp: tuple[int, ...] | None = _file_stamp(st)
         if stat.S_ISLNK(st.st_mode):
-            if _leaves(md, self.real_root):
+            if not is_inside(md, self.root):
                 self.diagnostics.append(_skipped_link(md))
                 return
             try:  # a link's own stat says nothing of the file it reaches

@@ -43,6 +43,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from agentsim._paths import is_inside
 from agentsim.errors import SkillError
 from agentsim.skills._inproc import WrapperBusy, call_async, call_in_thread
 from agentsim.skills._modcache import (
@@ -472,10 +473,10 @@ def _locate(raw: str, ctx: SkillScriptContext) -> tuple[str, str | None]:
 
 
 def _refusal(raw: str, path: str, ctx: SkillScriptContext) -> str | None:
-    skill_dir = os.path.realpath(ctx.skill_dir)
-    if os.path.commonpath([path, skill_dir]) != skill_dir:
+    if not is_inside(path, ctx.skill_dir):
         return (
-            f"script {raw} resolves to {path}, outside the folder {skill_dir} of skill "
+            f"script {raw} resolves to {path}, outside the folder "
+            f"{os.path.realpath(ctx.skill_dir)} of skill "
             f"{ctx.skill_id}; a skill runs only its own scripts (no symlink out of its folder)"
         )
     if not path.endswith(".py"):
