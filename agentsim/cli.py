@@ -9,9 +9,8 @@
     agentsim report RUN
     agentsim view [WORKSPACE_OR_RUN] [--host H] [--port N]
 
-Exit codes: 0 success, 1 a failed run, 2 bad input or a model server that fails the
-pre-flight check (the message names the thing, the problem and the fix), 3 a run that
-completed with more than ``model.max_degraded_share`` of its steps degraded, 130 interrupted.
+The exit codes are ``_EXIT_CODES``, shown by ``agentsim --help`` (``agentsim run --help`` adds
+what a run writes in each case).
 """
 
 from __future__ import annotations
@@ -35,6 +34,12 @@ if TYPE_CHECKING:
     from agentsim.sim.engine import Progress
 
 __all__ = ["main"]
+
+_EXIT_CODES = (
+    "Exit codes: 0 success, 1 a failed run, 2 bad input or a model server that fails the "
+    "pre-flight check (the message names the thing, the problem and the fix), 3 a run that "
+    "completed with more than model.max_degraded_share of its steps degraded, 130 interrupted."
+)
 
 
 class _ProgressLine:
@@ -261,11 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="agentsim",
         description="Run large multi-agent LLM simulations whose agents load skills lazily, "
         "and inspect their runs.",
-        epilog="Exit codes: 0 success, 1 a failed run, 2 bad input or a model server that "
-        "fails the pre-flight check (the message names the thing, the problem and the fix), "
-        "3 a run that completed with more than model.max_degraded_share of its steps "
-        "degraded, 130 interrupted. "
-        "Run 'agentsim COMMAND --help' for the options of a command.",
+        epilog=f"{_EXIT_CODES} Run 'agentsim COMMAND --help' for the options of a command.",
     )
     parser.add_argument(
         "--version", action="version", version=f"agentsim {_version()}", help="print the version"
@@ -275,11 +276,10 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="run an experiment YAML file",
         description="Run an experiment, or resume an interrupted run from its last checkpoint.",
-        epilog="Exit codes: 0 the run completed (or stopped after --ticks); 1 the run failed, "
-        "or stopped after model.max_consecutive_failures failed model calls in a row (a "
-        "checkpoint is written and the resume command printed); 2 bad input, or the model "
-        "server failed the pre-flight check (nothing is written); 3 the run completed but "
-        "more than model.max_degraded_share of its steps degraded; 130 interrupted.",
+        epilog=f"{_EXIT_CODES} Success includes a run stopped after --ticks; a failed run "
+        "includes one stopped after model.max_consecutive_failures failed model calls in a "
+        "row (a checkpoint is written and the resume command printed); on bad input or a "
+        "failed pre-flight check nothing is written.",
     )
     run.add_argument("experiment", nargs="?", help="the experiment YAML file")
     run.add_argument(
@@ -310,17 +310,13 @@ def build_parser() -> argparse.ArgumentParser:
         "summary or off (default: full)",
     )
     run.set_defaults(func=_cmd_run)
-    import importlib
+    from agentsim.inspect.cli import add_inspect_commands
+    from agentsim.skills.cli import add_skills_commands
+    from agentsim.view.cli import add_view_command
 
-    for module, fn in (
-        ("agentsim.skills.cli", "add_skills_commands"),
-        ("agentsim.inspect.cli", "add_inspect_commands"),
-        ("agentsim.view.cli", "add_view_command"),
-    ):
-        try:
-            getattr(importlib.import_module(module), fn)(sub)
-        except ImportError:  # pragma: no cover - during development only
-            pass
+    add_skills_commands(sub)
+    add_inspect_commands(sub)
+    add_view_command(sub)
     return parser
 
 
