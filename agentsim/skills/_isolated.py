@@ -36,5 +36,5 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":  # pragma: no cover - run as a child process, see call_in_child
+if __name__ == "__main__":  # pragma: no cover - run as a child process, see _proc.run_in_child
     sys.exit(main())

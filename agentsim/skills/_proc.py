@@ -1,10 +1,9 @@
 """Running a script in a process of its own: ``process`` isolation and the subprocess tier.
 
-Private to ``agentsim.skills.scripts``: ``run_process`` and the two ways the runner uses
-it, ``call_in_child`` (``process``
-isolation) and ``run_as_script`` (the subprocess tier). Every child gets its own session so
-that a timeout kills the whole process group (a script's own children included), not only
-the Python process we started.
+Private to ``agentsim.skills.scripts``: ``run_process``, and ``run_in_child`` for the two
+ways the runner uses it, ``process`` isolation and the subprocess tier. Every child gets its
+own session so that a timeout kills the whole process group (a script's own children
+included), not only the Python process we started.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from typing import cast
 from agentsim.skills._outcome import Outcome, Tier, cap_text
 from agentsim.skills.context import CONTEXT_ENV_VAR, SkillScriptContext
 
-__all__ = ["ProcOutcome", "call_in_child", "run_as_script", "run_process"]
+__all__ = ["ProcOutcome", "run_in_child", "run_process"]
 
 _CHUNK = 65_536
 
@@ -134,7 +133,7 @@ def _package_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-async def call_in_child(
+async def run_in_child(
     python: str,
     path: str,
     argv: Sequence[str],
@@ -142,30 +141,52 @@ async def call_in_child(
     *,
     output_cap: int,
     limit: float,
-    tier: Tier,
+    isolated: bool,
 ) -> tuple[Outcome, Tier] | None:
-    """``process`` isolation: the call made by a fresh ``python -m agentsim.skills._isolated``.
+    """Run script ``path`` in a fresh Python process in the agent's workspace, with the
+    context's scrubbed environment; its process group is killed at ``limit``.
 
-    Returns the outcome and the tier the child used (``tier`` if it crashed), None when it
-    was killed at ``limit``; raises ``OSError`` when it cannot be started."""
-    payload = pickle.dumps(
-        {"script": path, "argv": list(argv), "ctx": ctx, "output_cap": output_cap}
-    )
+    ``isolated``: ``process`` isolation, the call made by ``python -m
+    agentsim.skills._isolated`` in whichever tier that child finds. Otherwise the subprocess
+    tier: ``python script.py argv...`` with the context as JSON in ``AGENTSIM_CONTEXT_JSON``.
+    Returns the outcome and the tier used, None when the child was killed at ``limit``;
+    raises ``OSError`` when it cannot be started."""
     env = dict(ctx.env)
+    # Skill folders may be shared or read-only: never leave __pycache__ behind in them.
     env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
+    if isolated:
+        cmd = [python, "-m", "agentsim.skills._isolated"]
+        stdin = pickle.dumps(
+            {"script": path, "argv": list(argv), "ctx": ctx, "output_cap": output_cap}
+        )
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (_package_root(), env.get("PYTHONPATH")) if p
+        )
+        # JSON escaping can grow text; the child already capped output and error.
+        stdout_limit, stderr_limit = 16 * output_cap + 65_536, 4 * output_cap
+    else:
+        cmd, stdin = [python, path, *argv], b""
+        env[CONTEXT_ENV_VAR] = json.dumps(ctx.to_dict(), sort_keys=True)
+        # Bytes, not characters: 4 bytes per character covers any UTF-8 text within the cap.
+        stdout_limit = stderr_limit = 4 * output_cap + 4
     proc = await run_process(
-        [python, "-m", "agentsim.skills._isolated"],
+        cmd,
         cwd=ctx.workspace_root,
         env=env,
-        stdin=payload,
+        stdin=stdin,
         limit=None if math.isinf(limit) else limit,
-        # JSON escaping can grow text; the child already capped output and error.
-        stdout_limit=16 * output_cap + 65_536,
-        stderr_limit=4 * output_cap,
+        stdout_limit=stdout_limit,
+        stderr_limit=stderr_limit,
     )
     if proc.returncode is None:
         return None
+    if isolated:
+        return _isolated_outcome(proc, path, output_cap)
+    return _script_outcome(proc, output_cap), "subprocess"
+
+
+def _isolated_outcome(proc: ProcOutcome, path: str, output_cap: int) -> tuple[Outcome, Tier]:
+    """What the isolation child reported as JSON on stdout, or its crash."""
     try:
         data = json.loads(proc.stdout.decode("utf-8"))
         outcome = Outcome(
@@ -188,39 +209,11 @@ async def call_in_child(
             error=f"script {path} crashed its isolation process (exit code "
             f"{proc.returncode}); stderr:\n{stderr}",
         )
-        return crashed, tier
+        return crashed, "entrypoint"
 
 
-async def run_as_script(
-    python: str,
-    path: str,
-    argv: Sequence[str],
-    ctx: SkillScriptContext,
-    *,
-    output_cap: int,
-    limit: float,
-) -> Outcome | None:
-    """The subprocess tier: ``python script.py argv...`` in the agent's workspace with the
-    context's scrubbed environment (and the context itself as JSON in ``AGENTSIM_CONTEXT_JSON``).
-
-    None when it was killed at ``limit``; raises ``OSError`` when it cannot be started."""
-    env = dict(ctx.env)
-    env[CONTEXT_ENV_VAR] = json.dumps(ctx.to_dict(), sort_keys=True)
-    # Skill folders may be shared or read-only: never leave __pycache__ behind in them.
-    env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
-    # Bytes, not characters: 4 bytes per character covers any UTF-8 text within the cap.
-    byte_cap = 4 * output_cap + 4
-    proc = await run_process(
-        [python, path, *argv],
-        cwd=ctx.workspace_root,
-        env=env,
-        stdin=b"",
-        limit=None if math.isinf(limit) else limit,
-        stdout_limit=byte_cap,
-        stderr_limit=byte_cap,
-    )
-    if proc.returncode is None:
-        return None
+def _script_outcome(proc: ProcOutcome, output_cap: int) -> Outcome:
+    """A plain script's run: what it printed is its output, its stderr its log or error."""
     output, truncated = cap_text(
         proc.stdout.decode("utf-8", "replace"), output_cap, proc.stdout_dropped
     )
@@ -229,7 +222,7 @@ async def run_as_script(
     return Outcome(
         ok=not failed,
         output=output,
-        exit_code=proc.returncode,
+        exit_code=proc.returncode or 0,
         error=stderr if failed else None,
         truncated=truncated,
         log="" if failed else stderr,

@@ -56,7 +56,7 @@ from agentsim.skills._modcache import (
     stamp_of,
 )
 from agentsim.skills._outcome import Outcome, ScriptResult, Tier
-from agentsim.skills._proc import call_in_child, run_as_script
+from agentsim.skills._proc import run_in_child
 from agentsim.skills._workers import run_in_thread
 from agentsim.skills.context import SkillScriptContext, safe_env
 
@@ -232,13 +232,13 @@ class ScriptRunner:
         start: float,
     ) -> ScriptResult:
         if isolation == "process":
-            return await self._in_process(path, argv, ctx, limit, start)
+            return await self._in_child(path, argv, ctx, limit, start, isolation)
         try:
             entry = await self._entry(path, stamp, limit)
         except TimeoutError:
             return self._timed_out(path, limit, start, "entrypoint", isolation, " importing it")
         if entry.tier == "subprocess":
-            return await self._subprocess(path, argv, ctx, limit, start, isolation)
+            return await self._in_child(path, argv, ctx, limit, start, isolation)
         tier: Tier = entry.tier
         try:
             if entry.is_async and isolation == "inline" and entry.fn is not None:
@@ -270,7 +270,7 @@ class ScriptRunner:
             )
         except NeedsSubprocess as exc:
             _demote(path, entry, str(exc))
-            return await self._subprocess(path, argv, ctx, limit, start, isolation)
+            return await self._in_child(path, argv, ctx, limit, start, isolation)
         return self._result(outcome, start, tier, isolation)
 
     async def _entry(self, path: str, stamp: Stamp, limit: float) -> Entry:
@@ -311,50 +311,35 @@ class ScriptRunner:
             self._stamps[path] = stamp_of(path)
         return self._stamps[path]
 
-    async def _in_process(
+    async def _in_child(
         self,
         path: str,
         argv: Sequence[str],
         ctx: SkillScriptContext,
         limit: float,
         start: float,
+        isolation: Isolation,
     ) -> ScriptResult:
-        """Run in a fresh ``python -m agentsim.skills._isolated``; killed on timeout."""
+        """A fresh Python process, killed on timeout: ``process`` isolation (``python -m
+        agentsim.skills._isolated``) or the subprocess tier (``python script.py``)."""
+        isolated = isolation == "process"
+        tier: Tier = "entrypoint" if isolated else "subprocess"
         try:
-            got = await call_in_child(
+            got = await run_in_child(
                 self.python,
                 path,
                 argv,
                 ctx,
                 output_cap=self.output_cap,
                 limit=limit,
-                tier="entrypoint",
+                isolated=isolated,
             )
         except OSError as exc:
-            return self._start_failed(path, ctx, exc, start, "entrypoint", "process")
+            return self._start_failed(path, ctx, exc, start, tier, isolation)
         if got is None:
-            return self._timed_out(path, limit, start, "entrypoint", "process")
+            return self._timed_out(path, limit, start, tier, isolation)
         outcome, tier = got
-        return self._result(outcome, start, tier, "process")
-
-    async def _subprocess(
-        self,
-        path: str,
-        argv: Sequence[str],
-        ctx: SkillScriptContext,
-        limit: float,
-        start: float,
-        isolation: str,
-    ) -> ScriptResult:
-        try:
-            outcome = await run_as_script(
-                self.python, path, argv, ctx, output_cap=self.output_cap, limit=limit
-            )
-        except OSError as exc:
-            return self._start_failed(path, ctx, exc, start, "subprocess", isolation)
-        if outcome is None:
-            return self._timed_out(path, limit, start, "subprocess", isolation)
-        return self._result(outcome, start, "subprocess", isolation)
+        return self._result(outcome, start, tier, isolation)
 
     # -- results and quarantine -----------------------------------------------------------
 
