@@ -10,7 +10,7 @@ import errno
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import yaml
@@ -55,12 +55,7 @@ class Diagnostic:
         return f"{self.file}:{self.line}: {self.severity}: {self.message}"
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "file": self.file,
-            "line": self.line,
-            "message": self.message,
-            "severity": self.severity,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

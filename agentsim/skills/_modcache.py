@@ -27,7 +27,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import CodeType
 from typing import Any
 
@@ -209,7 +209,7 @@ def run_main(
     saved_argv = sys.argv
     sys.argv = [path, *argv]
     token = _CURRENT.set(ctx)
-    outcome: Outcome | None = None
+    outcome = Outcome(ok=True, output="", exit_code=0, error=None)
     try:
         with capturing(out, err):
             exec(entry.code or compile("", path, "exec"), namespace)
@@ -222,15 +222,4 @@ def run_main(
         sys.argv = saved_argv
     output, truncated = out.capped()
     log, _ = err.capped()
-    if outcome is None:
-        return Outcome(
-            ok=True, output=output, exit_code=0, error=None, truncated=truncated, log=log
-        )
-    return Outcome(
-        ok=outcome.ok,
-        output=output,
-        exit_code=outcome.exit_code,
-        error=outcome.error,
-        truncated=truncated,
-        log=log,
-    )
+    return replace(outcome, output=output, truncated=truncated, log=log)

@@ -173,9 +173,6 @@ class SkillSpace:
         used = res.index.total_tokens + 4 * len(active) + _FRAME_SLACK
         return used + estimate_tokens(res.note) <= self.catalog_budget_tokens
 
-    def clear_catalog_cache(self) -> None:
-        self._catalog_cache.clear()
-
     def validator(self, desc: SkillDescriptor, which: str) -> Any:
         """A JSON Schema validator for the skill's ``input``/``output`` schema, or None."""
         schema = desc.input_schema if which == "input" else desc.output_schema
