@@ -9,8 +9,8 @@
     agentsim report RUN
     agentsim view [WORKSPACE_OR_RUN] [--host H] [--port N]
 
-The exit codes are ``_EXIT_CODES``, shown by ``agentsim --help`` (``agentsim run --help`` adds
-what a run writes in each case).
+The exit codes and their meanings are listed once, in ``_EXIT_CODES``; ``agentsim --help`` and
+``agentsim run --help`` show them.
 """
 
 from __future__ import annotations
@@ -35,11 +35,31 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-_EXIT_CODES = (
-    "Exit codes: 0 success, 1 a failed run, 2 bad input or a model server that fails the "
-    "pre-flight check (the message names the thing, the problem and the fix), 3 a run that "
-    "completed with more than model.max_degraded_share of its steps degraded, 130 interrupted."
-)
+# The one list of exit codes: code -> (its meaning in the main help, in `agentsim run --help`).
+_EXIT_CODES = {
+    0: ("success", "the run completed (or stopped after --ticks)"),
+    1: (
+        "a failed run",
+        "the run failed, or stopped after model.max_consecutive_failures failed model calls "
+        "in a row (a checkpoint is written and the resume command printed)",
+    ),
+    2: (
+        "bad input or a model server that fails the pre-flight check (the message names the "
+        "thing, the problem and the fix)",
+        "bad input, or the model server failed the pre-flight check (nothing is written)",
+    ),
+    3: (
+        "a run that completed with more than model.max_degraded_share of its steps degraded",
+        "the run completed but more than model.max_degraded_share of its steps degraded",
+    ),
+    130: ("interrupted", "interrupted"),
+}
+
+
+def _exit_codes(*, of_run: bool) -> str:
+    """The exit-code sentence of the main help, or (``of_run``) of ``agentsim run --help``."""
+    meanings = (f"{code} {texts[of_run]}" for code, texts in _EXIT_CODES.items())
+    return "Exit codes: " + ("; " if of_run else ", ").join(meanings) + "."
 
 
 class _ProgressLine:
@@ -266,7 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="agentsim",
         description="Run large multi-agent LLM simulations whose agents load skills lazily, "
         "and inspect their runs.",
-        epilog=f"{_EXIT_CODES} Run 'agentsim COMMAND --help' for the options of a command.",
+        epilog=f"{_exit_codes(of_run=False)} "
+        "Run 'agentsim COMMAND --help' for the options of a command.",
     )
     parser.add_argument(
         "--version", action="version", version=f"agentsim {_version()}", help="print the version"
@@ -276,10 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="run an experiment YAML file",
         description="Run an experiment, or resume an interrupted run from its last checkpoint.",
-        epilog=f"{_EXIT_CODES} Success includes a run stopped after --ticks; a failed run "
-        "includes one stopped after model.max_consecutive_failures failed model calls in a "
-        "row (a checkpoint is written and the resume command printed); on bad input or a "
-        "failed pre-flight check nothing is written.",
+        epilog=_exit_codes(of_run=True),
     )
     run.add_argument("experiment", nargs="?", help="the experiment YAML file")
     run.add_argument(
