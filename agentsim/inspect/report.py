@@ -21,7 +21,27 @@ from agentsim.inspect import _plots
 from agentsim.inspect.run import Run, open_run
 from agentsim.inspect.summary import RunOverview, summarize
 
-__all__ = ["Marker", "Report", "ReportData", "Series", "collect_report_data", "write_report"]
+__all__ = [
+    "TICK_METRICS",
+    "Marker",
+    "Report",
+    "ReportData",
+    "Series",
+    "collect_report_data",
+    "tick_metrics",
+    "write_report",
+]
+
+TICK_METRICS = (
+    "steps",
+    "model_calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "degraded",
+    "errors",
+    "skipped",
+)
+"""The ``tick_end`` fields drawn per tick, by the report's plots and the viewer's Run page."""
 
 _TOP_SKILLS = 10
 _DETAIL_CHARS = 100
@@ -121,6 +141,15 @@ def _num(v: Any) -> float:
     return v if isinstance(v, int | float) and not isinstance(v, bool) else 0
 
 
+def tick_metrics(
+    tick_end: Mapping[int, Mapping[str, Any]], ticks: Iterable[int]
+) -> dict[str, tuple[float, ...]]:
+    """The series of the ``TICK_METRICS`` at ``ticks``, from each tick's ``tick_end`` event
+    (or its fields); a tick without one, or a field that is not a number, counts 0."""
+    ends = [tick_end.get(t, {}) for t in ticks]
+    return {k: tuple(_num(e.get(k)) for e in ends) for k in TICK_METRICS}
+
+
 def _cut(text: str) -> str:
     return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 3] + "..."
 
@@ -196,21 +225,16 @@ def collect_report_data(events: Iterable[Mapping[str, Any]]) -> ReportData:
             columns={k: tuple(v) for k, v in columns.items()},
         )
 
-    te = acc.tick_end
+    metrics = tick_metrics(acc.tick_end, ticks)
     activity = series(
         {
-            "steps": [_num(te[t].get("steps")) for t in ticks],
+            "steps": metrics["steps"],
             "actions": [acc.actions[t] for t in ticks],
-            "skipped": [_num(te[t].get("skipped")) for t in ticks],
-            "errors": [_num(te[t].get("errors")) for t in ticks],
-            "degraded": [_num(te[t].get("degraded")) for t in ticks],
+            **{k: metrics[k] for k in ("skipped", "errors", "degraded")},
         }
     )
     skills = series({s: [c[t] for t in ticks] for s, c in sorted(acc.skills.items())})
-    tokens = series(
-        {k: [_num(te[t].get(k)) for t in ticks] for k in ("prompt_tokens", "completion_tokens")}
-        | {"model_calls": [_num(te[t].get("model_calls")) for t in ticks]}
-    )
+    tokens = series({k: metrics[k] for k in ("prompt_tokens", "completion_tokens", "model_calls")})
     city = None
     if acc.city:
         places = sorted({p for ev in acc.city.values() for p in (ev.get("occupancy") or {})})
