@@ -1,8 +1,9 @@
 """``agentsim report RUN``: ``report/summary.md`` and PNG plots from the event log.
 
 One streamed pass over ``events.jsonl`` collects every series (``collect_report_data``,
-pure); ``agentsim.inspect._plots`` draws them, and ``write_report`` returns the series it
-plotted so that a notebook or a test can check them against the events.
+pure; ``write_report`` collects them in the pass that counts the overview);
+``agentsim.inspect._plots`` draws them, and ``write_report`` returns the series it plotted
+so that a notebook or a test can check them against the events.
 
 Per-tick series cover the ticks whose ``tick_end`` is in the log: a tick still running (or
 cut by a crash) is left out rather than drawn half-counted.
@@ -131,6 +132,34 @@ class _Acc:
     city: dict[int, Mapping[str, Any]] = field(default_factory=dict)
     social: dict[int, Mapping[str, Any]] = field(default_factory=dict)
 
+    def add(self, ev: Mapping[str, Any]) -> None:
+        """Count one event (of any type, in log order)."""
+        kind, tick = ev.get("type"), ev.get("tick")
+        if not isinstance(tick, int):
+            return
+        if kind == "tick_end":
+            self.tick_end[tick] = ev
+            self.times[tick] = str(ev.get("time", ""))
+        elif kind == "agent_action":
+            self.actions[tick] += 1
+        elif kind == "skill_activated":
+            if ev.get("default") is True:
+                self.defaults[str(ev.get("skill"))] += 1
+            else:
+                self.skills[str(ev.get("skill"))][tick] += 1
+        elif kind == "city_occupancy":
+            self.city[tick] = ev
+        elif kind == "social_opinions":
+            self.social[tick] = ev
+        elif kind == "intervention":
+            self.markers.append(_intervention(ev, tick))
+        elif kind in ("survey_answer", "interview_answer"):
+            key = (tick, str(kind).removesuffix("_answer"), str(ev.get("name", "")))
+            if key not in self.answers:
+                self.markers.append(key)
+            time, n = self.answers.get(key, (str(ev.get("time", "")), 0))
+            self.answers[key] = (time, n + 1)
+
 
 def _bin_labels(n: int) -> list[str]:
     edges = [round(-1 + 2 * i / n, 2) for i in range(n + 1)]
@@ -191,31 +220,12 @@ def collect_report_data(events: Iterable[Mapping[str, Any]]) -> ReportData:
     """All report series from events, in one pass."""
     acc = _Acc()
     for ev in events:
-        kind, tick = ev.get("type"), ev.get("tick")
-        if not isinstance(tick, int):
-            continue
-        if kind == "tick_end":
-            acc.tick_end[tick] = ev
-            acc.times[tick] = str(ev.get("time", ""))
-        elif kind == "agent_action":
-            acc.actions[tick] += 1
-        elif kind == "skill_activated":
-            if ev.get("default") is True:
-                acc.defaults[str(ev.get("skill"))] += 1
-            else:
-                acc.skills[str(ev.get("skill"))][tick] += 1
-        elif kind == "city_occupancy":
-            acc.city[tick] = ev
-        elif kind == "social_opinions":
-            acc.social[tick] = ev
-        elif kind == "intervention":
-            acc.markers.append(_intervention(ev, tick))
-        elif kind in ("survey_answer", "interview_answer"):
-            key = (tick, str(kind).removesuffix("_answer"), str(ev.get("name", "")))
-            if key not in acc.answers:
-                acc.markers.append(key)
-            time, n = acc.answers.get(key, (str(ev.get("time", "")), 0))
-            acc.answers[key] = (time, n + 1)
+        acc.add(ev)
+    return _report_data(acc)
+
+
+def _report_data(acc: _Acc) -> ReportData:
+    """The series of the events counted in ``acc``."""
     ticks = tuple(sorted(acc.tick_end))
 
     def series(columns: Mapping[str, Sequence[float]], at: Sequence[int] = ticks) -> Series:
@@ -383,8 +393,9 @@ def _summary_md(ov: RunOverview, images: Mapping[str, Path], data: ReportData) -
 def write_report(run: Run | str | Path, *, out_dir: Path | None = None) -> Report:
     """Write ``summary.md`` and the PNG plots (default folder: ``RUN/report``)."""
     r = run if isinstance(run, Run) else open_run(run)
-    overview = summarize(r)
-    data = collect_report_data(r.iter_events())
+    acc = _Acc()
+    overview = summarize(r, each_event=acc.add)  # one read of the log for both
+    data = _report_data(acc)
     folder = out_dir if out_dir is not None else r.path / "report"
     folder.mkdir(parents=True, exist_ok=True)
     marks = data.markers
