@@ -32,7 +32,6 @@ from agentsim.inspect.run import EVENT_COLUMNS, Run, iter_jsonl, open_run
 from agentsim.inspect.summary import error_kind, summarize, summarize_events
 from agentsim.sim.config import load_experiment
 from agentsim.sim.engine import Engine
-from agentsim.store.layout import HostStore, part_hash, prompt_row, row, text_hash
 from agentsim.store.shard import read_index, read_member
 
 EXPERIMENT = """
@@ -434,38 +433,6 @@ def test_prompt_errors_name_the_problem(finished: Path, tmp_path: Path) -> None:
     trace.unlink()
     with pytest.raises(RunError, match=r"no step at tick 0 in its trace \(no steps yet\)"):
         agent.step_at(0)
-
-
-def test_a_kept_run_sees_what_a_live_run_writes_after_a_lookup(
-    finished: Path, tmp_path: Path
-) -> None:
-    run_dir = copy_run(finished, tmp_path / "live", status="running", ended=None, pid=os.getpid())
-    run, aid = open_run(run_dir), "commuters-00001"
-    host = run_dir / "store" / "host-0000"
-    agents = (host / "agents.json").read_bytes()
-    # Looked up before its host has listed its agents: no rows yet.
-    (host / "agents.json").unlink()
-    assert list(run.agent(aid).trace()) == []
-    (host / "agents.json").write_bytes(agents)
-    before = run.agent(aid)
-    ticks = [t["tick"] for t in before.trace() if "action" in t]
-    first = next(t for t in before.trace() if "user" in t)
-    assert before.prompt_at(first["tick"]).system  # the prompt parts' index is read now
-    # The engine appends a step with a system prompt whose part is new.
-    system = "<persona>late</persona>\n<instructions>act</instructions>"
-    late = {"tick": 5, "time": "t5", "action": "walked late", "system_sha": text_hash(system)}
-    store = HostStore(run_dir, 0)
-    store.add_part(part_hash(system), system)
-    store.append(
-        [
-            (aid, prompt_row(aid, text_hash(system), [part_hash(system)])),
-            (aid, row(aid, "trace", json.dumps({**late, "user": "late question"}))),
-        ]
-    )
-    after = run.agent(aid)
-    assert [t["tick"] for t in after.trace() if "action" in t] == [*ticks, 5]
-    assert (after.prompt_at(5).system, after.prompt_at(5).user) == (system, "late question")
-    assert after.prompt_at(first["tick"]).system == before.prompt_at(first["tick"]).system
 
 
 # -- events as a table --------------------------------------------------------------------
