@@ -3,12 +3,15 @@
 They sit apart so that a storage with an index (agents in a table, traces in shards) can
 answer them faster without the viewer changing: ``find_agents`` (search and page the agent
 ids), ``agent_steps`` (one agent's steps in a tick range), ``env_layouts`` (how each
-environment module is drawn) and ``place_moves`` (where agents went, tick by tick).
+environment module is drawn) and ``world_log`` (where agents went, tick by tick, read with
+the other events the world view draws in one pass).
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +22,7 @@ from agentsim.inspect.run import Run
 if TYPE_CHECKING:
     from agentsim.env.base import ViewLayout
 
-__all__ = ["AgentPage", "agent_steps", "env_layouts", "find_agents", "place_moves"]
+__all__ = ["AgentPage", "WorldLog", "agent_steps", "env_layouts", "find_agents", "world_log"]
 
 _OBSERVATION = re.compile(r"<observation>\n?(.*?)\n?</observation>", re.S)
 
@@ -110,29 +113,50 @@ def env_layouts(run: Run) -> dict[str, ViewLayout]:
     return out
 
 
-def place_moves(run: Run, layout: ViewLayout) -> list[tuple[int, str, str | None]]:
-    """``(tick, agent_id, place)`` from the layout's ``leave`` and ``arrive`` events, by tick;
-    ``place`` is None for an agent that left (in transit). Within a tick, departures come
-    before arrivals, as the engine applies moves before it ends walks."""
-    moves: list[tuple[int, int, str, str | None]] = []
-    for etype in layout.leave:
-        table = run.events(type=etype)
-        for tick, agent in zip(
-            table["tick"].to_pylist(), table["agent_id"].to_pylist(), strict=True
-        ):
-            if agent is not None:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorldLog:
+    """What the world view reads from the event log, in one pass (``world_log``)."""
+
+    moves: tuple[tuple[tuple[int, str, str | None], ...], ...]  # per layout, see world_log
+    kept: tuple[dict[str, Any], ...]  # the events of the ``keep`` types, in log order
+
+
+def world_log(run: Run, layouts: Sequence[ViewLayout], *, keep: Iterable[str] = ()) -> WorldLog:
+    """One read of the log for the drawn modules: for each layout, ``(tick, agent_id,
+    place)`` from its ``leave`` and ``arrive`` events, by tick (``place`` is None for an
+    agent that left: in transit; within a tick, departures come before arrivals, as the
+    engine applies moves before it ends walks); and the events of the ``keep`` types as
+    dicts (``tick``, ``type``, ``agent_id`` and their own fields)."""
+    keep = frozenset(keep)
+    wanted = keep.union(*(lay.leave for lay in layouts), *(lay.arrive for lay in layouts))
+    found: list[list[tuple[int, int, str, str | None]]] = [[] for _ in layouts]
+    kept: list[dict[str, Any]] = []
+    table = run.events(types=sorted(wanted))
+    for tick, etype, agent, text in zip(
+        table["tick"].to_pylist(),
+        table["type"].to_pylist(),
+        table["agent_id"].to_pylist(),
+        table["data"].to_pylist(),
+        strict=True,
+    ):
+        # An event's own fields are JSON text: decoded only for the events that need them.
+        data: dict[str, Any] | None = None
+        for moves, lay in zip(found, layouts, strict=True):
+            if agent is None:
+                break
+            if etype in lay.leave:
                 moves.append((int(tick), 0, str(agent), None))
-    for etype, field in layout.arrive.items():
-        table = run.events(type=etype)
-        if field not in table.column_names:
-            continue
-        for tick, agent, place in zip(
-            table["tick"].to_pylist(),
-            table["agent_id"].to_pylist(),
-            table[field].to_pylist(),
-            strict=True,
-        ):
-            if agent is not None and place is not None:
-                moves.append((int(tick), 1, str(agent), str(place)))
-    moves.sort(key=lambda m: (m[0], m[1]))  # stable: log order within a tick and kind
-    return [(tick, agent, place) for tick, _, agent, place in moves]
+            field = lay.arrive.get(etype)
+            if field is not None:
+                data = json.loads(text or "{}") if data is None else data
+                if data.get(field) is not None:
+                    moves.append((int(tick), 1, str(agent), str(data[field])))
+        if etype in keep:
+            own = json.loads(text or "{}") if data is None else data
+            kept.append({**own, "tick": tick, "type": etype, "agent_id": agent})
+    for moves in found:
+        moves.sort(key=lambda m: (m[0], m[1]))  # stable: log order within a tick and kind
+    return WorldLog(
+        moves=tuple(tuple((t, a, p) for t, _, a, p in moves) for moves in found),
+        kept=tuple(kept),
+    )

@@ -3,20 +3,48 @@
 Only the host that holds the agent is read, and of its shard only the members whose key
 range holds the agent (``agentsim.store.shard``): looking at one agent costs about the same
 in a run of ten agents or of a million, and works while the run is writing.
+
+A ``StoreReader`` lives as long as its ``Run`` (the viewer looks agents up request after
+request), so it keeps what it read: the hosts' agent lists and the shards' indexes. Each is
+read again only when its file changed (size, mtime or inode), so rows a running engine
+appends since are seen at the next lookup, and a shard a resume cut back is read anew.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
-from collections.abc import Iterator
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agentsim.errors import RunError
 from agentsim.store.layout import AGENTS, LAYOUT, PARTS, ROWS, store_dir, text_hash
-from agentsim.store.shard import Member, ShardDamaged, key_prefix, read_index, read_key, read_member
+from agentsim.store.shard import (
+    Member,
+    ShardDamaged,
+    index_path,
+    key_prefix,
+    read_index,
+    read_key,
+    read_member,
+)
 
 __all__ = ["AgentRows", "StoreReader", "open_store"]
+
+# What tells that a file changed; None for a file that is not there (yet).
+_Stamp = tuple[int, int, int] | None
+
+
+def _stamp(path: Path) -> _Stamp:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 def open_store(run_dir: Path) -> StoreReader | None:
@@ -41,21 +69,66 @@ def open_store(run_dir: Path) -> StoreReader | None:
     return StoreReader(run_dir)
 
 
+@dataclass(frozen=True, slots=True)
+class _Index:
+    """A shard's index as read when its files had ``stamp`` (index file, data size)."""
+
+    stamp: tuple[_Stamp, _Stamp]
+    members: list[Member]
+    by_key: Mapping[str, Member]  # for shards keyed by content hash (exact keys)
+
+
 class StoreReader:
-    """A run's shards, read-only. Cheap to make: files are read on first need."""
+    """A run's shards, read-only. Cheap to make: files are read on first need, and read
+    again only when they changed."""
 
     def __init__(self, run_dir: Path) -> None:
         self.root = store_dir(run_dir)
-        self._parts: dict[str, tuple[Path, Member]] | None = None
+        # The viewer reads from worker threads: one refresh at a time.
+        self._lock = threading.Lock()
+        self._agents: dict[Path, tuple[_Stamp, list[str]]] = {}  # host -> sorted agent ids
+        self._indexes: dict[Path, _Index] = {}  # shard data file -> its index
+
+    def _hosts(self) -> list[Path]:
+        return sorted(self.root.glob("host-*")) if self.root.is_dir() else []
+
+    def _agent_ids(self, host: Path) -> list[str]:
+        path = host / AGENTS
+        stamp = _stamp(path)
+        with self._lock:
+            cached = self._agents.get(host)
+            if cached is not None and cached[0] == stamp:
+                return cached[1]
+            try:
+                ids = sorted(map(str, json.loads(path.read_text("utf-8"))))
+            except (OSError, ValueError, TypeError):
+                ids = []  # a host that has not written its list yet holds no rows either
+            self._agents[host] = (stamp, ids)
+            return ids
+
+    def index(self, data: Path) -> _Index:
+        """The index of shard ``data`` as it is now (read again only if it changed)."""
+        # Stamped before reading: a change made meanwhile shows at the next call.
+        stamp = (_stamp(index_path(data)), _stamp(data))
+        with self._lock:
+            cached = self._indexes.get(data)
+            if cached is not None and cached.stamp == stamp:
+                return cached
+            members = read_index(data)
+            by_key: dict[str, Member] = {}
+            for m in members:
+                for k in m.keys or ():
+                    by_key.setdefault(k, m)
+            fresh = _Index(stamp=stamp, members=members, by_key=by_key)
+            self._indexes[data] = fresh
+            return fresh
 
     def host_of(self, agent_id: str) -> Path | None:
         """The folder of the host whose ``agents.json`` lists ``agent_id``."""
-        for host in sorted(self.root.glob("host-*")) if self.root.is_dir() else ():
-            try:
-                ids = json.loads((host / AGENTS).read_text("utf-8"))
-            except (OSError, ValueError):
-                continue  # a host that has not written its list yet holds no rows either
-            if agent_id in ids:
+        for host in self._hosts():
+            ids = self._agent_ids(host)
+            i = bisect.bisect_left(ids, agent_id)
+            if i < len(ids) and ids[i] == agent_id:
                 return host
         return None
 
@@ -64,19 +137,16 @@ class StoreReader:
 
     def part(self, digest: str) -> str | None:
         """The text of one prompt part, by its content hash."""
-        if self._parts is None:
-            self._parts = {}
-            for data in sorted(self.root.glob(f"host-*/{PARTS}")):
-                for m in read_index(data):
-                    for k in m.keys or ():
-                        self._parts.setdefault(k, (data, m))
-        hit = self._parts.get(digest)
-        if hit is None:
-            return None
         prefix = key_prefix(digest)
-        for line in _member_rows(*hit):
-            if line.startswith(prefix):
-                return str(json.loads(line)["text"])
+        for host in self._hosts():
+            data = host / PARTS
+            member = self.index(data).by_key.get(digest)
+            if member is None:
+                continue
+            for line in _member_rows(data, member):
+                if line.startswith(prefix):
+                    return str(json.loads(line)["text"])
+            return None
         return None
 
 
@@ -93,7 +163,8 @@ class AgentRows:
         if self.host is None:
             return
         try:
-            for row in read_key(self.host / ROWS, self.agent_id):
+            data = self.host / ROWS
+            for row in read_key(data, self.agent_id, self.reader.index(data).members):
                 if row.get("kind") == kind:
                     yield row.get("data")
         except ShardDamaged as exc:

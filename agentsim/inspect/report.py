@@ -1,8 +1,9 @@
 """``agentsim report RUN``: ``report/summary.md`` and PNG plots from the event log.
 
 One streamed pass over ``events.jsonl`` collects every series (``collect_report_data``,
-pure); ``agentsim.inspect._plots`` draws them, and ``write_report`` returns the series it
-plotted so that a notebook or a test can check them against the events.
+pure; ``write_report`` collects them in the pass that counts the overview);
+``agentsim.inspect._plots`` draws them, and ``write_report`` returns the series it plotted
+so that a notebook or a test can check them against the events.
 
 Per-tick series cover the ticks whose ``tick_end`` is in the log: a tick still running (or
 cut by a crash) is left out rather than drawn half-counted.
@@ -21,7 +22,27 @@ from agentsim.inspect import _plots
 from agentsim.inspect.run import Run, open_run
 from agentsim.inspect.summary import RunOverview, summarize
 
-__all__ = ["Marker", "Report", "ReportData", "Series", "collect_report_data", "write_report"]
+__all__ = [
+    "TICK_METRICS",
+    "Marker",
+    "Report",
+    "ReportData",
+    "Series",
+    "collect_report_data",
+    "tick_metrics",
+    "write_report",
+]
+
+TICK_METRICS = (
+    "steps",
+    "model_calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "degraded",
+    "errors",
+    "skipped",
+)
+"""The ``tick_end`` fields drawn per tick, by the report's plots and the viewer's Run page."""
 
 _TOP_SKILLS = 10
 _DETAIL_CHARS = 100
@@ -111,6 +132,34 @@ class _Acc:
     city: dict[int, Mapping[str, Any]] = field(default_factory=dict)
     social: dict[int, Mapping[str, Any]] = field(default_factory=dict)
 
+    def add(self, ev: Mapping[str, Any]) -> None:
+        """Count one event (of any type, in log order)."""
+        kind, tick = ev.get("type"), ev.get("tick")
+        if not isinstance(tick, int):
+            return
+        if kind == "tick_end":
+            self.tick_end[tick] = ev
+            self.times[tick] = str(ev.get("time", ""))
+        elif kind == "agent_action":
+            self.actions[tick] += 1
+        elif kind == "skill_activated":
+            if ev.get("default") is True:
+                self.defaults[str(ev.get("skill"))] += 1
+            else:
+                self.skills[str(ev.get("skill"))][tick] += 1
+        elif kind == "city_occupancy":
+            self.city[tick] = ev
+        elif kind == "social_opinions":
+            self.social[tick] = ev
+        elif kind == "intervention":
+            self.markers.append(_intervention(ev, tick))
+        elif kind in ("survey_answer", "interview_answer"):
+            key = (tick, str(kind).removesuffix("_answer"), str(ev.get("name", "")))
+            if key not in self.answers:
+                self.markers.append(key)
+            time, n = self.answers.get(key, (str(ev.get("time", "")), 0))
+            self.answers[key] = (time, n + 1)
+
 
 def _bin_labels(n: int) -> list[str]:
     edges = [round(-1 + 2 * i / n, 2) for i in range(n + 1)]
@@ -119,6 +168,15 @@ def _bin_labels(n: int) -> list[str]:
 
 def _num(v: Any) -> float:
     return v if isinstance(v, int | float) and not isinstance(v, bool) else 0
+
+
+def tick_metrics(
+    tick_end: Mapping[int, Mapping[str, Any]], ticks: Iterable[int]
+) -> dict[str, tuple[float, ...]]:
+    """The series of the ``TICK_METRICS`` at ``ticks``, from each tick's ``tick_end`` event
+    (or its fields); a tick without one, or a field that is not a number, counts 0."""
+    ends = [tick_end.get(t, {}) for t in ticks]
+    return {k: tuple(_num(e.get(k)) for e in ends) for k in TICK_METRICS}
 
 
 def _cut(text: str) -> str:
@@ -162,31 +220,12 @@ def collect_report_data(events: Iterable[Mapping[str, Any]]) -> ReportData:
     """All report series from events, in one pass."""
     acc = _Acc()
     for ev in events:
-        kind, tick = ev.get("type"), ev.get("tick")
-        if not isinstance(tick, int):
-            continue
-        if kind == "tick_end":
-            acc.tick_end[tick] = ev
-            acc.times[tick] = str(ev.get("time", ""))
-        elif kind == "agent_action":
-            acc.actions[tick] += 1
-        elif kind == "skill_activated":
-            if ev.get("default") is True:
-                acc.defaults[str(ev.get("skill"))] += 1
-            else:
-                acc.skills[str(ev.get("skill"))][tick] += 1
-        elif kind == "city_occupancy":
-            acc.city[tick] = ev
-        elif kind == "social_opinions":
-            acc.social[tick] = ev
-        elif kind == "intervention":
-            acc.markers.append(_intervention(ev, tick))
-        elif kind in ("survey_answer", "interview_answer"):
-            key = (tick, str(kind).removesuffix("_answer"), str(ev.get("name", "")))
-            if key not in acc.answers:
-                acc.markers.append(key)
-            time, n = acc.answers.get(key, (str(ev.get("time", "")), 0))
-            acc.answers[key] = (time, n + 1)
+        acc.add(ev)
+    return _report_data(acc)
+
+
+def _report_data(acc: _Acc) -> ReportData:
+    """The series of the events counted in ``acc``."""
     ticks = tuple(sorted(acc.tick_end))
 
     def series(columns: Mapping[str, Sequence[float]], at: Sequence[int] = ticks) -> Series:
@@ -196,21 +235,16 @@ def collect_report_data(events: Iterable[Mapping[str, Any]]) -> ReportData:
             columns={k: tuple(v) for k, v in columns.items()},
         )
 
-    te = acc.tick_end
+    metrics = tick_metrics(acc.tick_end, ticks)
     activity = series(
         {
-            "steps": [_num(te[t].get("steps")) for t in ticks],
+            "steps": metrics["steps"],
             "actions": [acc.actions[t] for t in ticks],
-            "skipped": [_num(te[t].get("skipped")) for t in ticks],
-            "errors": [_num(te[t].get("errors")) for t in ticks],
-            "degraded": [_num(te[t].get("degraded")) for t in ticks],
+            **{k: metrics[k] for k in ("skipped", "errors", "degraded")},
         }
     )
     skills = series({s: [c[t] for t in ticks] for s, c in sorted(acc.skills.items())})
-    tokens = series(
-        {k: [_num(te[t].get(k)) for t in ticks] for k in ("prompt_tokens", "completion_tokens")}
-        | {"model_calls": [_num(te[t].get("model_calls")) for t in ticks]}
-    )
+    tokens = series({k: metrics[k] for k in ("prompt_tokens", "completion_tokens", "model_calls")})
     city = None
     if acc.city:
         places = sorted({p for ev in acc.city.values() for p in (ev.get("occupancy") or {})})
@@ -359,8 +393,9 @@ def _summary_md(ov: RunOverview, images: Mapping[str, Path], data: ReportData) -
 def write_report(run: Run | str | Path, *, out_dir: Path | None = None) -> Report:
     """Write ``summary.md`` and the PNG plots (default folder: ``RUN/report``)."""
     r = run if isinstance(run, Run) else open_run(run)
-    overview = summarize(r)
-    data = collect_report_data(r.iter_events())
+    acc = _Acc()
+    overview = summarize(r, each_event=acc.add)  # one read of the log for both
+    data = _report_data(acc)
     folder = out_dir if out_dir is not None else r.path / "report"
     folder.mkdir(parents=True, exist_ok=True)
     marks = data.markers

@@ -13,9 +13,10 @@ still going; the torn last line a crash can leave is skipped, never an error.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ import yaml
 
 from agentsim.errors import ConfigError, RunError
 from agentsim.inspect._files import close_matches, iter_jsonl, read_json
-from agentsim.inspect._store import open_store
+from agentsim.inspect._store import StoreReader, open_store
 from agentsim.inspect._tables import (
     BASE_COLUMNS,
     EVENT_COLUMNS,
@@ -70,6 +71,21 @@ class RunState:
     started: str | None
     ended: str | None
 
+    @classmethod
+    def from_manifest(cls, manifest: Mapping[str, Any]) -> RunState:
+        """The state a run's ``manifest.json`` (as read) gives."""
+        status = str(manifest.get("status") or "unknown")
+        pid = manifest.get("pid") if isinstance(manifest.get("pid"), int) else None
+        alive = _pid_alive(pid) if status == "running" else None
+        return cls(
+            status=status,
+            state="dead" if status == "running" and alive is False else status,
+            pid=pid,
+            alive=alive,
+            started=manifest.get("started"),
+            ended=manifest.get("ended"),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "status": self.status,
@@ -82,7 +98,10 @@ class RunState:
 
 
 class Run:
-    """One run folder, opened for reading. Cheap to create: files are read when asked."""
+    """One run folder, opened for reading. Cheap to create: files are read when asked.
+
+    A ``Run`` can be kept (the viewer keeps one per run): it reads the files anew when
+    asked, so it follows a run that is still going."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -133,19 +152,7 @@ class Run:
             raise RunError(f"{p} no longer validates ({exc}); check the agentsim version") from None
 
     def state(self) -> RunState:
-        m = self.manifest()
-        status = str(m.get("status") or "unknown")
-        pid = m.get("pid") if isinstance(m.get("pid"), int) else None
-        alive = _pid_alive(pid) if status == "running" else None
-        state = "dead" if status == "running" and alive is False else status
-        return RunState(
-            status=status,
-            state=state,
-            pid=pid,
-            alive=alive,
-            started=m.get("started"),
-            ended=m.get("ended"),
-        )
+        return RunState.from_manifest(self.manifest())
 
     def checkpoints(self) -> list[tuple[int, Path]]:
         """``(tick, folder)`` of the complete checkpoints, oldest first."""
@@ -158,6 +165,12 @@ class Run:
         return sorted(out)
 
     # -- agents ----------------------------------------------------------------------------
+
+    @functools.cached_property
+    def _store(self) -> StoreReader | None:
+        """The shard reader (None for a layout-1 run), made once: it reads an index or an
+        agent list again only when that file changed, so lookups see rows written since."""
+        return open_store(self.path)
 
     @property
     def agents(self) -> list[str]:
@@ -174,7 +187,7 @@ class Run:
                 f"agent {agent_id!r} is not in run {self.path}{hint}; the agents are the "
                 f"folders of {self.path / 'agents'} (run.agents in Python)"
             )
-        store = open_store(self.path)
+        store = self._store
         return AgentRecord(
             agent_id=agent_id, root=root, store=store.agent(agent_id) if store else None
         )

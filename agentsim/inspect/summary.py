@@ -10,7 +10,7 @@ time only. Problems are counted with ``agentsim.sim.problems``, as the engine co
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -248,8 +248,21 @@ def _cost(config: Mapping[str, Any], prompt: int, completion: int) -> float | No
     return round(prompt / 1000 * per_p + completion / 1000 * per_c, 6)
 
 
-def summarize(run: Run) -> RunOverview:
-    """The overview of ``run``: manifest, config (ticks, prices), metrics and the events."""
+def _passing(
+    events: Iterable[Mapping[str, Any]], each: Callable[[Mapping[str, Any]], None]
+) -> Iterator[Mapping[str, Any]]:
+    for ev in events:
+        each(ev)
+        yield ev
+
+
+def summarize(
+    run: Run, *, each_event: Callable[[Mapping[str, Any]], None] | None = None
+) -> RunOverview:
+    """The overview of ``run``: manifest, config (ticks, prices), metrics and the events.
+
+    ``each_event`` is called with every event as the overview reads it, so that a caller
+    that needs more from the log (``agentsim report``) reads it once."""
     state = run.state()  # first: the events read next are at least as new as this
     manifest = run.manifest()
     try:
@@ -257,7 +270,8 @@ def summarize(run: Run) -> RunOverview:
     except Exception:  # an overview must work on a damaged run; the config is optional
         config = {}
     metrics = run.metrics()
-    counts = summarize_events(run.iter_events())
+    events = run.iter_events()
+    counts = summarize_events(events if each_event is None else _passing(events, each_event))
     sums = counts.sums
     rate = metrics.get("agent_steps_per_s")
     agents = counts.agents

@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from agentsim.errors import AgentsimError
-from agentsim.inspect import Run
-from agentsim.inspect._query import place_moves
+from agentsim.inspect import Run, RunState
+from agentsim.inspect._query import world_log
+from agentsim.inspect.report import tick_metrics
 
 if TYPE_CHECKING:
     from agentsim.env.base import ViewLayout
@@ -27,8 +28,8 @@ __all__ = [
 WORLD_AGENTS = 10_000
 """The world view draws at most this many agents (the first by id); occupancy counts them."""
 
-# tick_end fields drawn on the Run page, with their labels.
-_SERIES = {
+# The labels of the tick_end fields drawn on the Run page (report.TICK_METRICS).
+_LABELS = {
     "steps": "agent-steps",
     "model_calls": "model calls",
     "prompt_tokens": "prompt tokens",
@@ -39,10 +40,11 @@ _SERIES = {
 }
 
 
-def progress(run: Run) -> dict[str, Any]:
-    """What changes while a run goes on: cheap, polled by every page."""
-    m = run.manifest()
-    state = run.state()
+def progress(run: Run, manifest: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What changes while a run goes on: cheap, polled by every page. ``manifest`` is
+    ``run.manifest()`` when the caller has just read it."""
+    m = run.manifest() if manifest is None else manifest
+    state = RunState.from_manifest(m)
     return {
         "id": run.path.name,
         "status": state.status,
@@ -63,10 +65,10 @@ def total_ticks(run: Run) -> int | None:
 
 def run_row(run: Run, total: int | None) -> dict[str, Any]:
     """A row of the Runs page; ``total`` is ``total_ticks(run)``, which never changes."""
-    metrics = run.metrics()
+    metrics, manifest = run.metrics(), run.manifest()
     return {
-        **progress(run),
-        "name": run.manifest().get("name"),
+        **progress(run, manifest),
+        "name": manifest.get("name"),
         "total_ticks": total,
         "agents": len(run.agents),
         "errors": int(metrics.get("errors") or 0),
@@ -153,9 +155,7 @@ def run_summary(run: Run) -> dict[str, Any]:
             label = "skills reloaded: " + "; ".join(parts)
             markers.append({"tick": t, "kind": "reload", "label": label})
     n = max(ends, default=-1) + 1
-    series = {
-        field: [float(ends.get(t, {}).get(field) or 0) for t in range(n)] for field in _SERIES
-    }
+    series = {k: [float(v) for v in col] for k, col in tick_metrics(ends, range(n)).items()}
     series["script_failures"] = [float(c) for c in _per_tick(n, failed)]
     series["hook_failures"] = [float(c) for c in _per_tick(n, gates)]
     skills = {s: _per_tick(n, ts) for s, ts in sorted(by_skill.items())}
@@ -169,7 +169,7 @@ def run_summary(run: Run) -> dict[str, Any]:
     return {
         "ticks": n,
         "labels": {
-            **_SERIES,
+            **_LABELS,
             "script_failures": "script failures",
             "hook_failures": "hook failures",
         },
@@ -212,14 +212,15 @@ def world(
         start.update(lay.start)
         arrive.update(lay.arrive)
         edges.extend(lay.edges)
-    agents = sorted(start)[:limit] if start else sorted(run.agents)[:limit]
+    known = run.agents  # sorted; a listing of the agents' folders: done once
+    agents = sorted(start)[:limit] if start else known[:limit]
     a_index = {a: i for i, a in enumerate(agents)}
     p_index = {p: i for i, p in enumerate(place_ids)}
+    drawn = [lay for lay in layouts.values() if lay.arrive or lay.leave]
+    log = world_log(run, drawn, keep=("social_opinions",))
     moves: list[int] = []
-    for lay in layouts.values():
-        if not (lay.arrive or lay.leave):
-            continue
-        for tick, agent, place in place_moves(run, lay):
+    for layout_moves in log.moves:
+        for tick, agent, place in layout_moves:
             i = a_index.get(agent)
             if i is not None:
                 moves.extend((tick, i, p_index.get(place, -1) if place is not None else -1))
@@ -228,13 +229,13 @@ def world(
     ]
     opinions = [
         {"tick": r["tick"], "histogram": r.get("histogram"), "mean": r.get("mean")}
-        for r in run.events(type="social_opinions").to_pylist()
+        for r in log.kept
     ]
     return {
         "modules": sorted(layouts),
         "places": places,
         "agents": agents,
-        "agents_total": len(run.agents),
+        "agents_total": len(known),
         "start": [p_index.get(start.get(a, ""), -1) for a in agents],
         "moves": moves,
         "edges": drawn_edges,

@@ -37,6 +37,7 @@ class Workspace:
         self.root = root.parent if self.single else root
         self._only = root.name if self.single else None
         self._cache: dict[Hashable, Any] = {}
+        self._runs: dict[str, Run] = {}
 
     def _inside(self, path: Path) -> bool:
         return path.resolve().is_relative_to(self.root)
@@ -61,7 +62,19 @@ class Workspace:
                 f"no run {run_id!r} in workspace {self.root} (runs: {', '.join(known) or 'none'});"
                 " pick one from the Runs page"
             )
-        return open_run(self.root / run_id)
+        return self._open(run_id)
+
+    def runs(self) -> list[Run]:
+        """Every run served, in ``run_ids`` order (the folder is listed once)."""
+        return [self._open(run_id) for run_id in self.run_ids()]
+
+    def _open(self, run_id: str) -> Run:
+        # One Run per run folder, kept: it keeps its shard reader between requests (it
+        # reads again only files that changed).
+        run = self._runs.get(run_id)
+        if run is None:
+            run = self._runs[run_id] = open_run(self.root / run_id)
+        return run
 
     def agent(self, run: Run, agent_id: str) -> AgentRecord:
         record = run.agent(agent_id)

@@ -82,18 +82,17 @@ def create_app(path: Path) -> Starlette:
     def run_of(request: Request) -> Run:
         return ws.run(request.path_params["run"])
 
-    def keyed(run: Run, what: str) -> tuple[str, str, int, str]:
-        p = _api.progress(run)
-        return (what, run.path.name, p["ticks_done"], p["status"])
+    def keyed(p: dict[str, Any], what: str) -> tuple[str, str, int, str]:
+        """A cache key that changes as the run moves on (``p`` is its ``progress``)."""
+        return (what, p["id"], p["ticks_done"], p["status"])
 
-    def row(run: Run) -> dict[str, Any]:
+    def row(run: Run, p: dict[str, Any]) -> dict[str, Any]:
         # Validating the config takes a while: once per run, not once per tick.
-        key = ("total", run.path.name, run.manifest().get("started"))
-        total = ws.cached(key, lambda: _api.total_ticks(run))
-        return ws.cached(keyed(run, "row"), lambda: _api.run_row(run, total))
+        total = ws.cached(("total", p["id"], p["started"]), lambda: _api.total_ticks(run))
+        return ws.cached(keyed(p, "row"), lambda: _api.run_row(run, total))
 
     def runs(request: Request) -> Any:
-        rows = [row(ws.run(rid)) for rid in ws.run_ids()]
+        rows = [row(run, _api.progress(run)) for run in ws.runs()]
         return {"workspace": str(ws.root), "runs": rows}
 
     def status(request: Request) -> Any:
@@ -101,8 +100,9 @@ def create_app(path: Path) -> Starlette:
 
     def run_page(request: Request) -> Any:
         run = run_of(request)
-        summary = ws.cached(keyed(run, "summary"), lambda: _api.run_summary(run))
-        return {**row(run), "metrics": run.metrics(), **summary}
+        p = _api.progress(run)
+        summary = ws.cached(keyed(p, "summary"), lambda: _api.run_summary(run))
+        return {**row(run, p), "metrics": run.metrics(), **summary}
 
     def surveys(request: Request) -> Any:
         run = run_of(request)
@@ -163,13 +163,11 @@ def create_app(path: Path) -> Starlette:
     def world(request: Request) -> Any:
         run = run_of(request)
         limit = _int(request, "limit", _api.WORLD_AGENTS, lo=1, hi=_api.WORLD_AGENTS)
+        p = _api.progress(run)
         # The layouts hold every agent's profile: built once per run, not once per tick.
-        key = ("layouts", run.path.name, run.manifest().get("started"))
-        layouts = ws.cached(key, lambda: env_layouts(run))
-        data = ws.cached(
-            (*keyed(run, "world"), limit), lambda: _api.world(run, layouts, limit=limit)
-        )
-        return {**data, "run": _api.progress(run)}
+        layouts = ws.cached(("layouts", p["id"], p["started"]), lambda: env_layouts(run))
+        data = ws.cached((*keyed(p, "world"), limit), lambda: _api.world(run, layouts, limit=limit))
+        return {**data, "run": p}
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC_DIR / "index.html")

@@ -25,8 +25,10 @@ from agentsim.cli import build_parser
 from agentsim.errors import ConfigError, RunError
 from agentsim.inspect import open_run
 from agentsim.inspect._query import agent_steps, find_agents
+from agentsim.inspect.report import TICK_METRICS, collect_report_data
 from agentsim.sim.config import load_experiment, parse_experiment
 from agentsim.sim.engine import Engine, Progress
+from agentsim.store.layout import HostStore, row
 from agentsim.view import create_app
 from agentsim.view._workspace import Workspace
 
@@ -86,6 +88,19 @@ def test_run_page_has_metrics_per_tick_skills_markers_and_surveys(client: TestCl
         {"name": "check", "tick": 3, "answers": 4, "question": "How is your day going?"}
     ]
     assert data["reloads"] == []
+
+
+def test_the_run_page_draws_the_series_the_report_plots(
+    client: TestClient, workspace: Path
+) -> None:
+    data = get(client, f"/api/runs/{RUN}")
+    report = collect_report_data(open_run(workspace / RUN).iter_events())
+    assert report.activity.ticks == tuple(range(data["ticks"]))
+    plotted = {**report.activity.columns, **report.tokens.columns}
+    assert {k: data["series"][k] for k in TICK_METRICS} == {
+        k: [float(v) for v in plotted[k]] for k in TICK_METRICS
+    }
+    assert list(data["labels"]) == list(data["series"])
 
 
 def test_survey_answers_are_paged(client: TestClient) -> None:
@@ -253,6 +268,24 @@ def test_a_running_run_shows_its_progress(workspace: Path, tmp_path: Path) -> No
     (ws / "live" / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     assert get(c, "/api/runs/live/status")["ticks_done"] == 3
     assert get(c, "/api/runs")["runs"][0]["ticks_done"] == 3
+
+
+def test_the_agent_pages_of_a_running_run_show_the_steps_written_since(
+    workspace: Path, tmp_path: Path
+) -> None:
+    ws = tmp_path / "ws"
+    shutil.copytree(workspace / RUN, ws / "live")
+    manifest = json.loads((ws / "live" / "manifest.json").read_text("utf-8"))
+    manifest.update(status="running", pid=os.getpid(), ended=None)
+    (ws / "live" / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    c = TestClient(create_app(ws))
+    url = f"/api/runs/live/agents/{AGENT}/steps?start=6&end=6"
+    assert (get(c, url)["ticks"], get(c, url)["steps"]) == ([0, 1, 2, 3, 4, 5], [])
+    late = {"tick": 6, "time": "t6", "action": "walked late"}
+    HostStore(ws / "live", 0).append([(AGENT, row(AGENT, "trace", json.dumps(late)))])
+    data = get(c, url)
+    assert data["ticks"] == [0, 1, 2, 3, 4, 5, 6]
+    assert [(s["tick"], s["action"]) for s in data["steps"]] == [(6, "walked late")]
 
 
 def test_one_run_folder_can_be_served_alone(workspace: Path) -> None:
