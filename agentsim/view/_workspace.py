@@ -12,6 +12,7 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from agentsim._paths import is_inside
 from agentsim.errors import ConfigError, RunError
 from agentsim.inspect import Run, open_run
 from agentsim.inspect.agentview import AgentRecord
@@ -39,9 +40,6 @@ class Workspace:
         self._cache: dict[Hashable, Any] = {}
         self._runs: dict[str, Run] = {}
 
-    def _inside(self, path: Path) -> bool:
-        return path.resolve().is_relative_to(self.root)
-
     def run_ids(self) -> list[str]:
         """The runs served, newest folder name last (names carry their start time)."""
         if self._only is not None:
@@ -52,7 +50,7 @@ class Workspace:
             if not p.name.startswith(".")
             and p.is_dir()
             and (p / "manifest.json").is_file()
-            and self._inside(p)
+            and is_inside(p, self.root)
         )
 
     def run(self, run_id: str) -> Run:
@@ -78,7 +76,7 @@ class Workspace:
 
     def agent(self, run: Run, agent_id: str) -> AgentRecord:
         record = run.agent(agent_id)
-        if not self._inside(record.root):
+        if not is_inside(record.root, self.root):
             raise RunError(
                 f"agent {agent_id!r} of {run.path.name} leads outside the workspace; "
                 "it is not served"
