@@ -230,9 +230,6 @@ class RayExecutor:
             return []  # a broken run has no complete stats; its error is the one to report
         return await self._wait([a.model_stats.remote() for a in self.actors], "stats")
 
-    async def pids(self) -> list[int]:
-        return await self._wait([a.pid.remote() for a in self.actors], "pid")
-
     async def node_ids(self) -> list[str]:
         return await self._wait([a.node_id.remote() for a in self.actors], "node id")
 
