@@ -218,9 +218,7 @@ class Agent:
                         f"post_step quality gate of {retry.skill_id} still failing after "
                         f"{retries} retries: {retry.feedback}"
                     )
-                    st.out.events.append(
-                        self._event(inp, "hook_gate_failed", skill=retry.skill_id, retries=retries)
-                    )
+                    self._emit(st, "hook_gate_failed", skill=retry.skill_id, retries=retries)
                     break
                 retries += 1
                 feedback, hooks = retry.feedback, ()
@@ -244,25 +242,21 @@ class Agent:
             self._pending_trace.append(json.dumps(trace, ensure_ascii=False, default=str))
         return st.out
 
-    def _event(self, inp: StepInput, kind: str, **data: Any) -> dict[str, Any]:
-        return {
-            "tick": inp.tick,
-            "time": inp.iso,
-            "type": kind,
-            "agent_id": self.agent_id,
-            **data,
-        }
+    def _emit(self, st: StepScratch, kind: str, **data: Any) -> None:
+        """Add one of this agent's events to the step's outcome."""
+        inp = st.inp
+        st.out.events.append(
+            {"tick": inp.tick, "time": inp.iso, "type": kind, "agent_id": self.agent_id, **data}
+        )
 
     def _decided(self, st: StepScratch, decision: HookDecision, **extra: Any) -> None:
-        st.out.events.append(
-            self._event(
-                st.inp,
-                "hook_decision",
-                skill=decision.skill_id,
-                hook=decision.hook,
-                decision=decision.kind,
-                **extra,
-            )
+        self._emit(
+            st,
+            "hook_decision",
+            skill=decision.skill_id,
+            hook=decision.hook,
+            decision=decision.kind,
+            **extra,
         )
 
     def _hook_problems(self, st: StepScratch, outcomes: Sequence[HookOutcome]) -> None:
@@ -274,22 +268,16 @@ class Agent:
             if h.ok:
                 continue
             lines = (h.error or "").strip().splitlines()
-            st.out.events.append(
-                self._event(
-                    st.inp,
-                    "hook_failed",
-                    skill=h.skill_id,
-                    hook=h.hook,
-                    timed_out=h.timed_out,
-                    error=(lines[-1] if lines else "failed")[:300],
-                )
+            self._emit(
+                st,
+                "hook_failed",
+                skill=h.skill_id,
+                hook=h.hook,
+                timed_out=h.timed_out,
+                error=(lines[-1] if lines else "failed")[:300],
             )
             if h.quarantined:
-                st.out.events.append(
-                    self._event(
-                        st.inp, "skill_quarantined", skill=h.skill_id, script=h.script, hook=h.hook
-                    )
-                )
+                self._emit(st, "skill_quarantined", skill=h.skill_id, script=h.script, hook=h.hook)
 
     async def _react(
         self,
@@ -394,7 +382,7 @@ class Agent:
         st.out.degraded = True
         st.out.action = "kept its plan (model unavailable)"
         trace["limitation"] = f"model failed after its retries: {reason}; the agent kept its plan"
-        st.out.events.append(self._event(st.inp, "agent_degraded", reason=reason[:300]))
+        self._emit(st, "agent_degraded", reason=reason[:300])
 
     async def _dispatch(self, st: StepScratch, call: ToolCall, *, read_only: bool) -> str:
         """Run one tool call; every failure becomes an ``error: ...`` text for the model."""
@@ -422,7 +410,7 @@ class Agent:
             str(args["name"]), arguments=str(args.get("arguments", ""))
         )
         for sid in res.newly_active:
-            st.out.events.append(self._event(st.inp, "skill_activated", skill=sid))
+            self._emit(st, "skill_activated", skill=sid)
         warn = "".join(f"\nwarning: {w}" for w in res.warnings)
         if not res.newly_active:
             return f"{res.handle} is already active; its instructions are in your context{warn}"
@@ -435,7 +423,7 @@ class Agent:
         desc = self.skills.resolve(str(args["name"]))
         was = self.skills.deactivate(desc.skill_id)
         if was:
-            st.out.events.append(self._event(st.inp, "skill_deactivated", skill=desc.skill_id))
+            self._emit(st, "skill_deactivated", skill=desc.skill_id)
         return f"deactivated {args['name']}" if was else f"{args['name']} was not active"
 
     async def _t_read_file(self, st: StepScratch, args: dict[str, Any]) -> str:
@@ -466,20 +454,14 @@ class Agent:
             st.logs.append(
                 {"skill": desc.skill_id, "script": str(script or desc.script), "log": res.log}
             )
-        st.out.events.append(
-            self._event(
-                st.inp, "script_called", skill=desc.skill_id, ok=res.ok, exit_code=res.exit_code
-            )
-        )
+        self._emit(st, "script_called", skill=desc.skill_id, ok=res.ok, exit_code=res.exit_code)
         if res.quarantined and res.timed_out:  # the overrun that caused it, not a refusal
-            st.out.events.append(
-                self._event(
-                    st.inp,
-                    "skill_quarantined",
-                    skill=desc.skill_id,
-                    script=str(script or desc.script),
-                    hook=None,
-                )
+            self._emit(
+                st,
+                "skill_quarantined",
+                skill=desc.skill_id,
+                script=str(script or desc.script),
+                hook=None,
             )
         if res.ok:
             return res.output[:_RESULT_CAP] or "(no output)"
@@ -520,9 +502,7 @@ class Agent:
         if st.out.skipped:
             return
         self.memory.add(tick=inp.tick, time=inp.iso, kind="action", text=st.out.action)
-        st.out.events.append(
-            self._event(inp, "agent_action", action=st.out.action, degraded=st.out.degraded)
-        )
+        self._emit(st, "agent_action", action=st.out.action, degraded=st.out.degraded)
 
     def _record_skills(self, st: StepScratch) -> None:
         active = self.skills.active

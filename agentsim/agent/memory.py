@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from json.encoder import encode_basestring as _string
 from pathlib import Path
@@ -113,9 +113,6 @@ class Memory:
         self._counts = {str(k): int(v) for k, v in state.get("counts", {}).items()}
         self.total = int(state.get("total", 0))
         self._pending = []
-
-    def extend_pending(self, lines: Iterable[str]) -> None:
-        self._pending.extend(lines)
 
 
 # The folder is made when first missing, not before every write: a run writes this file

@@ -9,6 +9,7 @@ which agents finish or the number of hosts.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -334,6 +335,22 @@ class EnvModule:
     def _check_intervention(self, action: str) -> None:
         if action not in self.INTERVENTIONS:
             raise EnvError(unknown_intervention(self.name, action, self.INTERVENTIONS))
+
+    def _by_id(self, agents: Sequence[AgentInfo]) -> list[AgentInfo]:
+        """``setup``'s agents sorted by id (the order seeds are drawn in); an id given twice
+        is an ``EnvError``."""
+        ordered = sorted(agents, key=lambda a: a.agent_id)
+        for before, info in itertools.pairwise(ordered):
+            if before.agent_id == info.agent_id:
+                raise EnvError(f"{self.name}.setup: agent id {info.agent_id!r} is given twice")
+        return ordered
+
+    def _malformed_state(self, exc: Exception) -> EnvError:
+        """The error for a ``set_state`` argument that ``get_state`` did not make."""
+        return EnvError(
+            f"{self.name} state is malformed ({type(exc).__name__}: {exc}); "
+            f"pass a dict made by {type(self).__name__}.get_state()"
+        )
 
     def tick_events(self, clock: SimClock) -> list[dict[str, Any]]:
         """Run-level events at the end of each tick (after ``apply``)."""

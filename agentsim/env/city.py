@@ -329,9 +329,7 @@ class CityModule(EnvModule):
 
     def setup(self, agents: Sequence[AgentInfo]) -> None:
         assigned: dict[str, tuple[str, str | None]] = {}
-        for info in sorted(agents, key=lambda a: a.agent_id):
-            if info.agent_id in assigned:
-                raise EnvError(f"city.setup: agent id {info.agent_id!r} is given twice")
+        for info in self._by_id(agents):
             rng = agent_rng(self.seed, info.agent_id, stream="env:city")
             home = rng.choice(self._by_category["home"])
             category = _workplace_category(info)
@@ -505,10 +503,7 @@ class CityModule(EnvModule):
             assigned = {str(a): (str(h), w and str(w)) for a, (h, w) in state["assigned"].items()}
             closed = {str(p) for p in state["closed"]}
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise EnvError(
-                f"city state is malformed ({type(exc).__name__}: {exc}); "
-                "pass a dict made by CityModule.get_state()"
-            ) from None
+            raise self._malformed_state(exc) from None
         named = [*positions.values(), *(t[0] for t in transit.values()), *closed]
         named += [p for pair in assigned.values() for p in pair if p]
         unknown = sorted({p for p in named if p not in self.places})

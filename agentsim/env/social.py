@@ -294,11 +294,8 @@ class SocialModule(EnvModule):
         return Path(__file__).parent / "skills" / self.name
 
     def setup(self, agents: Sequence[AgentInfo]) -> None:
-        ordered = sorted(agents, key=lambda a: a.agent_id)
+        ordered = self._by_id(agents)
         ids = [a.agent_id for a in ordered]
-        if len(set(ids)) != len(ids):
-            twice = next(i for n, i in enumerate(ids) if n and ids[n - 1] == i)
-            raise EnvError(f"social.setup: agent id {twice!r} is given twice")
         rngs = [agent_rng(self.seed, i, stream="env:social") for i in ids]
         opinions = [
             _initial_opinion(a, r.gauss(0.0, 0.4)) for a, r in zip(ordered, rngs, strict=True)
@@ -539,10 +536,7 @@ class SocialModule(EnvModule):
             counters = int(state["next_post"]), int(state["next_message"])
             delivered = [int(n) for n in state["delivered"]][:2]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise EnvError(
-                f"social state is malformed ({type(exc).__name__}: {exc}); "
-                "pass a dict made by SocialModule.get_state()"
-            ) from None
+            raise self._malformed_state(exc) from None
         self._graph = None
         self._groups = groups
         self._opinions, self._following, self._posts, self._inbox = (

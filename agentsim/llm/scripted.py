@@ -314,9 +314,8 @@ class ScriptedModel:
     ) -> Completion:
         step = _Step(messages, _offered(tools))
         name, args = self._choose(step, seed)
-        prompt_tokens = (
-            step.chars + 3
-        ) // 4  # estimate_tokens of the whole prompt, from its length
+        # estimate_tokens' rule, from the prompt's length: no need to join the whole prompt.
+        prompt_tokens = (step.chars + 3) // 4
         if name not in step.offered:
             # Not even finish is offered: answer in plain text, as a chat model would.
             text = str(args.get("answer") or args.get("action") or "")

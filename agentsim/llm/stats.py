@@ -129,14 +129,9 @@ class ModelStats:
         with self._lock:
             self.errors += 1
 
-    def latency_quantile(self, q: float) -> float | None:
-        """Estimated latency quantile ``q`` in [0, 1], or None before the first call."""
-        if not 0.0 <= q <= 1.0:
-            raise ValueError(f"quantile must be within [0, 1], got {q}")
-        with self._lock:
-            return self._quantile(q)
-
     def _quantile(self, q: float) -> float | None:
+        """Estimated latency quantile ``q`` in [0, 1], or None before the first call (the
+        caller holds the lock)."""
         if self.latency_count == 0:
             return None
         rank = q * (self.latency_count - 1)

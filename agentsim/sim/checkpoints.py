@@ -15,8 +15,7 @@ in the middle of a history (see ``agentsim.store.shard``).
 One archive rather than a copy of each folder: with 100,000 agents a checkpoint would
 otherwise create some 300,000 folders and 100,000 files, and metadata writes are what file
 systems do slowest. Restoring compares each file with its saved bytes and rewrites only the
-ones that differ, so a resume touches only what changed since the checkpoint. Checkpoints
-written before this format (an ``agent_state/`` folder) are still restored.
+ones that differ, so a resume touches only what changed since the checkpoint.
 """
 
 from __future__ import annotations
@@ -169,14 +168,12 @@ def _check_layout(ws: RunWorkspace) -> None:
 
 
 def _check_state_archive(cp: Path, sha256: str | None) -> None:
-    """Check the agents' state archive against its digest, or (checkpoints written before
-    the digest) walk its member headers: a truncated or damaged archive fails here, before
-    a resume has changed any file."""
+    """Check the agents' state archive against its digest, or (checkpoints of layout 2
+    written before the digest) walk its member headers: a truncated or damaged archive
+    fails here, before a resume has changed any file."""
     archive = cp / _STATE_TAR
     if not archive.is_file():
-        if not (cp / "agent_state").is_dir():  # the format before the archive
-            raise ValueError(f"{_STATE_TAR} is missing")
-        return
+        raise ValueError(f"{_STATE_TAR} is missing")
     if sha256 is not None:
         with open(archive, "rb") as f:
             if hashlib.file_digest(f, "sha256").hexdigest() != sha256:
@@ -203,10 +200,7 @@ def rewind(ws: RunWorkspace, cp: Checkpoint) -> None:
     """Cut the run folder back to the moment ``cp`` was written."""
     _rewind_shards(ws, cp)
     _truncate_files(ws.agents_dir, cp.engine["agent_files"])
-    if (cp.path / _STATE_TAR).is_file():
-        _sync_agent_state(ws.agents_dir, cp.path / _STATE_TAR)
-    else:
-        _restore_agent_state(ws.agents_dir, cp.path / "agent_state")
+    _sync_agent_state(ws.agents_dir, cp.path / _STATE_TAR)
     ws.truncate_events(int(cp.engine["events_bytes"]))
 
 
@@ -256,16 +250,6 @@ def _truncate_files(agents_dir: Path, sizes: Mapping[str, Mapping[str, int]]) ->
             if p.stat().st_size > keep:
                 with open(p, "r+b") as f:
                     f.truncate(keep)
-
-
-def _restore_agent_state(agents_dir: Path, saved: Path) -> None:
-    """Put every agent's ``state/`` folder back as it was at the checkpoint."""
-    for d in agents_dir.iterdir() if agents_dir.is_dir() else ():
-        live = d / "state"
-        if live.exists():
-            shutil.rmtree(live)
-        if (saved / d.name).is_dir():
-            shutil.copytree(saved / d.name, live)
 
 
 def _state_entries(state: str) -> Iterator[tuple[str, os.DirEntry[str] | None, bool]]:

@@ -32,6 +32,7 @@ from agentsim.sim.checkpoints import (
     write_checkpoint,
 )
 from agentsim.sim.config import (
+    AgentSelector,
     ExperimentConfig,
     InterveneStep,
     InterviewStep,
@@ -411,6 +412,17 @@ class Engine:
         assert self.ws is not None
         self._metrics["events"] += self.ws.append_events(events)
 
+    def _select(self, selector: AgentSelector, index: int, option: str) -> list[str]:
+        """The agents workflow step ``index`` addresses; ``option`` is where its selector sits
+        in the step (for the error message). Each step draws from a stream of its own."""
+        return select_agents(
+            selector,
+            self.agents,
+            seed=self.config.seed,
+            stream=f"step-{index}",
+            field=f"workflow.{index}.{option}",
+        )
+
     async def _special(self, step: Any, index: int) -> None:
         tick, iso = self.clock.tick, self.clock.now.isoformat()
         if isinstance(step, InterveneStep):
@@ -430,26 +442,14 @@ class Engine:
                     ]
                 )
             else:
-                chosen = select_agents(
-                    step.agents,
-                    self.agents,
-                    seed=self.config.seed,
-                    stream=f"step-{index}",
-                    field=f"workflow.{index}.intervene.agents",
-                )
+                chosen = self._select(step.agents, index, "intervene.agents")
                 for aid in chosen:
                     self._pending_messages.setdefault(aid, []).append(str(step.message))
                 self._emit(
                     [self._run_event("intervention", message=step.message, recipients=len(chosen))]
                 )
         elif isinstance(step, SurveyStep):
-            chosen = select_agents(
-                step.agents,
-                self.agents,
-                seed=self.config.seed,
-                stream=f"step-{index}",
-                field=f"workflow.{index}.agents",
-            )
+            chosen = self._select(step.agents, index, "agents")
             answers = await self.executor.ask(
                 chosen, step.question, tick=tick, when=self.clock.now, views=self._views()
             )

@@ -115,10 +115,7 @@ class LocalExecutor:
         return answers
 
     async def get_state(self) -> dict[str, Any]:
-        state: dict[str, Any] = {}
-        for h in self.hosts:
-            state.update(h.get_state())
-        return state
+        return {aid: state for h in self.hosts for aid, state in h.get_state().items()}
 
     async def set_state(self, state: Mapping[str, Any]) -> None:
         for h in self.hosts:

@@ -110,7 +110,6 @@ class TickResult:
     completion_tokens: int = 0
     degraded: int = 0
     skipped: int = 0
-    reload: dict[str, Any] | None = None
     elapsed: float = 0.0
 
 
@@ -213,27 +212,18 @@ class AgentHost:
 
     async def refresh_skills(
         self, tick: int, when: datetime, *, changed: Collection[str] = ()
-    ) -> tuple[dict[str, Any] | None, dict[str, list[dict[str, Any]]]]:
+    ) -> dict[str, list[dict[str, Any]]]:
         """Bring every agent up to the registry's current skills.
 
         Installs the registry's snapshot when its generation moved (whoever refreshed it),
         rescans the agents' own skill folders, re-renders the bodies of active skills that
         were edited (``changed``, plus what this host's own refresh found) and deactivates
-        active skills that are gone. Returns this host's reload record (when it refreshed a
-        registry of its own and something moved) and the ``skill_deactivated`` events by
-        agent id."""
+        active skills that are gone. Returns the ``skill_deactivated`` events by agent id
+        (the engine's own refresh reports what was reloaded)."""
         edited = set(changed)
-        reload = None
         if self._owns_registry:
             res = self.registry.refresh()
             edited.update(res.added, res.changed)
-            if res.added or res.changed or res.removed:
-                reload = {
-                    "generation": res.generation,
-                    "added": list(res.added),
-                    "changed": list(res.changed),
-                    "removed": list(res.removed),
-                }
         snap = self.registry.snapshot()
         if snap.generation != self.space.view.generation:
             self.space.swap_view(snap)
@@ -253,7 +243,7 @@ class AgentHost:
                     }
                     for sid in gone
                 ]
-        return reload, events
+        return events
 
     def _refresh_own_view(self, agent: Agent) -> tuple[str, ...]:
         """Rescan the agent's own ``custom/skills`` folder; the ids it added or changed."""
@@ -316,10 +306,9 @@ class AgentHost:
 
     async def step_tick(self, tick: TickInput) -> TickResult:
         t0 = time.perf_counter()
-        reload = None
         deactivated: dict[str, list[dict[str, Any]]] = {}
         if tick.refresh_skills:
-            reload, deactivated = await self.refresh_skills(
+            deactivated = await self.refresh_skills(
                 tick.tick, tick.time, changed=tick.skills_changed
             )
         self.space.runner.new_tick()  # edited scripts are re-imported from this tick on
@@ -346,7 +335,7 @@ class AgentHost:
         if self._unflushed >= self.spec.flush_every:
             self.flush()
         outcomes.sort(key=lambda o: o.agent_id)
-        res = TickResult(host_id=self.spec.host_id, events=[], intents=[], reload=reload)
+        res = TickResult(host_id=self.spec.host_id, events=[], intents=[])
         self._once_per_quarantine(outcomes)
         for o in outcomes:
             res.events.extend(deactivated.get(o.agent_id, ()))

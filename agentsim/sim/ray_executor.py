@@ -209,17 +209,11 @@ class RayExecutor:
             [a.ask.remote(list(agent_ids), question, tick, when, vref) for a in self.actors],
             "survey",
         )
-        out: dict[str, str] = {}
-        for p in parts:
-            out.update(p)
-        return out
+        return {aid: answer for p in parts for aid, answer in p.items()}
 
     async def get_state(self) -> dict[str, Any]:
         parts = await self._wait([a.get_state.remote() for a in self.actors], "checkpoint")
-        out: dict[str, Any] = {}
-        for p in parts:
-            out.update(p)
-        return out
+        return {aid: state for p in parts for aid, state in p.items()}
 
     async def set_state(self, state: Mapping[str, Any]) -> None:
         ref = ray.put(dict(state))
@@ -229,9 +223,6 @@ class RayExecutor:
         if self._failure is not None:
             return []  # a broken run has no complete stats; its error is the one to report
         return await self._wait([a.model_stats.remote() for a in self.actors], "stats")
-
-    async def pids(self) -> list[int]:
-        return await self._wait([a.pid.remote() for a in self.actors], "pid")
 
     async def node_ids(self) -> list[str]:
         return await self._wait([a.node_id.remote() for a in self.actors], "node id")

@@ -214,10 +214,7 @@ def _tree(root: Path) -> dict[str, bytes | None]:
     }
 
 
-@pytest.mark.parametrize("legacy", [False, True])
-def test_rewind_puts_agent_state_back_and_leaves_unchanged_files_alone(
-    tmp_path: Path, legacy: bool
-) -> None:
+def test_rewind_puts_agent_state_back_and_leaves_unchanged_files_alone(tmp_path: Path) -> None:
     ws = RunWorkspace.create(tmp_path / "run")
     (ws.root / "events.jsonl").write_text("")
     a, b, c, d = (ws.agents_dir / n / "state" for n in ("a-1", "a-2", "a-3", "a-4"))
@@ -228,12 +225,7 @@ def test_rewind_puts_agent_state_back_and_leaves_unchanged_files_alone(
     (ws.agents_dir / "a-3").mkdir()  # no state at the checkpoint
     d.mkdir(parents=True)  # an empty state folder
     before = {n: _tree(s) for n, s in (("a", a), ("b", b))}
-    path = write_checkpoint(ws, tick=4, engine={"config_hash": "h"}, agents={})
-    if legacy:  # a checkpoint from before the archive format: one folder per agent
-        tar = path / "agent_state.tar"
-        for name in ("a-1", "a-2", "a-4"):
-            shutil.copytree(ws.agents_dir / name / "state", path / "agent_state" / name)
-        tar.unlink()
+    write_checkpoint(ws, tick=4, engine={"config_hash": "h"}, agents={})
     untouched = (a / "notes.txt").stat().st_ino
 
     # After the checkpoint: an edit, a new day, a deleted folder, state for a new agent.
@@ -247,8 +239,7 @@ def test_rewind_puts_agent_state_back_and_leaves_unchanged_files_alone(
     rewind(ws, latest_checkpoint(ws, config_hash="h"))
     assert {n: _tree(s) for n, s in (("a", a), ("b", b))} == before
     assert not c.exists() and d.is_dir() and not any(d.iterdir())
-    if not legacy:
-        assert (a / "notes.txt").stat().st_ino == untouched  # equal bytes: not rewritten
+    assert (a / "notes.txt").stat().st_ino == untouched  # equal bytes: not rewritten
 
 
 @pytest.mark.parametrize("digest", [True, False], ids=["with-digest", "before-digests"])
@@ -270,4 +261,14 @@ def test_a_damaged_state_archive_is_found_before_anything_changes(
     tar.write_bytes(tar.read_bytes()[: tar.stat().st_size // 3 + 77])  # inside a member
     why = "does not match its digest" if digest else "unexpected end of data|truncated"
     with pytest.raises(CheckpointError, match=rf"tick-00000002 cannot be read \(.*({why})"):
+        latest_checkpoint(ws, config_hash="h")
+
+
+def test_a_checkpoint_without_its_state_archive_is_refused(tmp_path: Path) -> None:
+    ws = RunWorkspace.create(tmp_path / "run")
+    path = write_checkpoint(ws, tick=3, engine={"config_hash": "h"}, agents={})
+    (path / "agent_state.tar").unlink()
+    with pytest.raises(
+        CheckpointError, match=r"tick-00000003 cannot be read \(agent_state.tar is missing"
+    ):
         latest_checkpoint(ws, config_hash="h")

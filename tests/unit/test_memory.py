@@ -29,8 +29,6 @@ def test_lines_are_drained_once_in_order() -> None:
         "time": "2026-03-02T06:00:00",
     }
     assert m.drain() == []
-    m.extend_pending(["x"])
-    assert m.drain() == ["x"]
 
 
 def test_render_keeps_recent_entries_and_summarises_the_rest() -> None:
