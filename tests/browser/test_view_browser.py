@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from _serve import serve
 
-from agentsim.sim.config import load_experiment
+from agentsim.sim.config import load_experiment, parse_experiment
 from agentsim.sim.engine import Engine
 
 # Without selenium the module is skipped (with the reason), not an import error.
@@ -150,6 +151,25 @@ def test_agent_page_shows_timeline_prompt_and_answers_an_interview(
     wait_for(browser, lambda d: text(d, "#interview-answer .answer"), "the interview's answer")
     assert "Today I went to" in text(browser, "#interview-answer .answer")
     assert folder_hash(finished) == before
+
+
+def test_a_run_without_social_says_so_instead_of_drawing(browser: Any, tmp_path: Path) -> None:
+    spec = yaml.safe_load(EXPERIMENT.read_text(encoding="utf-8"))
+    spec["environment"] = [m for m in spec["environment"] if m["module"] == "city"]
+    spec["agents"] = [g for g in spec["agents"] if g["group"] == "workers"]
+    spec["workflow"] = [{"run": {"ticks": 2}}]
+    cfg = parse_experiment(yaml.safe_dump(spec), base_dir=EXPERIMENT.parent)
+    ws = tmp_path / "workspace"
+    asyncio.run(Engine(cfg, run_dir=ws / "city-1").run())
+    with serve(ws) as url:
+        browser.get(f"{url}/#/world/city-1")
+        wait_for(browser, lambda d: "tick 2 done" in text(d, "#tick-counter"), "the world view")
+        assert "No module of this run has a follow graph." in text(browser, "body")
+        assert "No module of this run logs opinions." in text(browser, "body")
+        shown = "return document.getElementById(arguments[0]).offsetParent !== null;"
+        assert browser.execute_script(shown, "world") is True
+        assert browser.execute_script(shown, "graph") is False
+        assert browser.execute_script(shown, "opinions") is False
 
 
 @pytest.mark.parametrize(

@@ -198,7 +198,7 @@ async function worldPage(run) {
   const play = h("button", { id: "play" }, "▶ play");
   const occ = h("tbody");
   const graph = h("canvas", { id: "graph" }), opinions = h("canvas", { id: "opinions" });
-  const graphInfo = h("p", { class: "muted" });
+  const graphInfo = h("p", { class: "muted" }), opinionsInfo = h("p", { class: "muted" });
   page.replaceChildren(
     h("h1", {}, `World of ${run}`),
     h("p", {}, counter, " · ", h("span", { class: "muted", id: "world-agents" })),
@@ -208,7 +208,8 @@ async function worldPage(run) {
         h("table", { id: "occupancy" }, h("thead", {}, h("tr", {}, h("th", {}, "place"),
           h("th", {}, "category"), h("th", { class: "num" }, "agents"))), occ)),
       h("div", { class: "card" }, h("h2", {}, "Follow graph"), graph, graphInfo),
-      h("div", { class: "card" }, h("h2", {}, "Opinion distribution over ticks (mean in orange)"), opinions)));
+      h("div", { class: "card" }, h("h2", {}, "Opinion distribution over ticks (mean in orange)"), opinions,
+        opinionsInfo)));
   const map = new window.world.WorldMap(canvas, data);
 
   function lastTick() { return Math.max(0, data.run.ticks_done - 1); }
@@ -235,6 +236,10 @@ async function worldPage(run) {
       ? `who follows whom: ${g.nodes} agents reached from ${data.agents[0]} (${g.edges} links), ` +
         `coloured by group (${Object.keys(g.groups).join(", ")})`
       : "No module of this run has a follow graph.";
+    // A run without them shows a line saying so, not an empty drawing.
+    graph.hidden = !data.edges.length;
+    opinions.hidden = !data.opinions.length;
+    opinionsInfo.textContent = data.opinions.length ? "" : "No module of this run logs opinions.";
     window.world.drawOpinions(opinions, data.opinions);
   }
   renderStatic();
