@@ -11,6 +11,7 @@ import itertools
 import json
 import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import ModuleType
@@ -550,6 +551,24 @@ def test_hooks_see_a_plan_edited_on_disk(make_ctx: Ctx) -> None:
     assert hook(ctx, "pre_step", MONDAY).startswith("Now (00:00-24:00): holiday at home-3")
     path.write_text("segments: [unclosed")  # broken by hand: treated as no plan
     assert hook(ctx, "pre_step", MONDAY).startswith("No plan for 2026-03-02")
+
+
+def test_a_plan_saved_again_at_once_is_what_the_next_hook_sees(make_ctx: Ctx) -> None:
+    ctx = make_ctx()
+    for place in ("office-1", "office-2", "office-3", "office-1"):
+        save(ctx, {"date": "2026-03-02", "segments": [seg("00:00", "24:00", "work", place)]})
+        assert hook(ctx, "pre_step", MONDAY).startswith(f"Now (00:00-24:00): work at {place}")
+
+
+def test_hooks_of_many_agents_on_threads_at_once_each_see_their_own_plan(make_ctx: Ctx) -> None:
+    # A host runs the hooks of different agents on its worker threads at the same time.
+    ctxs = [make_ctx(agent=f"agent-{i}") for i in range(40)]
+    for i, ctx in enumerate(ctxs):
+        save(ctx, {"date": "2026-03-02", "segments": [seg("00:00", "24:00", "work", f"w-{i}")]})
+    with ThreadPoolExecutor(8) as pool:
+        outs = list(pool.map(lambda c: hook(c, "pre_step", MONDAY), ctxs * 5))
+    for i, out in enumerate(outs):
+        assert out.startswith(f"Now (00:00-24:00): work at w-{i % 40}\n"), out
 
 
 @pytest.mark.parametrize(

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
 import re
 import tempfile
-from collections import OrderedDict
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -111,12 +111,10 @@ def story_path(ctx: Ctx, day: date) -> Path:
 
 # Hooks read the story at every step of every agent, and parsing YAML (~200 us even with
 # the C loader) would dominate their cost; JSON parses ~30x faster. So each story read is
-# kept, keyed by the file's (mtime_ns, size), as compact JSON text: a hit costs a stat and a
-# json.loads, and every caller gets a fresh copy it may change. Bounded (least recently used
-# first out) so that long runs of many agents cannot grow it forever. A save fills it too:
-# the hook right after a ``plan`` or ``revise`` then need not parse the file it just wrote.
-_READS: OrderedDict[str, tuple[int, int, str]] = OrderedDict()
-_READS_MAX = 65_536
+# kept as JSON text, keyed by the file's path and stamp (inode, mtime, size: a saved story
+# is a new file, so a new key). ``functools.lru_cache`` bounds it (a long run of many agents
+# cannot grow it forever) and is safe to call from the host's worker threads, where hooks
+# of different agents run at once. Every caller gets a fresh copy it may change.
 
 
 def load_story(ctx: Ctx, day: date) -> dict[str, Any] | None:
@@ -127,29 +125,20 @@ def load_story(ctx: Ctx, day: date) -> dict[str, Any] | None:
         st = os.stat(path)
     except OSError:
         return None
-    hit = _READS.get(path)
-    if hit is not None and hit[:2] == (st.st_mtime_ns, st.st_size):
-        _READS.move_to_end(path)
-        story = json.loads(hit[2])
-    else:
-        story = _read_yaml(path)
-        _remember(path, st, story)
+    story = json.loads(_story_json(path, st.st_ino, st.st_mtime_ns, st.st_size))
     return story if isinstance(story, dict) and story.get("segments") else None
 
 
-def _remember(path: str, st: os.stat_result, story: Any) -> None:
-    _READS.pop(path, None)  # re-inserted last: the most recently used
-    _READS[path] = (st.st_mtime_ns, st.st_size, json.dumps(story, default=str))
-    if len(_READS) > _READS_MAX:
-        _READS.popitem(last=False)
-
-
-def _read_yaml(path: str) -> Any:
+@functools.lru_cache(maxsize=65_536)
+def _story_json(path: str, ino: int, mtime_ns: int, size: int) -> str:
+    """The story at ``path`` as JSON text, ``null`` when it cannot be read (the stamp is
+    only the cache's key)."""
     try:
         with open(path, encoding="utf-8") as f:
-            return yaml.load(f.read(), Loader=_Loader)
+            story = yaml.load(f.read(), Loader=_Loader)
     except (OSError, ValueError, yaml.YAMLError):
-        return None
+        story = None
+    return json.dumps(story, default=str)
 
 
 def save_story(ctx: Ctx, story: dict[str, Any]) -> None:
@@ -161,11 +150,7 @@ def save_story(ctx: Ctx, story: dict[str, Any]) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-            f.flush()
-            # The renamed file keeps this inode's mtime and size: the key of our cached copy.
-            st = os.fstat(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _remember(str(path), st, story)
