@@ -124,10 +124,9 @@ async def interview(
     from agentsim.env.base import AgentInfo, EnvModule
     from agentsim.env.clock import SimClock
     from agentsim.env.router import EnvRouter
-    from agentsim.sim.host import AgentHost, HostSpec, SkillSources, build_registry
+    from agentsim.sim.host import AgentHost, HostSpec, build_registry, skill_sources
     from agentsim.sim.models import build_model
     from agentsim.sim.profiles import resolve_agents
-    from agentsim.skills._builtin import builtin_skills_dir
 
     if not question.strip():
         raise ConfigError(
@@ -179,15 +178,7 @@ async def interview(
     profile = {
         k: v for k, v in record.profile().items() if k not in ("agent_id", "group", "persona")
     }
-    cfg_skills = config.skills
-    builtin = builtin_skills_dir() if cfg_skills.builtin else None
-    sources = SkillSources(
-        builtin=str(builtin) if builtin else None,
-        custom=tuple(str(config.resolve_path(p)) for p in cfg_skills.paths),
-        env=tuple((str(d), n) for n, mod in modules.items() if (d := mod.skills_dir()) is not None),
-        catalog_budget_tokens=cfg_skills.catalog_budget_tokens,
-        trusted_namespaces=cfg_skills.trusted_namespaces,
-    )
+    sources = skill_sources(config, modules)
     settings = AgentSettings(
         max_react_turns=config.agent.max_react_turns,
         max_hook_retries=config.agent.max_hook_retries,

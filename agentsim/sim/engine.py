@@ -40,13 +40,12 @@ from agentsim.sim.config import (
     SurveyStep,
 )
 from agentsim.sim.executors import Executor, LocalExecutor, partition
-from agentsim.sim.host import HostSpec, SkillSources, TickInput, build_registry
+from agentsim.sim.host import HostSpec, SkillSources, TickInput, build_registry, skill_sources
 from agentsim.sim.metrics import add_tick, merge_model_stats, new_metrics, public_metrics
 from agentsim.sim.preflight import preflight_model
 from agentsim.sim.profiles import AgentSpec, resolve_agents, select_agents
 from agentsim.sim.progress import Progress, RunSummary
 from agentsim.sim.workspace import RunWorkspace, atomic_write_text, check_run_dir
-from agentsim.skills._builtin import builtin_skills_dir
 from agentsim.skills._requires import RunProvides, unmet_requirements
 from agentsim.store.layout import run_hosts
 
@@ -99,20 +98,7 @@ class Engine:
     # -- set-up ----------------------------------------------------------------------------
 
     def _sources(self) -> SkillSources:
-        cfg = self.config
-        builtin = builtin_skills_dir() if cfg.skills.builtin else None
-        custom = tuple(str(cfg.resolve_path(p)) for p in cfg.skills.paths)
-        env = tuple(
-            (str(d), name) for name, m in self.modules.items() if (d := m.skills_dir()) is not None
-        )
-        return SkillSources(
-            builtin=str(builtin) if builtin else None,
-            custom=custom,
-            env=env,
-            catalog_budget_tokens=cfg.skills.catalog_budget_tokens,
-            trusted_namespaces=cfg.skills.trusted_namespaces,
-            modules=tuple(sorted(self.modules)),
-        )
+        return skill_sources(self.config, self.modules)
 
     def _host_specs(self, n: int, *, resume: bool = False) -> list[HostSpec]:
         cfg = self.config

@@ -125,6 +125,16 @@ async def test_the_agent_sees_its_memory_skills_and_the_question_read_only(recor
     assert "tick: 4\n" in user and "position:" in user  # the city observation, restored
 
 
+async def test_the_interview_catalog_hides_what_the_run_hid(recorded: Path) -> None:
+    # A city-only run: skills that need the social module were never offered to its agents.
+    model = Recorder()
+    await interview(recorded, AGENT, "Where did you go?", model=model)
+    system = model.requests[0][0][0]["content"]
+    assert 'id="built-in@daily-guidance"' in system
+    assert 'id="built-in@social-feed"' not in system
+    assert 'id="built-in@opinion-update"' not in system
+
+
 async def test_cache_off_and_no_checkpoint(run_copy: Path) -> None:
     edit_config(run_copy, cache="off")
     shutil.rmtree(run_copy / "checkpoints")
