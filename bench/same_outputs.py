@@ -1,0 +1,137 @@
+"""Do two commits write the same runs? Runs every shipped experiment at several seeds with the
+code of a base commit and with the code of this checkout, and compares what a seed fixes:
+``events.jsonl`` byte for byte, the counts of ``metrics.json``, every file under ``agents/``
+byte for byte, and the rows of the store (traces, prompts, skill records) with their
+wall-clock fields left out. Prints JSON; exits 1 when anything differs.
+
+    python bench/same_outputs.py --base be8d922
+    python bench/same_outputs.py --base main --seeds 7 11 --ticks 8
+
+The base commit is checked out with ``git worktree`` into a temporary folder and imported
+through ``PYTHONPATH`` by this same interpreter, so both sides use the same dependencies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+# metrics.json keys that hold wall-clock time; everything else is a count a seed fixes.
+WALL_METRICS = {"wall_seconds", "tick_seconds", "agent_steps_per_s", "tick_seconds_median"}
+WALL_METRICS |= {"tick_seconds_max"}
+WALL_KEY = re.compile(r"elapsed|_ms$|seconds|latency")
+
+
+def _without_wall_clock(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_wall_clock(v) for k, v in value.items() if not WALL_KEY.search(k)}
+    if isinstance(value, list):
+        return [_without_wall_clock(v) for v in value]
+    return value
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def fingerprint(run: Path) -> dict[str, str]:
+    """One digest per compared part of a run folder."""
+    parts: dict[str, str] = {"events.jsonl": _digest((run / "events.jsonl").read_bytes())}
+    metrics = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
+    counts = {k: v for k, v in metrics.items() if k not in WALL_METRICS}
+    parts["metrics.json counts"] = _digest(
+        json.dumps(_without_wall_clock(counts), sort_keys=True).encode()
+    )
+    for path in sorted((run / "agents").rglob("*")):
+        if path.is_file():
+            parts[str(path.relative_to(run))] = _digest(path.read_bytes())
+    for shard in sorted((run / "store").rglob("rows.jsonl.gz")):
+        with gzip.open(shard, "rt", encoding="utf-8") as rows:
+            kept = [json.dumps(_without_wall_clock(json.loads(line))) for line in rows]
+        parts[str(shard.relative_to(run))] = _digest("\n".join(kept).encode())
+    return parts
+
+
+def run_side(code: Path, experiment: Path, seed: int, ticks: int | None, out: Path) -> None:
+    """Run one experiment with the package found in ``code``, from ``code`` as the cwd."""
+    config = yaml.safe_load(experiment.read_text(encoding="utf-8"))
+    config["seed"] = seed
+    variant = code / "experiments" / f".same-outputs-{experiment.stem}-{seed}.yaml"
+    variant.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    command = [sys.executable, "-m", "agentsim.cli", "run", str(variant), "--out", str(out)]
+    command += ["--json"] + (["--ticks", str(ticks)] if ticks else [])
+    try:
+        done = subprocess.run(
+            command,
+            cwd=code,
+            env={**os.environ, "PYTHONPATH": str(code)},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    finally:
+        variant.unlink()
+    if done.returncode != 0:
+        raise SystemExit(f"{code}: {' '.join(command)} exited {done.returncode}\n{done.stderr}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", required=True, help="the commit to compare against")
+    parser.add_argument("--seeds", type=int, nargs="*", help="default: each one's own and 1")
+    parser.add_argument("--ticks", type=int, help="stop each run after N ticks")
+    args = parser.parse_args()
+    experiments = sorted((ROOT / "experiments").glob("*.yaml"))
+    report: dict[str, Any] = {"base": args.base, "runs": [], "same": True}
+    with tempfile.TemporaryDirectory(prefix="same-outputs-") as scratch:
+        base = Path(scratch) / "base"
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(base), args.base],
+            check=True,
+        )
+        try:
+            for experiment in experiments:
+                own = yaml.safe_load(experiment.read_text(encoding="utf-8")).get("seed", 0)
+                for seed in args.seeds or sorted({own, 1}):
+                    sides = {}
+                    for name, code in (("base", base), ("head", ROOT)):
+                        out = Path(scratch) / f"{name}-{experiment.stem}-{seed}"
+                        run_side(code, experiment, seed, args.ticks, out)
+                        sides[name] = fingerprint(out)
+                    differ = sorted(
+                        part
+                        for part in sides["base"].keys() | sides["head"].keys()
+                        if sides["base"].get(part) != sides["head"].get(part)
+                    )
+                    report["runs"].append(
+                        {
+                            "experiment": experiment.name,
+                            "seed": seed,
+                            "files_compared": len(sides["head"]),
+                            "events_sha": sides["head"]["events.jsonl"],
+                            "differ": differ[:20],
+                        }
+                    )
+                    report["same"] = report["same"] and not differ
+        finally:
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=True
+            )
+    print(json.dumps(report, indent=2))
+    return 0 if report["same"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
