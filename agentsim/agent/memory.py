@@ -1,9 +1,12 @@
 """Agent memory: append-only on disk, bounded in the prompt.
 
-Every entry goes to ``memory.jsonl`` (never rewritten). The prompt sees only a bounded
-window: the most recent entries that fit ``prompt_tokens``, preceded by one summary line of
-everything older (counts by kind and the last places/topics). The rule is simple and
-deterministic, so prompt size stays under its cap however long the run.
+Every entry is appended to the agent's ``memory.jsonl`` and never rewritten; the lines wait
+in ``drain()`` until the agent's flush, which the host runs every ``output.flush_every``
+ticks and at checkpoints and the end of the run. In memory an agent keeps only its last
+``_RECENT`` entries and a count per kind. The prompt sees the most recent of those that fit
+``prompt_tokens``, preceded, when older entries exist, by one summary line (how many are
+older, and the all-time counts by kind). The rule is deterministic, so the prompt's size
+stays under its cap however long the run.
 """
 
 from __future__ import annotations
