@@ -3,6 +3,7 @@ write only what is declared, and the docs' table is the declaration's."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 from pathlib import Path
@@ -201,3 +202,57 @@ def test_a_shipped_experiment_writes_only_declared_events(experiment: Path, tmp_
         wrong += [p for p in problems(event) if p not in wrong]
     assert wrong == [], f"{experiment.name} wrote events that agentsim/events.py does not declare"
     assert {"run_start", "tick_end", "agent_action", "intervention", "run_end"} <= kinds
+
+
+# -- the code that builds events -------------------------------------------------------------
+
+PACKAGE = ROOT / "agentsim"
+# Helpers that build an event from a literal type name and keyword fields: (name, the
+# position of the type name among the arguments).
+_BUILDERS = {"_emit": 1, "_run_event": 0}
+
+
+def _built_events() -> list[tuple[str, str, set[str]]]:
+    """(where, type, field names) of every event the package builds with a literal type: a
+    dict literal with ``"type"`` and ``"agent_id"`` keys, or a call of a builder helper."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.parts[len(PACKAGE.parts)] in {"inspect", "view", "testing"}:
+            continue  # readers and fakes, not writers
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Dict):
+                keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+                if {"type", "agent_id"} <= keys:
+                    kind = node.values[[getattr(k, "value", None) for k in node.keys].index("type")]
+                    if isinstance(kind, ast.Constant) and isinstance(kind.value, str):
+                        found.append((where, kind.value, {str(k) for k in keys}))
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                pos = _BUILDERS.get(node.func.attr)
+                if pos is not None and len(node.args) > pos:
+                    kind = node.args[pos]
+                    if isinstance(kind, ast.Constant) and isinstance(kind.value, str):
+                        names = {k.arg for k in node.keywords if k.arg is not None}
+                        found.append((where, kind.value, names | {"type", "agent_id"}))
+    return found
+
+
+def test_the_check_finds_the_events_the_code_builds() -> None:
+    kinds = {kind for _, kind, _ in _built_events()}
+    # Every declared type but those whose name is computed: f"{kind}_answer" in the engine,
+    # the social module's follow/unfollow (the action's name).
+    computed = {"survey_answer", "interview_answer", "follow", "unfollow"}
+    assert kinds == set(EVENTS) - computed
+
+
+def test_every_event_the_code_builds_is_declared() -> None:
+    """Also the types no shipped experiment writes (errors, quarantines, hot reloads...)."""
+    wrong = []
+    for where, kind, names in _built_events():
+        spec = EVENTS.get(kind)
+        if spec is None:
+            wrong.append(f"{where}: event type {kind!r} is not declared in agentsim/events.py")
+        elif names - spec.names:
+            extra = ", ".join(sorted(names - spec.names))
+            wrong.append(f"{where}: event {kind!r} field(s) {extra} not declared")
+    assert wrong == []
