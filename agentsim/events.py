@@ -173,16 +173,16 @@ _DECLARED: tuple[EventType, ...] = (
         doc="a step that failed (or a default skill that could not be activated)",
         fields=(_f("error", str, "the error, cut at 500 characters"),),
     ),
-    # -- agents (agent/agent.py; hosts for defaults and removed skills) --------------------
+    # -- agents (agent/agent.py; hosts too: defaults at setup, skills removed by a reload) --
     EventType(
         name="skill_activated",
-        writer="agent",
+        writer="agent, sim",
         doc="a skill became active",
         fields=(_SKILL, _f("default", bool, "a group default, at agent setup", optional=True)),
     ),
     EventType(
         name="skill_deactivated",
-        writer="agent",
+        writer="agent, sim",
         doc="a skill stopped being active",
         fields=(_SKILL, _f("reason", str, "set when its folder lost it", optional=True)),
     ),
