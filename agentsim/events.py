@@ -446,23 +446,28 @@ def problems(event: Mapping[str, Any]) -> list[str]:
 # -- the docs' table -------------------------------------------------------------------------
 
 
-def _type_name(tp: Any) -> str:
+def _type_name(tp: Any, *, bar: str = " | ") -> str:
+    """``tp`` as the docs write it (``str | null``); ``bar`` joins a union (a table cell
+    escapes it)."""
     if tp is Any:
         return "any"
     if tp is None or tp is type(None):
         return "null"
     origin = typing.get_origin(tp)
     if origin is types.UnionType or origin is typing.Union:
-        return " \\| ".join(_type_name(t) for t in typing.get_args(tp))
+        return bar.join(_type_name(t, bar=bar) for t in typing.get_args(tp))
     if origin is not None:
-        args = ", ".join(_type_name(t) for t in typing.get_args(tp))
+        args = ", ".join(_type_name(t, bar=bar) for t in typing.get_args(tp))
         return f"{origin.__name__}[{args}]"
     return str(tp.__name__)
 
 
+_CELL_BAR = " \\| "  # a "|" inside a Markdown table cell
+
+
 def _field_cell(f: Field) -> str:
     mark = "?" if f.optional else ""
-    return f"`{f.name}{mark}` ({_type_name(f.type)}): {f.doc}"
+    return f"`{f.name}{mark}` ({_type_name(f.type, bar=_CELL_BAR)}): {f.doc}"
 
 
 def render_table() -> str:
