@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -212,13 +213,14 @@ PACKAGE = ROOT / "agentsim"
 _BUILDERS = {"_emit": 1, "_run_event": 0}
 
 
-def _built_events() -> list[tuple[str, str, set[str]]]:
-    """(where, type, field names) of every event the package builds with a literal type: a
-    dict literal with ``"type"`` and ``"agent_id"`` keys, or a call of a builder helper."""
+@functools.cache
+def _built_events() -> tuple[tuple[str, str, frozenset[str]], ...]:
+    """(where, type, field names) of every event the writers (sim, agent, env) build with
+    a literal type: a dict literal with ``"type"`` and ``"agent_id"`` keys, or a call of a
+    builder helper."""
     found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        if path.parts[len(PACKAGE.parts)] in {"inspect", "view", "testing"}:
-            continue  # readers and fakes, not writers
+    paths = sorted(p for layer in ("sim", "agent", "env") for p in (PACKAGE / layer).rglob("*.py"))
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
             if isinstance(node, ast.Dict):
@@ -226,15 +228,15 @@ def _built_events() -> list[tuple[str, str, set[str]]]:
                 if {"type", "agent_id"} <= keys:
                     kind = node.values[[getattr(k, "value", None) for k in node.keys].index("type")]
                     if isinstance(kind, ast.Constant) and isinstance(kind.value, str):
-                        found.append((where, kind.value, {str(k) for k in keys}))
+                        found.append((where, kind.value, frozenset(map(str, keys))))
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 pos = _BUILDERS.get(node.func.attr)
                 if pos is not None and len(node.args) > pos:
                     kind = node.args[pos]
                     if isinstance(kind, ast.Constant) and isinstance(kind.value, str):
                         names = {k.arg for k in node.keywords if k.arg is not None}
-                        found.append((where, kind.value, names | {"type", "agent_id"}))
-    return found
+                        found.append((where, kind.value, frozenset({*names, "type", "agent_id"})))
+    return tuple(found)
 
 
 def test_the_check_finds_the_events_the_code_builds() -> None:
@@ -256,3 +258,23 @@ def test_every_event_the_code_builds_is_declared() -> None:
             extra = ", ".join(sorted(names - spec.names))
             wrong.append(f"{where}: event {kind!r} field(s) {extra} not declared")
     assert wrong == []
+
+
+def test_a_run_that_builds_an_undeclared_event_fails_and_does_not_write_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentsim.env.city import CityModule
+
+    real = CityModule.tick_events
+
+    def tick_events(self: CityModule, clock: Any) -> list[dict[str, Any]]:
+        return [*real(self, clock), {"type": "arrive", "agent_id": None, "place": "x", "by": 1}]
+
+    monkeypatch.setattr(CityModule, "tick_events", tick_events)
+    run_dir = tmp_path / "run"
+    city = next(p for p in EXPERIMENTS if p.stem == "daily-mobility")
+    with pytest.raises(EventError, match="event 'arrive' has undeclared field\\(s\\) by "):
+        asyncio.run(Engine(_small(city), run_dir=run_dir).run())
+    lines = (run_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["type"] for line in lines if '"by"' in line] == []
+    assert json.loads((run_dir / "manifest.json").read_text("utf-8"))["status"] == "failed"
