@@ -13,6 +13,7 @@
     │   ├── CacheMissError          replay mode found no recorded completion
     │   └── PreflightError          the model server failed the check before a run (exit 2)
     ├── EnvError                    unknown environment module or action, bad arguments
+    ├── EventError                  an event type or field that agentsim/events.py lacks
     ├── RunError                    a run folder is missing, locked or inconsistent
     │   └── CheckpointError         no usable checkpoint / corrupt checkpoint
     ├── StorageError                the run folder cannot be written (disk full)
@@ -32,6 +33,7 @@ __all__ = [
     "CheckpointError",
     "ConfigError",
     "EnvError",
+    "EventError",
     "ExecutorError",
     "ModelError",
     "ModelHTTPError",
@@ -152,6 +154,18 @@ class CacheMissError(ModelError):
 
 class EnvError(AgentsimError):
     """Unknown environment module or action, or invalid arguments to one."""
+
+
+class EventError(AgentsimError):
+    """An event whose type or fields are not declared in ``agentsim.events`` (a bug in the
+    code that wrote it, never in the experiment)."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+
+    def __str__(self) -> str:
+        return self.problem
 
 
 class RunError(AgentsimError):

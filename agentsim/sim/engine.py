@@ -24,6 +24,7 @@ from agentsim.env import create_module
 from agentsim.env.base import AgentInfo, EnvModule, EnvView, profile_extras
 from agentsim.env.clock import SimClock
 from agentsim.errors import ConfigError, SkillNotFoundError, StorageError
+from agentsim.events import checked
 from agentsim.sim.checkpoints import (
     Checkpoint,
     latest_checkpoint,
@@ -396,7 +397,8 @@ class Engine:
 
     def _emit(self, events: Sequence[dict[str, Any]]) -> None:
         assert self.ws is not None
-        self._metrics["events"] += self.ws.append_events(events)
+        # Every line of the log goes through its declaration (agentsim/events.py).
+        self._metrics["events"] += self.ws.append_events(checked(events))
 
     def _select(self, selector: AgentSelector, index: int, option: str) -> list[str]:
         """The agents workflow step ``index`` addresses; ``option`` is where its selector sits
