@@ -15,10 +15,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 import jsonschema
 
 from agentsim._tokens import estimate_tokens
-from agentsim.skills._requires import RunProvides, hidden_note, unmet_requirements
-from agentsim.skills.catalog import CatalogIndex, RenderedCatalog, render_catalog
+from agentsim.skills.catalog import (
+    CatalogIndex,
+    RenderedCatalog,
+    RunProvides,
+    hidden_note,
+    render_catalog,
+    unmet_requirements,
+)
 from agentsim.skills.context import safe_env
-from agentsim.skills.scripts import ScriptRunner
+from agentsim.skills.scripts.runner import ScriptRunner
 
 if TYPE_CHECKING:
     from agentsim.skills.registry import SkillDescriptor
@@ -158,7 +164,7 @@ class SkillSpace:
         for name in disabled:
             if name in res.descriptors:
                 hidden.add(name)
-            hidden.update(sid for sid, d in res.descriptors.items() if d.name == name)
+            hidden.update(sid for sid, d in res.descriptors.items() if d.manifest.name == name)
             sid = res.by_handle.get(name)
             if sid is not None:
                 hidden.add(sid)
@@ -175,7 +181,7 @@ class SkillSpace:
 
     def validator(self, desc: SkillDescriptor, which: str) -> Any:
         """A JSON Schema validator for the skill's ``input``/``output`` schema, or None."""
-        schema = desc.input_schema if which == "input" else desc.output_schema
+        schema = desc.manifest.input_schema if which == "input" else desc.manifest.output_schema
         if schema is None:
             return None
         key = (id(schema), which)

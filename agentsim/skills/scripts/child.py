@@ -16,13 +16,14 @@ import math
 import os
 import pickle
 import signal
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
-from agentsim.skills._outcome import Outcome, Tier, cap_text
 from agentsim.skills.context import CONTEXT_ENV_VAR, SkillScriptContext
+from agentsim.skills.scripts.inprocess import Outcome, Tier, cap_text
 
 __all__ = ["ProcOutcome", "run_in_child", "run_process"]
 
@@ -147,7 +148,7 @@ async def run_in_child(
     context's scrubbed environment; its process group is killed at ``limit``.
 
     ``isolated``: ``process`` isolation, the call made by ``python -m
-    agentsim.skills._isolated`` in whichever tier that child finds. Otherwise the subprocess
+    agentsim.skills.scripts.child`` in whichever tier that child finds. Otherwise the subprocess
     tier: ``python script.py argv...`` with the context as JSON in ``AGENTSIM_CONTEXT_JSON``.
     Returns the outcome and the tier used, None when the child was killed at ``limit``;
     raises ``OSError`` when it cannot be started."""
@@ -155,7 +156,7 @@ async def run_in_child(
     # Skill folders may be shared or read-only: never leave __pycache__ behind in them.
     env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     if isolated:
-        cmd = [python, "-m", "agentsim.skills._isolated"]
+        cmd = [python, "-m", "agentsim.skills.scripts.child"]
         stdin = pickle.dumps(
             {"script": path, "argv": list(argv), "ctx": ctx, "output_cap": output_cap}
         )
@@ -227,3 +228,28 @@ def _script_outcome(proc: ProcOutcome, output_cap: int) -> Outcome:
         truncated=truncated,
         log="" if failed else stderr,
     )
+
+
+# -- from _isolated.py ----------------------------------------
+
+
+def serve(request: bytes) -> str:
+    """Run the pickled request and return the JSON reply (the child's whole job, minus fds)."""
+    from agentsim.skills.scripts.runner import ScriptRunner
+
+    data: dict[str, Any] = pickle.loads(request)
+    runner = ScriptRunner(output_cap=data["output_cap"], default_timeout=math.inf)
+    result = asyncio.run(runner.run(data["script"], data["argv"], data["ctx"]))
+    return json.dumps(result.to_dict(), ensure_ascii=False)
+
+
+def main() -> int:
+    reply = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    reply.write(serve(sys.stdin.buffer.read()))
+    reply.close()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - run as a child process, see _proc.run_in_child
+    sys.exit(main())
