@@ -131,7 +131,7 @@ async def run_process(
 @functools.cache
 def _package_root() -> str:
     """The folder holding the ``agentsim`` package, for the isolation child's PYTHONPATH."""
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return str(Path(__file__).resolve().parents[3])  # agentsim/skills/scripts/child.py
 
 
 async def run_in_child(
