@@ -28,7 +28,7 @@ _EXPORTS: dict[str, str] = {
     "ScriptRunner": "agentsim.skills.scripts.runner",
     "ScriptedModel": "agentsim.llm.scripted",
     "SimClock": "agentsim.env.clock",
-    "SkillDescriptor": "agentsim.skills.registry",
+    "SkillDescriptor": "agentsim.skills.scan",
     "SkillRegistry": "agentsim.skills.registry",
     "SkillScriptContext": "agentsim.skills.context",
     "SkillSpace": "agentsim.skills.space",

@@ -39,7 +39,7 @@ _LAZY: dict[str, str] = {
     "parse_skill_md": "agentsim.skills.manifest",
     "render_skill_md": "agentsim.skills.manifest",
     "RefreshResult": "agentsim.skills.registry",
-    "SkillDescriptor": "agentsim.skills.registry",
+    "SkillDescriptor": "agentsim.skills.scan",
     "SkillRegistry": "agentsim.skills.registry",
 }
 
