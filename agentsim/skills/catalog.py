@@ -7,6 +7,11 @@ were left out and how to reach them (``search_skills``). Nothing is cut silently
 
 The BM25 index is built once per set of skills and shared by every agent of the process.
 Token counts are estimated as ``ceil(len(text) / 4)``: no tokenizer, no model, no network.
+
+A skill is hidden from the catalog when the run lacks an environment module
+(``env:social``) or an agent tool (``tool:ask_env``) it requires, directly or through a
+skill it requires (``unmet_requirements``). A required skill that is not installed hides
+nothing here: the registry reports it, and activation fails with a message naming it.
 """
 
 from __future__ import annotations
@@ -307,7 +312,7 @@ def render_catalog(
     return RenderedCatalog(text=text, shown=tuple(shown), omitted=omitted, tokens=used)
 
 
-# -- from _requires.py ----------------------------------------
+# -- what a run cannot serve -----------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -5,6 +5,10 @@ agentsim's own. ``parse_skill_md`` is pure; ``load_skill_md`` reads a file (size
 odd file types and the existence of declared scripts are checked there) and calls it.
 Nothing here raises on a bad skill: problems are ``Diagnostic`` values whose line is the
 line of the offending key, mapped back from pydantic's error locations.
+
+The path rules of a skill's files and ``TOOL_NAMES`` (the tools an agent offers its model:
+the vocabulary skills speak of in ``requires: [tool:ask_env]`` and that
+``agentsim.agent.tools`` implements) live here, where the manifest checks them.
 """
 
 from __future__ import annotations
@@ -535,7 +539,7 @@ def render_skill_md(manifest: SkillManifest, body: str) -> str:
     return f"---\n{front}---\n{body}"
 
 
-# -- from _paths.py ----------------------------------------
+# -- path rules: relative paths that stay inside the skill folder ----------------------
 
 
 def path_problem(value: Any) -> str | None:
@@ -579,7 +583,7 @@ def file_problem(folder: str, rel: str) -> str | None:
     return None
 
 
-# -- from _toolnames.py ----------------------------------------
+# -- tool names ------------------------------------------------------------------------
 
 TOOL_NAMES = (
     "activate_skill",

@@ -1,4 +1,9 @@
-"""Scanning one skills root into descriptors, and re-scanning it on refresh.
+"""Scanning one skills root into descriptors, re-scanning it on refresh, reading its files.
+
+``SkillDescriptor`` is what a scan finds (id, folder, parsed manifest); it is defined here,
+where descriptors are made, and handed out by ``registry``. ``builtin_skills_dir()`` is the
+one lookup of the built-in root that every command and the engine use. Reading a skill's
+body and files (``read_skill_file``) applies the manifest's path rules.
 
 A root is listed with ``os.scandir``; every sub-folder holding a ``SKILL.md`` is read with
 ``manifest.read_skill``. Each entry keeps a stamp: the stat of its ``SKILL.md`` and of the
@@ -289,7 +294,7 @@ def scan_root(
     return scan, added, changed, removed
 
 
-# -- from _files.py ----------------------------------------
+# -- reading a registered skill's body and files ---------------------------------------
 
 _MAX_LISTED = 50
 
@@ -388,7 +393,7 @@ def read_file(desc: SkillDescriptor, relative_path: str) -> str:
         ) from None
 
 
-# -- from _builtin.py ----------------------------------------
+# -- where the built-in skills are -----------------------------------------------------
 
 
 def builtin_skills_dir() -> Path | None:

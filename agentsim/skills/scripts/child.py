@@ -1,9 +1,15 @@
 """Running a script in a process of its own: ``process`` isolation and the subprocess tier.
 
-Private to ``agentsim.skills.scripts``: ``run_process``, and ``run_in_child`` for the two
-ways the runner uses it, ``process`` isolation and the subprocess tier. Every child gets its
-own session so that a timeout kills the whole process group (a script's own children
-included), not only the Python process we started.
+``run_process`` starts a child, and ``run_in_child`` uses it for the two ways the runner
+needs one. Every child gets its own session so that a timeout kills the whole process group
+(a script's own children included), not only the Python process we started.
+
+``python -m agentsim.skills.scripts.child`` is the child of ``process`` isolation (``main``):
+it reads a pickled request ``{script, argv, ctx, output_cap}`` from stdin, runs the script
+inline with a fresh ``ScriptRunner`` (the parent enforces the timeout by killing the process
+group) and writes the ``ScriptResult`` as one JSON object to the original stdout. Anything
+written to file descriptor 1 by the script (or by C code it calls) goes to stderr instead,
+so it cannot corrupt that reply. The host never imports the script: the child does.
 """
 
 from __future__ import annotations
@@ -230,7 +236,7 @@ def _script_outcome(proc: ProcOutcome, output_cap: int) -> Outcome:
     )
 
 
-# -- from _isolated.py ----------------------------------------
+# -- the child's side of process isolation ---------------------------------------------
 
 
 def serve(request: bytes) -> str:
@@ -251,5 +257,5 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":  # pragma: no cover - run as a child process, see _proc.run_in_child
+if __name__ == "__main__":  # pragma: no cover - run as a child process, see run_in_child
     sys.exit(main())

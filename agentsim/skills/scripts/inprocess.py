@@ -1,19 +1,40 @@
-"""The process-wide module cache of skill scripts, and running a cached plain script.
+"""Running a skill script inside this process: what a tier returns, print capture, worker
+threads, the import cache, and the calls themselves.
 
-Private to ``agentsim.skills.scripts``. Every runner of the process shares the cache, so
-1,000 agents using one skill share one import.
+**Outcomes.** ``Outcome`` is what one tier returns; output and tracebacks are capped here,
+with a visible truncation marker (``CappedWriter``, ``cap_text``).
 
-Each folder of scripts is imported as a package of its own, named after the folder's path
-(``_agentsim_skill_<hash>``), and a script as a module of it. A script can therefore import
-its sibling modules with relative imports (``from . import util``, ``from .util import f``)
-in-process, and two skills that both ship a ``util.py`` never see each other's: nothing is
-put on ``sys.path`` and no sibling is registered under its bare name. (An absolute
-``import util`` still fails in-process and sends the script to the subprocess tier, where
-Python puts the script's folder on the path itself.)
+**Print capture.** ``sys.stdout`` and ``sys.stderr`` are process globals and many calls run
+at once (tasks of one loop, worker threads), so swapping them per call would race: one call
+would restore the stream another is still printing to. Each stream is wrapped once by a
+``_Switch`` that looks up a contextvar on every write: a call sets it to its own buffer
+(tasks and worker threads start from a copy of the caller's context, so they inherit it)
+and everything else writes through. Not covered: writes to ``sys.__stdout__``, to file
+descriptor 1 (``os.write``, C extensions, child processes a script starts itself), and
+prints from threads a script starts on its own (a new thread starts with an empty context).
+Use ``process`` isolation for scripts that do that.
 
-An entry is valid while its *stamp* holds: the name, ``mtime_ns`` and size of every ``.py``
-file of the script's folder. Editing a sibling therefore re-imports the scripts that may use
-it; the folder's package is then rebuilt, so no stale sibling survives in ``sys.modules``.
+**Worker threads.** ``run_in_thread(call, limit=...)`` runs ``call()`` on a daemon worker
+and raises ``TimeoutError`` when it has not returned ``limit`` seconds after it *started*
+(waiting for a free worker does not count). Python cannot kill a thread: a call that times
+out keeps its worker until it returns, so the pool writes that worker off and starts a
+replacement; stragglers never starve later calls. Workers are reused between calls because
+starting a thread per call costs more than most hook calls themselves.
+
+**The import cache** is process-wide (``CACHE``): every runner, and so every agent, shares
+one import of a script. Each folder of scripts is imported as a package of its own, named
+after the folder's path (``_agentsim_skill_<hash>``), and a script as a module of it, so a
+script can import its siblings with relative imports (``from . import util``) and two skills
+that both ship a ``util.py`` never see each other's: nothing is put on ``sys.path``. (An
+absolute ``import util`` fails in-process and sends the script to the subprocess tier.) An
+entry is valid while its stamp holds: the name, ``mtime_ns`` and size of every ``.py`` file
+of the folder, so editing a sibling re-imports the scripts that may use it and the folder's
+package is rebuilt.
+
+**Calls.** ``call_async`` runs an async entrypoint as a task of its own in the caller's loop
+(at the deadline only that task is cancelled; one that ignores it is kept in
+``STRAGGLERS``). ``call_in_thread`` runs a sync entrypoint, an async one on a loop of its own
+(``thread`` isolation), or a plain script, on a worker thread.
 """
 
 from __future__ import annotations
@@ -416,6 +437,7 @@ CACHE: dict[str, LoadedScript] = {}
 # threading lock (not an asyncio one) so that it is valid from any event loop and thread.
 WRAPPER_LOCK = threading.Lock()
 
+# Not an lru_cache: two threads missing at once could each get a lock of their own.
 _folder_locks: dict[str, threading.Lock] = {}
 _folder_locks_guard = threading.Lock()
 # folder -> (stamp, package name) of the package currently registered for it
@@ -638,7 +660,7 @@ async def call_in_thread(
     cap: int,
     limit: float,
 ) -> Outcome:
-    """Run the call on a worker thread (``_workers.run_in_thread``). Raises ``WrapperBusy`` for
+    """Run the call on a worker thread (``run_in_thread``). Raises ``WrapperBusy`` for
     a plain script that could not get the plain-script lock in time, ``NeedsSubprocess`` for
     one that must run as a real script."""
     if entry.fn is None:

@@ -5,7 +5,7 @@ A script is one of its skill's own ``.py`` files (resolved, it must stay inside
 
 ``entrypoint``
     The module defines ``entrypoint(argv, ctx)`` (sync or ``async``); it is imported once
-    per process (see ``_modcache``: a package per scripts folder, so sibling modules import
+    per process (see ``inprocess``: a package per scripts folder, so sibling modules import
     with ``from . import util``) and called in-process, shared by every agent.
 ``wrapper``
     A plain script: its code runs as ``__main__`` in a fresh namespace with ``sys.argv`` set
@@ -26,7 +26,7 @@ Isolation and what a timeout can stop:
     Everything on a worker thread (async entrypoints on a loop of their own): the caller
     always gets its answer at the deadline.
 ``process``
-    A fresh Python process (``_isolated``) imports and runs the script; its process group is
+    A fresh Python process (``child``) imports and runs the script; its process group is
     killed at the deadline. The host never imports the script.
 
 A script whose calls overrun their timeout ``quarantine_after`` times is quarantined: its
