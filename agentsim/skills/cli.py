@@ -83,7 +83,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         for d in everything
         if (args.namespace is None or d.namespace == args.namespace)
         and (args.tag is None or args.tag in d.manifest.tags)
-        and (args.manifest.status is None or d.manifest.status == args.manifest.status)
+        and (args.status is None or d.manifest.status == args.status)
     )
     summary = _summary(everything, registry.diagnostics)
     if args.json:
