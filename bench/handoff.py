@@ -39,7 +39,7 @@ def _engine_bench() -> Any:
 
 
 async def _round_trips(batches: int, calls: int) -> dict[str, float]:
-    from agentsim.skills._workers import run_in_thread
+    from agentsim.skills.scripts.inprocess import run_in_thread
 
     loop = asyncio.get_running_loop()
 
@@ -70,12 +70,12 @@ def _child(args: argparse.Namespace) -> None:
     if args.inline:
         import contextvars
 
-        from agentsim.skills import _inproc
+        from agentsim.skills.scripts import inprocess
 
         async def inline(call: Any, *, limit: float) -> Any:
             return contextvars.copy_context().run(call)
 
-        _inproc.run_in_thread = inline  # type: ignore[assignment]
+        inprocess.run_in_thread = inline  # type: ignore[assignment]
     ns = argparse.Namespace(
         tmp=args.tmp,
         agents=args.agents,

@@ -439,7 +439,7 @@ class Agent:
         if desc.namespace.startswith("env:"):
             payload = json.loads(argv[0]) if argv else {}
             return await self._t_ask_env(
-                st, {"module": desc.namespace[4:], "action": desc.name, "args": payload}
+                st, {"module": desc.namespace[4:], "action": desc.manifest.name, "args": payload}
             )
         script = args.get("script")
         res = await self.skills.call_script(
@@ -452,7 +452,11 @@ class Agent:
         st.out.script_calls += 1
         if res.log:
             st.logs.append(
-                {"skill": desc.skill_id, "script": str(script or desc.script), "log": res.log}
+                {
+                    "skill": desc.skill_id,
+                    "script": str(script or desc.manifest.script),
+                    "log": res.log,
+                }
             )
         self._emit(st, "script_called", skill=desc.skill_id, ok=res.ok, exit_code=res.exit_code)
         if res.quarantined and res.timed_out:  # the overrun that caused it, not a refusal
@@ -460,7 +464,7 @@ class Agent:
                 st,
                 "skill_quarantined",
                 skill=desc.skill_id,
-                script=str(script or desc.script),
+                script=str(script or desc.manifest.script),
                 hook=None,
             )
         if res.ok:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentsim.skills._toolnames import TOOL_NAMES
+from agentsim.skills.manifest import TOOL_NAMES
 
 __all__ = [
     "ENUM_LIMIT",

@@ -47,7 +47,7 @@ from agentsim.sim.preflight import preflight_model
 from agentsim.sim.profiles import AgentSpec, resolve_agents, select_agents
 from agentsim.sim.progress import Progress, RunSummary
 from agentsim.sim.workspace import RunWorkspace, atomic_write_text, check_run_dir
-from agentsim.skills._requires import RunProvides, unmet_requirements
+from agentsim.skills.catalog import RunProvides, unmet_requirements
 from agentsim.store.layout import run_hosts
 
 __all__ = ["Engine", "Progress", "RunSummary"]

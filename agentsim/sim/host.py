@@ -27,9 +27,9 @@ from agentsim.llm.base import ChatModel
 from agentsim.llm.stats import ModelStats
 from agentsim.sim.config import ExperimentConfig, ModelConfig
 from agentsim.sim.profiles import AgentSpec
-from agentsim.skills._builtin import builtin_skills_dir
-from agentsim.skills.registry import SkillRegistry, SkillView
+from agentsim.skills.registry import SkillOverlay, SkillRegistry
 from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace
+from agentsim.skills.scan import builtin_skills_dir
 from agentsim.skills.scripts import ScriptRunner
 from agentsim.store.layout import HostStore
 
@@ -168,7 +168,7 @@ class AgentHost:
         self._agents_dir = run_dir / "agents"
         self.store = HostStore(run_dir, spec.host_id)
         # Agents with a skills folder of their own (``custom/skills`` in their workspace).
-        self._own_views: dict[str, SkillView] = {}
+        self._own_views: dict[str, SkillOverlay] = {}
         # (skill, script) quarantines already reported: concurrent steps may all overrun.
         self._quarantines: set[tuple[str, str]] = set()
         per_host = max(1, spec.model.max_concurrency // spec.hosts)
@@ -222,7 +222,7 @@ class AgentHost:
             self.agents[aid] = agent
         return events
 
-    def _own_view(self, ws: Path) -> SkillView | None:
+    def _own_view(self, ws: Path) -> SkillOverlay | None:
         own_dir = ws / "custom" / "skills"
         return self.registry.view(own_dir) if own_dir.is_dir() else None
 

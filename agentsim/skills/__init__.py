@@ -1,4 +1,5 @@
-"""Skills: SKILL.md parsing, the registry, and (later) script execution and the runtime.
+"""Skills: SKILL.md parsing, the registry, script execution (``scripts``) and the per-agent
+runtime. ``docs/architecture.md`` lists the modules, one line each.
 
 Names are imported lazily on first use, so ``import agentsim.skills`` stays cheap (no
 pydantic or YAML until a parser or registry is actually needed).
@@ -18,7 +19,8 @@ if TYPE_CHECKING:
         parse_skill_md,
         render_skill_md,
     )
-    from agentsim.skills.registry import RefreshResult, SkillDescriptor, SkillRegistry
+    from agentsim.skills.registry import RefreshResult, SkillRegistry
+    from agentsim.skills.scan import SkillDescriptor
 
 __all__ = [
     "Diagnostic",
@@ -39,7 +41,7 @@ _LAZY: dict[str, str] = {
     "parse_skill_md": "agentsim.skills.manifest",
     "render_skill_md": "agentsim.skills.manifest",
     "RefreshResult": "agentsim.skills.registry",
-    "SkillDescriptor": "agentsim.skills.registry",
+    "SkillDescriptor": "agentsim.skills.scan",
     "SkillRegistry": "agentsim.skills.registry",
 }
 

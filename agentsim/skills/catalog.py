@@ -7,18 +7,27 @@ were left out and how to reach them (``search_skills``). Nothing is cut silently
 
 The BM25 index is built once per set of skills and shared by every agent of the process.
 Token counts are estimated as ``ceil(len(text) / 4)``: no tokenizer, no model, no network.
+
+A skill is hidden from the catalog when the run lacks an environment module
+(``env:social``) or an agent tool (``tool:ask_env``) it requires, directly or through a
+skill it requires (``unmet_requirements``). A required skill that is not installed hides
+nothing here: the registry reports it, and activation fails with a message naming it.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from agentsim._tokens import estimate_tokens
+from agentsim.skills.manifest import TOOL_NAMES
+
+if TYPE_CHECKING:
+    from agentsim.skills.registry import SkillDescriptor
 
 __all__ = [
     "CatalogEntry",
@@ -71,15 +80,20 @@ def tokenize(text: str) -> list[str]:
     return [w for w in _WORD.findall(text.lower()) if w not in _STOP]
 
 
-class _SkillLike(Protocol):
-    @property
-    def skill_id(self) -> str: ...
+class _ManifestLike(Protocol):
     @property
     def name(self) -> str: ...
     @property
     def description(self) -> str: ...
     @property
     def status(self) -> str: ...
+
+
+class _SkillLike(Protocol):
+    @property
+    def skill_id(self) -> str: ...
+    @property
+    def manifest(self) -> _ManifestLike: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,22 +131,22 @@ class CatalogIndex:
         skills = list(skills)
         name_count: dict[str, int] = {}
         for s in skills:
-            name_count[s.name] = name_count.get(s.name, 0) + 1
+            name_count[s.manifest.name] = name_count.get(s.manifest.name, 0) + 1
         entries: list[CatalogEntry] = []
         docs: list[list[str]] = []
         for s in skills:
-            handle = s.name if name_count[s.name] == 1 else s.skill_id
-            line = _entry_line(handle, s.skill_id, s.description, s.status)
+            handle = s.manifest.name if name_count[s.manifest.name] == 1 else s.skill_id
+            line = _entry_line(handle, s.skill_id, s.manifest.description, s.manifest.status)
             entries.append(
                 CatalogEntry(
                     skill_id=s.skill_id,
                     handle=handle,
-                    description=s.description,
+                    description=s.manifest.description,
                     line=line,
                     tokens=estimate_tokens(line) + 1,
                 )
             )
-            docs.append(tokenize(s.name.replace("-", " ") + " " + s.description))
+            docs.append(tokenize(s.manifest.name.replace("-", " ") + " " + s.manifest.description))
         n = len(docs)
         avg = (sum(len(d) for d in docs) / n) if n else 1.0
         df: dict[str, int] = {}
@@ -296,3 +310,67 @@ def render_catalog(
         lines.append(note)
     text = "\n".join(lines)
     return RenderedCatalog(text=text, shown=tuple(shown), omitted=omitted, tokens=used)
+
+
+# -- what a run cannot serve -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunProvides:
+    """The environment modules and agent tools of one run."""
+
+    env_modules: frozenset[str]
+    tools: frozenset[str]
+
+    @classmethod
+    def for_modules(cls, env_modules: Collection[str]) -> RunProvides:
+        """What a run with ``env_modules`` offers: every agent tool, but ``ask_env`` only
+        when there is a module to ask."""
+        tools = TOOL_NAMES if env_modules else tuple(t for t in TOOL_NAMES if t != "ask_env")
+        return cls(env_modules=frozenset(env_modules), tools=frozenset(tools))
+
+
+def unmet_requirements(
+    descriptors: Iterable[SkillDescriptor], provides: RunProvides
+) -> dict[str, str]:
+    """Skill id -> why the run cannot serve it ("needs env module social"), for every
+    skill whose requirements are not met; in the order of ``descriptors``."""
+    descs = list(descriptors)
+    # A required name means the first skill of that name (the precedence order of a view).
+    by_name: dict[str, SkillDescriptor] = {}
+    for d in descs:
+        by_name.setdefault(d.manifest.name, d)
+    needs: dict[str, list[str]] = {}
+    for d in descs:
+        own = [f"env module {m}" for m in d.manifest.required_env if m not in provides.env_modules]
+        own += [f"tool {t}" for t in d.manifest.required_tools if t not in provides.tools]
+        if own:
+            needs[d.skill_id] = own
+    # Then whoever requires a hidden skill, until nothing changes (cycles included).
+    changed = bool(needs)
+    while changed:
+        changed = False
+        for d in descs:
+            hidden_deps = [
+                f"skill {name}"
+                for name in d.manifest.required_skills
+                if (dep := by_name.get(name)) is not None and dep.skill_id in needs
+            ]
+            have = needs.get(d.skill_id, [])
+            new = [h for h in hidden_deps if h not in have]
+            if new:
+                needs[d.skill_id] = have + new
+                changed = True
+    return {
+        d.skill_id: "needs " + ", ".join(needs[d.skill_id]) for d in descs if d.skill_id in needs
+    }
+
+
+def hidden_note(unmet: Mapping[str, str], names: Mapping[str, str]) -> str:
+    """The catalog's line about hidden skills (empty when none is hidden). ``names`` maps
+    an id to what the catalog calls the skill."""
+    if not unmet:
+        return ""
+    n = len(unmet)
+    what = ", ".join(f"{names.get(sid, sid)} ({why})" for sid, why in unmet.items())
+    return f"<!-- {n} skill{'s' if n != 1 else ''} hidden, not available in this run: {what} -->"

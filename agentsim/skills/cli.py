@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from agentsim.errors import SkillNotFoundError
-from agentsim.skills._builtin import builtin_skills_dir
-from agentsim.skills._files import list_skill_files
 from agentsim.skills.manifest import Diagnostic, load_skill_md, name_problem
 from agentsim.skills.registry import SkillDescriptor, SkillRegistry
+from agentsim.skills.scan import builtin_skills_dir, list_skill_files
 
 __all__ = ["add_skills_commands", "default_roots", "main"]
 
@@ -66,7 +65,7 @@ def _summary(
     by_namespace: dict[str, dict[str, int]] = {}
     for desc in skills:
         counts = by_namespace.setdefault(desc.namespace, {"active": 0, "deprecated": 0})
-        counts[desc.status] += 1
+        counts[desc.manifest.status] += 1
     severities = Counter(d.severity for d in diagnostics)
     return {
         "total": len(skills),
@@ -83,8 +82,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
         d
         for d in everything
         if (args.namespace is None or d.namespace == args.namespace)
-        and (args.tag is None or args.tag in d.tags)
-        and (args.status is None or d.status == args.status)
+        and (args.tag is None or args.tag in d.manifest.tags)
+        and (args.status is None or d.manifest.status == args.status)
     )
     summary = _summary(everything, registry.diagnostics)
     if args.json:
@@ -97,8 +96,12 @@ def _cmd_list(args: argparse.Namespace) -> int:
         return 0
     width = max((len(d.skill_id) for d in shown), default=8)
     for desc in shown:
-        flag = " [deprecated]" if desc.status == "deprecated" else ""
-        text = desc.description if len(desc.description) <= 80 else desc.description[:77] + "..."
+        flag = " [deprecated]" if desc.manifest.status == "deprecated" else ""
+        text = (
+            desc.manifest.description
+            if len(desc.manifest.description) <= 80
+            else desc.manifest.description[:77] + "..."
+        )
         print(f"{desc.skill_id:<{width}}  {text}{flag}")
     if not shown:
         print("no skills match" if everything else "no skills found")
@@ -126,20 +129,20 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"skill": desc.to_dict(), "body": body, "files": files}, indent=2))
         return 0
-    print(f"{desc.skill_id}  ({desc.status}, isolation {desc.isolation})")
+    print(f"{desc.skill_id}  ({desc.manifest.status}, isolation {desc.manifest.isolation})")
     print(f"path:        {desc.path}")
-    print(f"description: {desc.description}")
-    if desc.script:
-        print(f"script:      {desc.script}")
+    print(f"description: {desc.manifest.description}")
+    if desc.manifest.script:
+        print(f"script:      {desc.manifest.script}")
     for hook_type, rel in desc.hooks:
         print(f"hook:        {hook_type} -> {rel}")
-    if desc.tags:
-        print(f"tags:        {', '.join(desc.tags)}")
+    if desc.manifest.tags:
+        print(f"tags:        {', '.join(desc.manifest.tags)}")
     if desc.manifest.requires:  # skills, env:<module> and tool:<tool> entries
         print(f"requires:    {', '.join(desc.manifest.requires)}")
-    others = [d.skill_id for d in registry.find_by_name(desc.name) if d is not desc]
+    others = [d.skill_id for d in registry.find_by_name(desc.manifest.name) if d is not desc]
     if others:
-        print(f"also named {desc.name!r}: {', '.join(others)}")
+        print(f"also named {desc.manifest.name!r}: {', '.join(others)}")
     print(f"files:       {', '.join(files)}")
     print("\n" + body.rstrip("\n"))
     return 0

@@ -5,6 +5,10 @@ agentsim's own. ``parse_skill_md`` is pure; ``load_skill_md`` reads a file (size
 odd file types and the existence of declared scripts are checked there) and calls it.
 Nothing here raises on a bad skill: problems are ``Diagnostic`` values whose line is the
 line of the offending key, mapped back from pydantic's error locations.
+
+The path rules of a skill's files and ``TOOL_NAMES`` (the tools an agent offers its model:
+the vocabulary skills speak of in ``requires: [tool:ask_env]`` and that
+``agentsim.agent.tools`` implements) live here, where the manifest checks them.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISLNK, S_ISREG
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -31,15 +36,14 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from agentsim.skills._frontmatter import (
+from agentsim._paths import is_inside
+from agentsim.skills.frontmatter import (
     Diagnostic,
     KeyLines,
     decode_skill_md,
     read_frontmatter,
     read_skill_bytes,
 )
-from agentsim.skills._paths import file_problem, path_problem
-from agentsim.skills._toolnames import TOOL_NAMES
 
 __all__ = [
     "AGENTSIM_KEYS",
@@ -533,3 +537,60 @@ def render_skill_md(manifest: SkillManifest, body: str) -> str:
         width=1 << 30,
     )
     return f"---\n{front}---\n{body}"
+
+
+# -- path rules: relative paths that stay inside the skill folder ----------------------
+
+
+def path_problem(value: Any) -> str | None:
+    """Why ``value`` is not a safe path relative to the skill folder, or None."""
+    if not isinstance(value, str) or not value.strip():
+        kind = "null" if value is None else type(value).__name__
+        return f"must be a relative path string, got {kind}"
+    normal = value.replace("\\", "/")
+    if normal.startswith("/") or (value[1:2] == ":" and value[0].isascii() and value[0].isalpha()):
+        return f"{value!r} is absolute; give a path relative to the skill folder"
+    if ".." in normal.split("/"):
+        return f"{value!r} leaves the skill folder ('..'); keep scripts inside it"
+    return None
+
+
+def file_problem(folder: str, rel: str) -> str | None:
+    """Why ``folder/rel`` is not a regular file inside ``folder``, or None.
+
+    A symlink anywhere on the way is allowed while the file it reaches stays inside.
+    """
+    current = folder
+    linked = False
+    mode = 0
+    for part in rel.replace("\\", "/").split("/"):
+        if part and part != ".":
+            current = os.path.join(current, part)
+            try:
+                mode = os.lstat(current).st_mode
+            except OSError:
+                return "does not exist; create it or fix the path"
+            linked = linked or S_ISLNK(mode)
+    if linked:
+        if not is_inside(current, folder):
+            return "is a symlink that leaves the skill folder; copy the file into the skill"
+        try:
+            mode = os.stat(current).st_mode
+        except OSError:
+            return "is a broken symlink; point it at a file in the skill folder"
+    if not S_ISREG(mode):  # also when ``rel`` names the folder itself (mode 0)
+        return "is not a regular file"
+    return None
+
+
+# -- tool names ------------------------------------------------------------------------
+
+TOOL_NAMES = (
+    "activate_skill",
+    "deactivate_skill",
+    "read_skill_file",
+    "execute_skill_script",
+    "search_skills",
+    "ask_env",
+    "finish",
+)

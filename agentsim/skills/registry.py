@@ -19,13 +19,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentsim.errors import SkillError, SkillNotFoundError
-from agentsim.skills._descriptor import SkillDescriptor
-from agentsim.skills._files import DocCache, read_doc, read_file
-from agentsim.skills._frontmatter import Diagnostic
-from agentsim.skills._scan import RootScan, namespace_rank, scan_root
+from agentsim.skills.frontmatter import Diagnostic
 from agentsim.skills.manifest import HOOK_TYPES
+from agentsim.skills.scan import (
+    DocCache,
+    RootScan,
+    SkillDescriptor,
+    namespace_rank,
+    read_doc,
+    read_file,
+    scan_root,
+)
 
-__all__ = ["RefreshResult", "RegistrySnapshot", "SkillDescriptor", "SkillRegistry", "SkillView"]
+__all__ = ["RefreshResult", "RegistrySnapshot", "SkillDescriptor", "SkillOverlay", "SkillRegistry"]
 
 _HINT = "run `agentsim skills list` to see the registered skills"
 
@@ -48,7 +54,7 @@ def _in_order(groups: Mapping[str, list[SkillDescriptor]]) -> tuple[SkillDescrip
     """Descriptors in precedence order: namespace rank, namespace, name."""
     ordered: list[SkillDescriptor] = []
     for namespace in sorted(groups, key=lambda ns: (namespace_rank(ns), ns)):
-        ordered += sorted(groups[namespace], key=lambda d: d.name)
+        ordered += sorted(groups[namespace], key=lambda d: d.manifest.name)
     return tuple(ordered)
 
 
@@ -66,7 +72,7 @@ def _cycles(starts: Iterable[str], known: Mapping[str, SkillDescriptor]) -> list
         state[start] = 1
         while stack:
             node, i = stack[-1]
-            deps = known[node].requires
+            deps = known[node].manifest.required_skills
             if i == len(deps):
                 stack.pop()
                 path.pop()
@@ -93,10 +99,10 @@ def _cycles(starts: Iterable[str], known: Mapping[str, SkillDescriptor]) -> list
 def _requires_diagnostics(
     descs: Iterable[SkillDescriptor], known: Mapping[str, SkillDescriptor]
 ) -> list[Diagnostic]:
-    needy = [d for d in descs if d.requires]
+    needy = [d for d in descs if d.manifest.required_skills]
     diags: list[Diagnostic] = []
     for desc in needy:
-        for dep in desc.requires:
+        for dep in desc.manifest.required_skills:
             if dep not in known:
                 diags.append(
                     Diagnostic(
@@ -107,7 +113,7 @@ def _requires_diagnostics(
                         "or remove it from requires",
                     )
                 )
-    for cycle in _cycles([d.name for d in needy], known):
+    for cycle in _cycles([d.manifest.name for d in needy], known):
         first = known[cycle[0]]
         diags.append(
             Diagnostic(
@@ -144,9 +150,9 @@ class _Reads:
     def _not_found(self, wanted: str) -> SkillNotFoundError:
         everything = self._all()
         ids = [d.skill_id for d in everything]
-        exact = [d.skill_id for d in everything if d.name == wanted]
+        exact = [d.skill_id for d in everything if d.manifest.name == wanted]
         close = exact or difflib.get_close_matches(
-            wanted, ids + sorted({d.name for d in everything}), n=3
+            wanted, ids + sorted({d.manifest.name for d in everything}), n=3
         )
         return SkillNotFoundError(wanted, close, _HINT)
 
@@ -222,15 +228,15 @@ class RegistrySnapshot(_Reads):
     def snapshot(self) -> RegistrySnapshot:
         return self
 
-    def view(self, agent_skills_dir: str | os.PathLike[str] | None) -> SkillView:
+    def view(self, agent_skills_dir: str | os.PathLike[str] | None) -> SkillOverlay:
         """An agent-scoped overlay fixed on this snapshot."""
-        return SkillView(self, agent_skills_dir)
+        return SkillOverlay(self, agent_skills_dir)
 
 
 def _by_name(ordered: tuple[SkillDescriptor, ...]) -> dict[str, tuple[SkillDescriptor, ...]]:
     names: dict[str, tuple[SkillDescriptor, ...]] = {}
     for desc in ordered:
-        names[desc.name] = (*names.get(desc.name, ()), desc)
+        names[desc.manifest.name] = (*names.get(desc.manifest.name, ()), desc)
     return names
 
 
@@ -281,7 +287,7 @@ def _build(scans: tuple[RootScan, ...], generation: int, docs: DocCache) -> Regi
     ordered = _in_order(groups)
     first_by_name: dict[str, SkillDescriptor] = {}
     for desc in ordered:
-        first_by_name.setdefault(desc.name, desc)
+        first_by_name.setdefault(desc.manifest.name, desc)
     diags.extend(_requires_diagnostics(first_by_name.values(), first_by_name))
     return _snapshot(generation, scans, ordered, tuple(diags), docs)
 
@@ -359,9 +365,9 @@ class SkillRegistry(_Reads):
         """The current immutable state."""
         return self._snap
 
-    def view(self, agent_skills_dir: str | os.PathLike[str] | None) -> SkillView:
+    def view(self, agent_skills_dir: str | os.PathLike[str] | None) -> SkillOverlay:
         """An overlay with one agent's own skills; it follows this registry's refreshes."""
-        return SkillView(self, agent_skills_dir)
+        return SkillOverlay(self, agent_skills_dir)
 
     @property
     def generation(self) -> int:
@@ -395,7 +401,7 @@ class SkillRegistry(_Reads):
         self._snap = state
 
 
-class SkillView(_Reads):
+class SkillOverlay(_Reads):
     """One agent's view: the base skills plus ``agent_skills_dir`` as ``agent@<name>``.
 
     Nothing of the agent folder reaches the base or any other view. ``refresh()`` rescans
@@ -427,7 +433,7 @@ class SkillView(_Reads):
         self._agent = scan
         descs = [e.skill for e in scan.entries.values() if e.skill is not None]
         self._ordered = tuple(descs)
-        self._names = {d.name: d for d in descs}
+        self._names = {d.manifest.name: d for d in descs}
         self._extra_diags = tuple(scan.all_diagnostics())
 
     def refresh(self) -> RefreshResult:

@@ -18,19 +18,19 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 
 from agentsim.errors import SkillActivationError, SkillNotFoundError
-from agentsim.skills._paths import path_problem
 from agentsim.skills.catalog import (
     RenderedCatalog,
     render_selection,
 )
 from agentsim.skills.context import SkillScriptContext
 from agentsim.skills.hooks import HookOutcome, parse_hook_output
-from agentsim.skills.scripts import Isolation, ScriptResult
+from agentsim.skills.manifest import path_problem
+from agentsim.skills.scripts.runner import ScriptResult
 from agentsim.skills.space import SkillSpace, SkillView, _Resolved
 
 if TYPE_CHECKING:
@@ -257,7 +257,7 @@ class AgentSkillRuntime:
                 continue
             hit: dict[str, Any] = {"name": e.handle, "description": e.description}
             hit["active"] = e.skill_id in self._active
-            if res.descriptors[e.skill_id].status == "deprecated":
+            if res.descriptors[e.skill_id].manifest.status == "deprecated":
                 hit["deprecated"] = True  # as the catalog marks it
             out.append(hit)
         return out[:limit]
@@ -280,7 +280,7 @@ class AgentSkillRuntime:
             self._active.append(d.skill_id)
             self._plans = None
             newly.append(d.skill_id)
-            if d.status == "deprecated":
+            if d.manifest.status == "deprecated":
                 msg = f"skill {d.skill_id} is deprecated; prefer another skill where one fits"
                 warnings.append(msg)
                 self.warnings.append(msg)
@@ -296,13 +296,15 @@ class AgentSkillRuntime:
     ) -> None:
         if desc.skill_id in trail:
             cycle = " -> ".join((*trail, desc.skill_id))
-            raise SkillActivationError(desc.name, f"its requirements form a cycle: {cycle}")
-        for req in desc.requires:
+            raise SkillActivationError(
+                desc.manifest.name, f"its requirements form a cycle: {cycle}"
+            )
+        for req in desc.manifest.required_skills:
             try:
                 dep = self.resolve(req)
             except (SkillNotFoundError, SkillActivationError) as exc:
                 raise SkillActivationError(
-                    desc.name, f"it requires {req!r}, which is not available here ({exc})"
+                    desc.manifest.name, f"it requires {req!r}, which is not available here ({exc})"
                 ) from None
             self._collect_requires(dep, order, trail=(*trail, desc.skill_id))
         if desc not in order:
@@ -425,55 +427,69 @@ class AgentSkillRuntime:
         """Run a script of an active skill; failures come back as a failed result."""
         desc = self.resolve(name)
         if desc.skill_id not in self._active:
-            return _failed(f"skill {desc.name!r} is not active; call activate_skill first")
-        rel = script or desc.script
+            return _failed(f"skill {desc.manifest.name!r} is not active; call activate_skill first")
+        rel = script or desc.manifest.script
         if rel is None:
             return _failed(
-                f"skill {desc.name!r} has no default script; pass `script` "
+                f"skill {desc.manifest.name!r} has no default script; pass `script` "
                 f"(see its SKILL.md for the scripts it documents)"
             )
         if script is not None:
             problem = path_problem(script)
             if problem:
-                return _failed(f"script of skill {desc.name!r} refused: {problem}")
+                return _failed(f"script of skill {desc.manifest.name!r} refused: {problem}")
         space = self._space
-        v_in = None if desc.input_schema is None else space.validator(desc, "input")
+        v_in = None if desc.manifest.input_schema is None else space.validator(desc, "input")
         if v_in is not None:
             found, payload = _json_argument(argv)
             if not found:
-                return _failed(f"skill {desc.name!r} expects a JSON argument (its input_schema)")
+                return _failed(
+                    f"skill {desc.manifest.name!r} expects a JSON argument (its input_schema)"
+                )
             err = jsonschema.exceptions.best_match(v_in.iter_errors(payload))
             if err is not None:
                 return _failed(
-                    f"input does not match the input_schema of {desc.name}: {err.message}"
+                    f"input does not match the input_schema of {desc.manifest.name}: {err.message}"
                 )
         ctx = self._context(desc, tick=tick, time=time)
         path = os.path.join(desc.path, rel)
-        isolation = cast(Isolation, desc.isolation)
+        isolation = desc.manifest.isolation
         result = await space.runner.run(
-            path, argv, ctx, isolation=isolation, timeout=desc.timeout, env=desc.env
+            path,
+            argv,
+            ctx,
+            isolation=isolation,
+            timeout=desc.manifest.timeout,
+            env=desc.manifest.env,
         )
-        if not result.ok and desc.idempotent:
+        if not result.ok and desc.manifest.idempotent:
             # Only an idempotent skill may be re-run: a failed call may have done half its work.
-            attempts = desc.retries
+            attempts = desc.manifest.retries
             while not result.ok and not result.timed_out and attempts > 0:
                 attempts -= 1
                 result = await space.runner.run(
-                    path, argv, ctx, isolation=isolation, timeout=desc.timeout, env=desc.env
+                    path,
+                    argv,
+                    ctx,
+                    isolation=isolation,
+                    timeout=desc.manifest.timeout,
+                    env=desc.manifest.env,
                 )
-        if result.ok and desc.output_schema is not None:
+        if result.ok and desc.manifest.output_schema is not None:
             v_out = space.validator(desc, "output")
             try:
                 value = json.loads(result.output)
             except ValueError:
                 return _failed(
-                    f"output of {desc.name} is not JSON but the skill declares an output_schema",
+                    f"output of {desc.manifest.name} is not JSON"
+                    " but the skill declares an output_schema",
                     elapsed=result.elapsed,
                 )
             err = jsonschema.exceptions.best_match(v_out.iter_errors(value))
             if err is not None:
                 return _failed(
-                    f"output does not match the output_schema of {desc.name}: {err.message}",
+                    "output does not match the output_schema of"
+                    f" {desc.manifest.name}: {err.message}",
                     elapsed=result.elapsed,
                 )
         return result
@@ -508,7 +524,7 @@ class AgentSkillRuntime:
         return SkillScriptContext(
             workspace_root=self.workspace_root,
             skill_id=desc.skill_id,
-            skill_name=desc.name,
+            skill_name=desc.manifest.name,
             skill_dir=Path(desc.path),
             agent_id=self.agent_id,
             tick=tick,
@@ -537,9 +553,9 @@ class AgentSkillRuntime:
                 path,
                 argv,
                 self._context(desc, tick=tick, time=time),
-                isolation=cast(Isolation, desc.isolation),
-                timeout=desc.timeout,
-                env=desc.env,
+                isolation=desc.manifest.isolation,
+                timeout=desc.manifest.timeout,
+                env=desc.manifest.env,
             )
             if res.ok:
                 text, decision = parse_hook_output(

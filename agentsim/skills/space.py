@@ -8,17 +8,23 @@ per-agent part that refers to it.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import functools
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import jsonschema
 
 from agentsim._tokens import estimate_tokens
-from agentsim.skills._requires import RunProvides, hidden_note, unmet_requirements
-from agentsim.skills.catalog import CatalogIndex, RenderedCatalog, render_catalog
+from agentsim.skills.catalog import (
+    CatalogIndex,
+    RenderedCatalog,
+    RunProvides,
+    hidden_note,
+    render_catalog,
+    unmet_requirements,
+)
 from agentsim.skills.context import safe_env
-from agentsim.skills.scripts import ScriptRunner
+from agentsim.skills.scripts.runner import ScriptRunner
 
 if TYPE_CHECKING:
     from agentsim.skills.registry import SkillDescriptor
@@ -26,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["SkillSpace", "SkillView"]
 
 _CATALOG_CACHE_SIZE = 1024
+_HIDDEN_CACHE_SIZE = 256
 _FRAME_SLACK = 64  # tokens for the catalog frame and the "omitted" note
 
 
@@ -84,13 +91,16 @@ class SkillSpace:
         self.env = safe_env(environ)
         self._view = view
         self._shared: tuple[SkillView, int, _Resolved] | None = None
-        self._catalog_cache: OrderedDict[tuple[Any, ...], RenderedCatalog] = OrderedDict()
+        # Catalogs of the shared view by (resolution, situation, active, hidden), least
+        # recently used dropped first. lru_cache's bookkeeping is thread-safe, where a
+        # hand-kept OrderedDict could lose a key between a get and a move_to_end.
+        self._cached_catalog = functools.lru_cache(maxsize=_CATALOG_CACHE_SIZE)(self._render)
         # Keyed by the schema object's id, holding the schema so that the id stays unique:
         # agents' own skills share ids (agent@x) but not schemas.
         self._validators: dict[tuple[int, str], tuple[object, Any]] = {}
         # (resolution, disabled names) -> hidden ids: agents of a group share one tuple of
-        # disabled names, so a set-up of 100,000 agents computes this once per group.
-        self._hidden: dict[tuple[int, tuple[str, ...]], tuple[_Resolved, frozenset[str]]] = {}
+        # disabled names, so a set-up of many agents computes this once per group.
+        self._cached_hidden = functools.lru_cache(maxsize=_HIDDEN_CACHE_SIZE)(self._hide)
 
     @property
     def view(self) -> SkillView:
@@ -100,7 +110,7 @@ class SkillSpace:
         """Install a refreshed registry snapshot; agents see it from their next call on."""
         self._view = view
         self._shared = None
-        self._catalog_cache.clear()
+        self._cached_catalog.cache_clear()
         self._validators.clear()
 
     def resolved(self, view: SkillView) -> _Resolved:
@@ -126,13 +136,14 @@ class SkillSpace:
         one agent's own skills can never reach another agent's prompt."""
         if self.fits(res, active):
             situation = ""  # everything fits: relevance cannot change the result
-        key = (res, situation, active, hidden)
         if cache:
-            hit = self._catalog_cache.get(key)
-            if hit is not None:
-                self._catalog_cache.move_to_end(key)
-                return hit
-        out = render_catalog(
+            return self._cached_catalog(res, situation, active, hidden)
+        return self._render(res, situation, active, hidden)
+
+    def _render(
+        self, res: _Resolved, situation: str, active: tuple[str, ...], hidden: frozenset[str]
+    ) -> RenderedCatalog:
+        return render_catalog(
             res.index,
             budget_tokens=self.catalog_budget_tokens,
             query=situation,
@@ -140,33 +151,23 @@ class SkillSpace:
             hidden=hidden,
             note=res.note,
         )
-        if cache:
-            self._catalog_cache[key] = out
-            if len(self._catalog_cache) > _CATALOG_CACHE_SIZE:
-                self._catalog_cache.popitem(last=False)
-        return out
 
     def hidden_ids(self, res: _Resolved, disabled: tuple[str, ...]) -> frozenset[str]:
         """Ids of the skills that ``disabled`` names hide in ``res`` (a name hides every
         skill of that name, an id or handle the one skill), and of those whose requirements
         the run does not meet."""
-        key = (id(res), disabled)
-        hit = self._hidden.get(key)
-        if hit is not None and hit[0] is res:
-            return hit[1]
+        return self._cached_hidden(res, disabled)
+
+    def _hide(self, res: _Resolved, disabled: tuple[str, ...]) -> frozenset[str]:
         hidden: set[str] = set(res.unmet)
         for name in disabled:
             if name in res.descriptors:
                 hidden.add(name)
-            hidden.update(sid for sid, d in res.descriptors.items() if d.name == name)
+            hidden.update(sid for sid, d in res.descriptors.items() if d.manifest.name == name)
             sid = res.by_handle.get(name)
             if sid is not None:
                 hidden.add(sid)
-        out = frozenset(hidden)
-        if len(self._hidden) >= 256:
-            self._hidden.clear()
-        self._hidden[key] = (res, out)
-        return out
+        return frozenset(hidden)
 
     def fits(self, res: _Resolved, active: Sequence[str]) -> bool:
         """Whether every skill of ``res`` fits the budget (relevance then plays no part)."""
@@ -175,7 +176,7 @@ class SkillSpace:
 
     def validator(self, desc: SkillDescriptor, which: str) -> Any:
         """A JSON Schema validator for the skill's ``input``/``output`` schema, or None."""
-        schema = desc.input_schema if which == "input" else desc.output_schema
+        schema = desc.manifest.input_schema if which == "input" else desc.manifest.output_schema
         if schema is None:
             return None
         key = (id(schema), which)

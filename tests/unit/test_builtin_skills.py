@@ -106,17 +106,21 @@ def test_manifest_is_complete_and_scripts_exist(name: str) -> None:
 def test_declared_runtime_features() -> None:
     registry = SkillRegistry()
     registry.scan_builtin(SKILLS)
-    get = {d.name: d for d in registry.list_all()}
+    get = {d.manifest.name: d for d in registry.list_all()}
     assert get["daily-guidance"].hook_script("pre_step") == "scripts/daily_guidance.py"
     assert get["daily-guidance"].hook_script("post_step") == "scripts/daily_guidance.py"
-    assert get["social-feed"].requires == ("opinion-update",)
+    assert get["social-feed"].manifest.required_skills == ("opinion-update",)
     ou = get["opinion-update"]
-    assert (ou.isolation, ou.idempotent, ou.retries) == ("thread", True, 1)
-    assert ou.input_schema is not None and ou.output_schema is None
+    assert (ou.manifest.isolation, ou.manifest.idempotent, ou.manifest.retries) == (
+        "thread",
+        True,
+        1,
+    )
+    assert ou.manifest.input_schema is not None and ou.manifest.output_schema is None
     wl = get["weather-lookup"]
-    assert wl.status == "deprecated" and wl.output_schema is not None
-    assert wl.isolation == "process"
-    assert (get["diary"].isolation, get["diary"].timeout) == ("thread", 2.0)
+    assert wl.manifest.status == "deprecated" and wl.manifest.output_schema is not None
+    assert wl.manifest.isolation == "process"
+    assert (get["diary"].manifest.isolation, get["diary"].manifest.timeout) == ("thread", 2.0)
 
 
 def test_social_feed_playbook_lines_are_tool_calls() -> None:
@@ -417,10 +421,14 @@ async def test_each_skill_runs_through_the_runner_with_its_isolation(make_ctx: C
         "diary": (["write", "hello"], "entrypoint"),
     }
     for name, (argv, tier) in cases.items():
-        desc = next(d for d in registry.list_all() if d.name == name)
+        desc = next(d for d in registry.list_all() if d.manifest.name == name)
         ctx = make_ctx(name, profile={"opinion": 0.2, "home": "home-1"})
         res = await runner.run(
-            desc.script_path(), argv, ctx, isolation=desc.isolation, timeout=desc.timeout
+            desc.script_path(),
+            argv,
+            ctx,
+            isolation=desc.manifest.isolation,
+            timeout=desc.manifest.timeout,
         )
         assert res.ok, (name, res.error)
         assert res.tier == tier, name

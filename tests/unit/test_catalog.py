@@ -14,12 +14,17 @@ from agentsim.skills.catalog import CatalogIndex, render_catalog, tokenize
 
 @dataclass(frozen=True)
 class Skill:
-    """Input data with the four fields the index reads (a descriptor has many more)."""
+    """Input data with the four fields the index reads (a descriptor's id and three fields
+    of its manifest); it stands for its own manifest."""
 
     skill_id: str
     name: str
     description: str
     status: str = "active"
+
+    @property
+    def manifest(self) -> Skill:
+        return self
 
 
 def skill(name: str, description: str, namespace: str = "built-in") -> Skill:

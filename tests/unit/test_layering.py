@@ -79,3 +79,58 @@ def test_the_check_sees_function_level_imports(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from agentsim.sim.engine import Engine\n")
     assert _imports(source) == [(2, "agentsim.sim.engine")]
+
+
+# Outside the skills package, only its public modules are imported: a private
+# ``agentsim.skills._x`` (or ``from agentsim.skills import _x``) is a seam the package may
+# move without notice.
+REPO = PACKAGE.parent
+OUTSIDE_SKILLS = ("agentsim", "tests", "bench", "skills")
+
+
+def _is_private_skills(name: str) -> bool:
+    parts = name.split(".")
+    return parts[:2] == ["agentsim", "skills"] and any(p.startswith("_") for p in parts[2:])
+
+
+def _private_skills_imports(path: Path) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if _is_private_skills(node.module):
+                found.append((node.lineno, node.module))
+                continue
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        found += [(node.lineno, name) for name in names if _is_private_skills(name)]
+    return found
+
+
+def test_no_module_outside_skills_imports_a_private_skills_module() -> None:
+    inside = PACKAGE / "skills"
+    wrong = [
+        f"{path.relative_to(REPO)}:{line} imports {module}"
+        for top in OUTSIDE_SKILLS
+        for path in sorted((REPO / top).rglob("*.py"))
+        if inside not in path.parents
+        for line, module in _private_skills_imports(path)
+    ]
+    assert wrong == []
+
+
+def test_the_check_sees_private_skills_imports(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text(
+        "from agentsim.skills._toolnames import TOOL_NAMES\n"
+        "from agentsim.skills import _builtin, registry\n"
+        "def f():\n    import agentsim.skills.scripts._old\n"
+        "from agentsim.skills.manifest import TOOL_NAMES as _T\n"
+    )
+    assert _private_skills_imports(source) == [
+        (1, "agentsim.skills._toolnames"),
+        (2, "agentsim.skills._builtin"),
+        (4, "agentsim.skills.scripts._old"),
+    ]

@@ -70,18 +70,18 @@ def test_scan_registers_ids_with_namespaces(
     assert ids == ["custom@daily-guidance", "built-in@daily-guidance", "built-in@weather"]
     desc = registry.get("built-in@daily-guidance")
     assert isinstance(desc, SkillDescriptor)
-    assert (desc.name, desc.namespace, desc.path) == (
+    assert (desc.manifest.name, desc.namespace, desc.path) == (
         "daily-guidance",
         "built-in",
         str(roots[0] / "daily-guidance"),
     )
-    assert desc.script == "scripts/daily_guidance.py"
+    assert desc.manifest.script == "scripts/daily_guidance.py"
     assert desc.hooks == (("pre_step", "scripts/daily_guidance.py"),)
     assert desc.hook_script("pre_step") == "scripts/daily_guidance.py"
     assert desc.hook_script("post_step") is None
     assert desc.script_path() == roots[0] / "daily-guidance" / "scripts" / "daily_guidance.py"
     assert desc.script_path("a.py") == roots[0] / "daily-guidance" / "a.py"
-    assert registry.get("built-in@weather").status == "deprecated"
+    assert registry.get("built-in@weather").manifest.status == "deprecated"
     assert registry.diagnostics == () and registry.generation == 2
     assert "custom@daily-guidance" in registry and len(registry) == 3
 
@@ -98,7 +98,7 @@ def test_find_by_name_returns_precedence_order(registry: SkillRegistry) -> None:
     found = registry.find_by_name("daily-guidance")
     assert [d.skill_id for d in found] == ["custom@daily-guidance", "built-in@daily-guidance"]
     assert registry.resolve("daily-guidance").skill_id == "custom@daily-guidance"
-    assert registry.resolve("built-in@weather").name == "weather"
+    assert registry.resolve("built-in@weather").manifest.name == "weather"
 
 
 @pytest.mark.parametrize(
@@ -252,12 +252,12 @@ def test_refresh_picks_up_add_edit_delete(
         removed=("built-in@daily-guidance",),
     )
     assert result.any
-    assert registry.get("built-in@weather").description == "Use when it rains."
+    assert registry.get("built-in@weather").manifest.description == "Use when it rains."
     assert [d.skill_id for d in registry.find_by_name("daily-guidance")] == [
         "custom@daily-guidance"
     ]
     # a snapshot taken before is untouched
-    assert before.get("built-in@weather").description == "Use for weather."
+    assert before.get("built-in@weather").manifest.description == "Use for weather."
     assert "built-in@daily-guidance" in before
 
 
@@ -474,13 +474,23 @@ def test_a_descriptor_holds_the_parsed_manifest(tmp_path: Path) -> None:
     assert parsed.manifest is not None and desc.manifest == parsed.manifest
     assert desc == SkillDescriptor.create("built-in", str(folder), parsed.manifest, 22)
     assert (desc.skill_id, desc.path, desc.body_line) == ("built-in@full", str(folder), 22)
-    assert (desc.timeout, desc.isolation, desc.status, desc.retries) == (
+    assert (
+        desc.manifest.timeout,
+        desc.manifest.isolation,
+        desc.manifest.status,
+        desc.manifest.retries,
+    ) == (
         2.0,
         "process",
         "deprecated",
         3,
     )
-    assert (desc.tags, desc.requires, desc.allowed_tools, desc.metadata) == (
+    assert (
+        desc.manifest.tags,
+        desc.manifest.required_skills,
+        desc.manifest.allowed_tools,
+        desc.manifest.metadata,
+    ) == (
         ("a", "b"),
         ("full",),
         ("Read",),
@@ -523,11 +533,11 @@ def test_odd_skill_md_files_are_diagnostics_and_never_block(tmp_path: Path) -> N
         "loops back on itself; point it at a real file",
     ]
     assert reg.refresh().any is False  # met again, reported the same, no new generation
-    assert reg.get("built-in@linked").description == "Via a link."
+    assert reg.get("built-in@linked").manifest.description == "Via a link."
     # on refresh, a symlinked SKILL.md is checked again and re-read
     touch(linked / "real.md", "---\nname: linked\ndescription: Edited.\n---\n")
     assert reg.refresh().changed == ("built-in@linked",)
-    assert reg.get("built-in@linked").description == "Edited."
+    assert reg.get("built-in@linked").manifest.description == "Edited."
     # a SKILL.md that disappears leaves a plain folder: the skill is removed
     (linked / "SKILL.md").unlink()
     assert reg.refresh().removed == ("built-in@linked",)
@@ -557,7 +567,7 @@ def test_scripts_in_any_shape_inside_the_folder_register(tmp_path: Path, rel: st
     reg.scan_builtin(tmp_path / "skills")
     assert reg.diagnostics == ()
     desc = reg.get("built-in@shapes")
-    assert desc.script == rel
+    assert desc.manifest.script == rel
     assert desc.hook_script("pre_step") == rel
 
 

@@ -71,7 +71,7 @@ def test_disabled_skills_are_invisible_everywhere(space: SkillSpace, tmp_path: P
     assert "old-skill" not in handles and "untrusted-cmd" not in handles
     assert "args-skill" in handles
     assert "built-in@old-skill" not in rt.catalog().text
-    assert all(d.name != "old-skill" for d in rt.visible())
+    assert all(d.manifest.name != "old-skill" for d in rt.visible())
     assert all(h["name"] != "old-skill" for h in rt.search("old way of doing things"))
     with pytest.raises(SkillActivationError, match=r"'old-skill'.*disabled for this agent"):
         rt.resolve("old-skill")

@@ -52,7 +52,7 @@ def skills(tmp_path: Path) -> tuple[Path, SkillRegistry]:
 def test_a_mixed_root_registers_the_good_skills_and_reports_each_problem(tmp_path: Path) -> None:
     root = _mixed_root(tmp_path / "skills")
     reg = _scan(root)
-    assert [d.name for d in reg.list_all()] == [f"skill-{i:02d}" for i in range(40)]
+    assert [d.manifest.name for d in reg.list_all()] == [f"skill-{i:02d}" for i in range(40)]
     by_folder = {Path(d.file).relative_to(root).parts[0]: d for d in reg.diagnostics}
     assert sorted(by_folder) == ["alias", "broken-yaml", "far-away", "no-script", "wrong-name"]
     assert "invalid YAML" in by_folder["broken-yaml"].message
@@ -100,8 +100,8 @@ def test_refresh_picks_up_edits_deletions_and_a_skill_born_in_a_plain_folder(
     assert result.changed == ("built-in@beta",)
     assert result.removed == ("built-in@gamma",)
     assert result.added == ("built-in@drafts",)
-    assert [d.name for d in reg.list_all()] == ["alpha", "beta", "drafts"]
-    assert reg.get("built-in@beta").description == "Edited."
+    assert [d.manifest.name for d in reg.list_all()] == ["alpha", "beta", "drafts"]
+    assert reg.get("built-in@beta").manifest.description == "Edited."
 
 
 def test_refresh_sees_folders_added_and_removed(skills: tuple[Path, SkillRegistry]) -> None:
@@ -142,7 +142,7 @@ def test_a_symlinked_skill_md_is_followed_on_each_refresh(
     assert reg.refresh().any is False and "built-in@beta" in reg
     touch(root / "beta" / "REAL.md", "---\nname: beta\ndescription: Via a link.\n---\n")
     assert reg.refresh().changed == ("built-in@beta",)
-    assert reg.get("built-in@beta").description == "Via a link."
+    assert reg.get("built-in@beta").manifest.description == "Via a link."
 
 
 def test_a_root_named_with_a_trailing_slash_gives_the_same_paths(
@@ -184,7 +184,7 @@ def test_a_second_root_of_a_namespace_loses_its_duplicate_ids(tmp_path: Path) ->
     result = reg.scan_builtin(second)
     assert "built-in@beta" in result.added
     assert [d.skill_id for d in reg.list_all()] == ["built-in@alpha", "built-in@beta"]
-    assert reg.get("built-in@alpha").description == "First alpha."
+    assert reg.get("built-in@alpha").manifest.description == "First alpha."
     messages = [d.message for d in reg.diagnostics]
     assert any("has no description:" in m for m in messages)
     assert any(m.startswith("duplicate skill id 'built-in@alpha'") for m in messages)
@@ -218,4 +218,4 @@ def test_a_fifo_or_a_loop_that_appears_is_reported_by_refresh(
         "cannot read SKILL.md: it is a FIFO (named pipe), not a regular file",
         "cannot read SKILL.md (Too many levels of symbolic links)",
     ]
-    assert [d.name for d in reg.list_all()] == ["gamma"]
+    assert [d.manifest.name for d in reg.list_all()] == ["gamma"]

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from scripthelp import SECRET_ENVIRON, fx, make_ctx, wait_for_file, write_script
 
-from agentsim.skills import _isolated
-from agentsim.skills.scripts import TIMEOUT_EXIT_CODE, ScriptRunner
+from agentsim.skills.scripts import TIMEOUT_EXIT_CODE, ScriptRunner, child
 
 # -- subprocess tier -------------------------------------------------------------------------------
 
@@ -250,7 +249,7 @@ def test_child_serves_a_pickled_request(tmp_path: Path) -> None:
         "ctx": make_ctx(tmp_path),
         "output_cap": 100,
     }
-    reply = json.loads(_isolated.serve(pickle.dumps(request)))
+    reply = json.loads(child.serve(pickle.dumps(request)))
     assert (reply["ok"], reply["output"], reply["tier"]) == (True, "a-1:7:c", "entrypoint")
 
 
@@ -273,7 +272,7 @@ def test_child_main_replies_on_fd_1_and_sends_raw_writes_to_stderr(
     try:
         os.dup2(write_end, 1)
         os.close(write_end)
-        assert _isolated.main() == 0
+        assert child.main() == 0
     finally:
         fd1.close()
         os.dup2(saved, 1)  # main() pointed fd 1 at stderr; give pytest its capture back

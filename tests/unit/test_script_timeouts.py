@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from agentsim.skills._modcache import CACHE
-from agentsim.skills._workers import MAX_WORKERS
 from agentsim.skills.context import SkillScriptContext
 from agentsim.skills.scripts import TIMEOUT_EXIT_CODE, Quarantined, ScriptRunner
+from agentsim.skills.scripts.inprocess import CACHE, MAX_WORKERS
 
 SLACK = 0.5
 

@@ -5,7 +5,7 @@ A script is one of its skill's own ``.py`` files (resolved, it must stay inside
 
 ``entrypoint``
     The module defines ``entrypoint(argv, ctx)`` (sync or ``async``); it is imported once
-    per process (see ``_modcache``: a package per scripts folder, so sibling modules import
+    per process (see ``inprocess``: a package per scripts folder, so sibling modules import
     with ``from . import util``) and called in-process, shared by every agent.
 ``wrapper``
     A plain script: its code runs as ``__main__`` in a fresh namespace with ``sys.argv`` set
@@ -26,7 +26,7 @@ Isolation and what a timeout can stop:
     Everything on a worker thread (async entrypoints on a loop of their own): the caller
     always gets its answer at the deadline.
 ``process``
-    A fresh Python process (``_isolated``) imports and runs the script; its process group is
+    A fresh Python process (``child``) imports and runs the script; its process group is
     killed at the deadline. The host never imports the script.
 
 A script whose calls overrun their timeout ``quarantine_after`` times is quarantined: its
@@ -40,25 +40,28 @@ import os
 import sys
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
-from typing import Literal
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Literal
 
 from agentsim._paths import is_inside
 from agentsim.errors import SkillError
-from agentsim.skills._inproc import WrapperBusy, call_async, call_in_thread
-from agentsim.skills._modcache import (
+from agentsim.skills.context import SkillScriptContext, safe_env
+from agentsim.skills.scripts.child import run_in_child
+from agentsim.skills.scripts.inprocess import (
     CACHE,
-    Entry,
+    FolderStamp,
+    LoadedScript,
     NeedsSubprocess,
-    Stamp,
+    Outcome,
+    Tier,
+    WrapperBusy,
+    call_async,
+    call_in_thread,
     folder_lock,
     load,
+    run_in_thread,
     stamp_of,
 )
-from agentsim.skills._outcome import Outcome, ScriptResult, Tier
-from agentsim.skills._proc import run_in_child
-from agentsim.skills._workers import run_in_thread
-from agentsim.skills.context import SkillScriptContext, safe_env
 
 __all__ = [
     "REFUSED_EXIT_CODE",
@@ -69,6 +72,36 @@ __all__ = [
     "ScriptRunner",
     "Tier",
 ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScriptResult:
+    """The outcome of one script call. A failing script is a result, never an exception.
+
+    ``tier`` is how the script ran and ``isolation`` how it was isolated. ``output`` is what
+    the script returned (or, for a plain script, printed), cut to the runner's cap when
+    ``truncated``. ``log`` holds what an entrypoint printed (and any script's stderr when it
+    succeeded), capped as well: it belongs in the trace, never on the terminal.
+    ``timed_out`` marks a call stopped (or walked away from) at its timeout;
+    ``quarantined`` a call refused, or the overrun that got the script quarantined.
+    """
+
+    ok: bool
+    output: str
+    exit_code: int
+    error: str | None
+    elapsed: float
+    tier: Tier
+    timed_out: bool = False
+    isolation: str = "inline"
+    truncated: bool = False
+    log: str = ""
+    quarantined: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict, for traces."""
+        return asdict(self)
+
 
 Isolation = Literal["inline", "thread", "process"]
 _ISOLATIONS = ("inline", "thread", "process")
@@ -130,10 +163,10 @@ class ScriptRunner:
         self._environ = environ
         self._check_every_call = check_every_call
         # Host mode, emptied every tick: folders listed and script paths checked this tick.
-        self._stamps: dict[str, Stamp | None] = {}
+        self._stamps: dict[str, FolderStamp | None] = {}
         self._located: dict[tuple[str, str], tuple[str, str | None]] = {}
         # script path -> (stamp, skill id, overruns) for the file version that overran
-        self._overruns: dict[str, tuple[Stamp | None, str, int]] = {}
+        self._overruns: dict[str, tuple[FolderStamp | None, str, int]] = {}
         self._counts = dict.fromkeys(
             ("imports", "entrypoint", "wrapper", "subprocess", "timeouts", "errors"), 0
         )
@@ -224,7 +257,7 @@ class ScriptRunner:
     async def _dispatch(
         self,
         path: str,
-        stamp: Stamp,
+        stamp: FolderStamp,
         argv: Sequence[str],
         ctx: SkillScriptContext,
         isolation: Isolation,
@@ -273,14 +306,14 @@ class ScriptRunner:
             return await self._in_child(path, argv, ctx, limit, start, isolation)
         return self._result(outcome, start, tier, isolation)
 
-    async def _entry(self, path: str, stamp: Stamp, limit: float) -> Entry:
+    async def _entry(self, path: str, stamp: FolderStamp, limit: float) -> LoadedScript:
         """The cached entry for this stamp, imported on a worker thread when needed: a
         script's top-level code is as able to hang as its entrypoint."""
         entry = CACHE.get(path)
         if entry is not None and entry.stamp == stamp:
             return entry
 
-        def import_it() -> Entry:
+        def import_it() -> LoadedScript:
             lock = folder_lock(os.path.dirname(path))
             if not lock.acquire(timeout=-1 if math.isinf(limit) else limit):
                 raise TimeoutError  # another import of this folder hangs
@@ -304,7 +337,7 @@ class ScriptRunner:
             self._located[key] = _locate(raw, ctx)
         return self._located[key]
 
-    def _stamp(self, path: str) -> Stamp | None:
+    def _stamp(self, path: str) -> FolderStamp | None:
         if self._check_every_call:
             return stamp_of(path)
         if path not in self._stamps:
@@ -321,7 +354,7 @@ class ScriptRunner:
         isolation: Isolation,
     ) -> ScriptResult:
         """A fresh Python process, killed on timeout: ``process`` isolation (``python -m
-        agentsim.skills._isolated``) or the subprocess tier (``python script.py``)."""
+        agentsim.skills.scripts.child``) or the subprocess tier (``python script.py``)."""
         isolated = isolation == "process"
         tier: Tier = "entrypoint" if isolated else "subprocess"
         try:
@@ -410,7 +443,7 @@ class ScriptRunner:
         return self._result(outcome, start, tier, isolation)
 
     def _refuse_quarantined(
-        self, path: str, stamp: Stamp, start: float, isolation: str
+        self, path: str, stamp: FolderStamp, start: float, isolation: str
     ) -> ScriptResult | None:
         known = self._overruns.get(path)
         if known is None:
@@ -430,7 +463,7 @@ class ScriptRunner:
         return replace(result, quarantined=True)
 
     def _settle(
-        self, path: str, stamp: Stamp, ctx: SkillScriptContext, result: ScriptResult
+        self, path: str, stamp: FolderStamp, ctx: SkillScriptContext, result: ScriptResult
     ) -> ScriptResult:
         """Count the call; a timeout may quarantine the script."""
         self._counts[result.tier] += 1
@@ -474,7 +507,7 @@ def _refusal(raw: str, path: str, ctx: SkillScriptContext) -> str | None:
     return None
 
 
-def _demote(path: str, entry: Entry, reason: str) -> None:
+def _demote(path: str, entry: LoadedScript, reason: str) -> None:
     with folder_lock(os.path.dirname(path)):
         if CACHE.get(path) is entry:
             CACHE[path] = replace(entry, tier="subprocess", code=None, reason=reason)

@@ -1,9 +1,15 @@
 """Running a script in a process of its own: ``process`` isolation and the subprocess tier.
 
-Private to ``agentsim.skills.scripts``: ``run_process``, and ``run_in_child`` for the two
-ways the runner uses it, ``process`` isolation and the subprocess tier. Every child gets its
-own session so that a timeout kills the whole process group (a script's own children
-included), not only the Python process we started.
+``run_process`` starts a child, and ``run_in_child`` uses it for the two ways the runner
+needs one. Every child gets its own session so that a timeout kills the whole process group
+(a script's own children included), not only the Python process we started.
+
+``python -m agentsim.skills.scripts.child`` is the child of ``process`` isolation (``main``):
+it reads a pickled request ``{script, argv, ctx, output_cap}`` from stdin, runs the script
+inline with a fresh ``ScriptRunner`` (the parent enforces the timeout by killing the process
+group) and writes the ``ScriptResult`` as one JSON object to the original stdout. Anything
+written to file descriptor 1 by the script (or by C code it calls) goes to stderr instead,
+so it cannot corrupt that reply. The host never imports the script: the child does.
 """
 
 from __future__ import annotations
@@ -16,13 +22,14 @@ import math
 import os
 import pickle
 import signal
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
-from agentsim.skills._outcome import Outcome, Tier, cap_text
 from agentsim.skills.context import CONTEXT_ENV_VAR, SkillScriptContext
+from agentsim.skills.scripts.inprocess import Outcome, Tier, cap_text
 
 __all__ = ["ProcOutcome", "run_in_child", "run_process"]
 
@@ -130,7 +137,7 @@ async def run_process(
 @functools.cache
 def _package_root() -> str:
     """The folder holding the ``agentsim`` package, for the isolation child's PYTHONPATH."""
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return str(Path(__file__).resolve().parents[3])  # agentsim/skills/scripts/child.py
 
 
 async def run_in_child(
@@ -147,7 +154,7 @@ async def run_in_child(
     context's scrubbed environment; its process group is killed at ``limit``.
 
     ``isolated``: ``process`` isolation, the call made by ``python -m
-    agentsim.skills._isolated`` in whichever tier that child finds. Otherwise the subprocess
+    agentsim.skills.scripts.child`` in whichever tier that child finds. Otherwise the subprocess
     tier: ``python script.py argv...`` with the context as JSON in ``AGENTSIM_CONTEXT_JSON``.
     Returns the outcome and the tier used, None when the child was killed at ``limit``;
     raises ``OSError`` when it cannot be started."""
@@ -155,7 +162,7 @@ async def run_in_child(
     # Skill folders may be shared or read-only: never leave __pycache__ behind in them.
     env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     if isolated:
-        cmd = [python, "-m", "agentsim.skills._isolated"]
+        cmd = [python, "-m", "agentsim.skills.scripts.child"]
         stdin = pickle.dumps(
             {"script": path, "argv": list(argv), "ctx": ctx, "output_cap": output_cap}
         )
@@ -227,3 +234,28 @@ def _script_outcome(proc: ProcOutcome, output_cap: int) -> Outcome:
         truncated=truncated,
         log="" if failed else stderr,
     )
+
+
+# -- the child's side of process isolation ---------------------------------------------
+
+
+def serve(request: bytes) -> str:
+    """Run the pickled request and return the JSON reply (the child's whole job, minus fds)."""
+    from agentsim.skills.scripts.runner import ScriptRunner
+
+    data: dict[str, Any] = pickle.loads(request)
+    runner = ScriptRunner(output_cap=data["output_cap"], default_timeout=math.inf)
+    result = asyncio.run(runner.run(data["script"], data["argv"], data["ctx"]))
+    return json.dumps(result.to_dict(), ensure_ascii=False)
+
+
+def main() -> int:
+    reply = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    reply.write(serve(sys.stdin.buffer.read()))
+    reply.close()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - run as a child process, see run_in_child
+    sys.exit(main())
