@@ -20,8 +20,9 @@ from agentsim.llm.base import Completion, Message, ToolCall, ToolSchema, Usage
 from agentsim.llm.scripted import ScriptedModel
 from agentsim.skills.registry import SkillRegistry
 from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace
+from tests.unit import helpers
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runtime_skills"
+FIXTURES = helpers.FIXTURES / "runtime_skills"
 START = datetime(2026, 3, 2, 9, 0)
 PERSONA = "Ana, 34, a nurse who loves a riverside stroll."
 

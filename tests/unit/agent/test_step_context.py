@@ -15,8 +15,9 @@ from agentsim.llm.scripted import ScriptedModel
 from agentsim.sim.config import parse_experiment
 from agentsim.sim.engine import Engine
 from agentsim.sim.executors import LocalExecutor
+from tests.unit import helpers
 
-SKILLS = Path(__file__).parent.parent / "fixtures" / "context_skills"
+SKILLS = helpers.FIXTURES / "context_skills"
 AGENTS = 1000
 
 EXPERIMENT = f"""

@@ -15,8 +15,9 @@ from agentsim.inspect import open_run
 from agentsim.sim.config import load_experiment
 from agentsim.sim.engine import Engine
 from agentsim.store.layout import HostStore, part_hash, prompt_row, row, text_hash
+from tests.unit import helpers
 
-EXPERIMENT = Path(__file__).parents[1] / "fixtures" / "experiments" / "small.yaml"
+EXPERIMENT = helpers.FIXTURES / "experiments" / "small.yaml"
 AGENT = "workers-00001"
 
 

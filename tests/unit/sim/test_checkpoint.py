@@ -23,8 +23,9 @@ from agentsim.sim.checkpoints import latest_checkpoint, rewind, write_checkpoint
 from agentsim.sim.config import load_experiment
 from agentsim.sim.engine import Engine, Progress
 from agentsim.sim.workspace import RunWorkspace
+from tests.unit import helpers
 
-SMALL = Path(__file__).resolve().parent.parent / "fixtures" / "experiments" / "small.yaml"
+SMALL = helpers.FIXTURES / "experiments" / "small.yaml"
 
 
 def agent_files(run_dir: Path) -> dict[str, object]:

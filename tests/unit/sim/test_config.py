@@ -24,8 +24,9 @@ from agentsim.sim.config import (
     parse_duration,
     parse_experiment,
 )
+from tests.unit import helpers
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
+FIXTURES = helpers.FIXTURES / "configs"
 BASE = "name: x\nagents: [{group: a, count: 2}]\n"
 
 

@@ -22,8 +22,9 @@ from agentsim.sim.config import ExperimentConfig, load_experiment, parse_experim
 from agentsim.sim.engine import Engine, Progress, RunSummary
 from agentsim.sim.executors import LocalExecutor, partition
 from agentsim.sim.host import HostSpec
+from tests.unit import helpers
 
-SMALL = Path(__file__).parent.parent / "fixtures" / "experiments" / "small.yaml"
+SMALL = helpers.FIXTURES / "experiments" / "small.yaml"
 
 
 def small(**env: str) -> ExperimentConfig:

@@ -15,8 +15,9 @@ from agentsim.sim import host
 from agentsim.sim.config import load_experiment
 from agentsim.sim.engine import Engine
 from agentsim.sim.executors import LocalExecutor
+from tests.unit import helpers
 
-SMALL = Path(__file__).parent.parent / "fixtures" / "experiments" / "small.yaml"
+SMALL = helpers.FIXTURES / "experiments" / "small.yaml"
 
 
 class SlowModel:

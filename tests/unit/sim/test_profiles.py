@@ -16,8 +16,9 @@ from agentsim.sim.profiles import (
     sample_profile,
     select_agents,
 )
+from tests.unit import helpers
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
+FIXTURES = helpers.FIXTURES / "configs"
 
 
 def config_of(groups: str, *, seed: int = 0, base_dir: Path = Path(".")) -> ExperimentConfig:

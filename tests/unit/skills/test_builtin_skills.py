@@ -27,8 +27,9 @@ from agentsim.skills.manifest import load_skill_md
 from agentsim.skills.registry import SkillRegistry
 from agentsim.skills.scripts import ScriptRunner
 from agentsim.testing.skills import suggestions
+from tests.unit import helpers
 
-SKILLS = Path(__file__).resolve().parents[2] / "skills"
+SKILLS = helpers.REPO / "skills"
 NOW = datetime(2026, 3, 2, 9, 0)
 NAMES = sorted(p.name for p in SKILLS.iterdir() if (p / "SKILL.md").is_file())
 

@@ -16,8 +16,9 @@ from agentsim.skills.hooks import (
 )
 from agentsim.skills.registry import SkillRegistry
 from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace
+from tests.unit import helpers
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runtime_skills"
+FIXTURES = helpers.FIXTURES / "runtime_skills"
 WHEN = datetime(2026, 3, 2, 9, 0)
 
 

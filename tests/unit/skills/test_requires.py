@@ -15,6 +15,7 @@ from agentsim.errors import SkillActivationError
 from agentsim.skills.manifest import parse_skill_md, render_skill_md
 from agentsim.skills.registry import SkillRegistry
 from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace
+from tests.unit import helpers
 
 # -- the frontmatter form ----------------------------------------------------------------------
 
@@ -166,7 +167,7 @@ def test_the_note_stays_when_the_catalog_is_over_budget(
 
 # -- runs and inspect --------------------------------------------------------------------------
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "experiments" / "daily-mobility.yaml"
+EXAMPLE = helpers.REPO / "experiments" / "daily-mobility.yaml"
 CITY_RUN = """
 name: city-only
 seed: 3

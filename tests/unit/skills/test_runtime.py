@@ -12,8 +12,9 @@ import pytest
 from agentsim.errors import SkillActivationError, SkillNotFoundError
 from agentsim.skills.registry import SkillRegistry
 from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace, SkillView
+from tests.unit import helpers
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runtime_skills"
+FIXTURES = helpers.FIXTURES / "runtime_skills"
 WHEN = datetime(2026, 3, 2, 9, 0)
 
 

@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_registry import make_skill, touch
 
 from agentsim.skills import SkillDescriptor, SkillRegistry
+from tests.unit.skills.test_registry import make_skill, touch
 
 
 def _mixed_root(root: Path) -> Path:

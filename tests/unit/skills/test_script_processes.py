@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from scripthelp import SECRET_ENVIRON, fx, make_ctx, wait_for_file, write_script
 
 from agentsim.skills import _isolated
 from agentsim.skills.scripts import TIMEOUT_EXIT_CODE, ScriptRunner
+from tests.unit.helpers import SECRET_ENVIRON, fx, make_ctx, wait_for_file, write_script
 
 # -- subprocess tier -------------------------------------------------------------------------------
 

@@ -13,11 +13,11 @@ from dataclasses import FrozenInstanceError, replace
 from pathlib import Path
 
 import pytest
-from scripthelp import fx, make_ctx, wait_for_file, write_script
 
 from agentsim.errors import SkillError
 from agentsim.skills.context import current_context
 from agentsim.skills.scripts import ScriptResult, ScriptRunner
+from tests.unit.helpers import fx, make_ctx, wait_for_file, write_script
 
 # -- entrypoint tier ------------------------------------------------------------------------
 

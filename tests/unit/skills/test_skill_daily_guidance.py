@@ -23,8 +23,9 @@ import yaml
 from agentsim.skills.context import SkillScriptContext
 from agentsim.skills.hooks import parse_hook_output
 from agentsim.testing.skills import suggestions
+from tests.unit import helpers
 
-SKILL_DIR = Path(__file__).resolve().parents[2] / "skills" / "daily-guidance"
+SKILL_DIR = helpers.REPO / "skills" / "daily-guidance"
 MONDAY = datetime(2026, 3, 2, 9, 0)
 
 WORKER = {

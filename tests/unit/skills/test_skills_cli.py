@@ -12,8 +12,9 @@ import pytest
 
 from agentsim.skills import load_skill_md
 from agentsim.skills.cli import add_skills_commands, default_roots, main
+from tests.unit import helpers
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "skills"
+FIXTURES = helpers.FIXTURES / "skills"
 ROOTS = ["--builtin", str(FIXTURES / "builtin"), "--custom", str(FIXTURES / "custom")]
 
 
@@ -150,7 +151,7 @@ def test_validate_json_and_errors_exit_1(capsys: pytest.CaptureFixture[str]) -> 
     assert code == 1 and out.startswith("FAIL ")
 
 
-REPO_SKILLS = Path(__file__).resolve().parents[2] / "skills"
+REPO_SKILLS = helpers.REPO / "skills"
 
 
 def test_validate_strict_notes_agentsim_extensions_without_failing(

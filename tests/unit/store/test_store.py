@@ -30,8 +30,9 @@ from agentsim.store.shard import (
     shard_sizes,
     truncate,
 )
+from tests.unit import helpers
 
-SMALL = Path(__file__).resolve().parent.parent / "fixtures" / "experiments" / "small.yaml"
+SMALL = helpers.FIXTURES / "experiments" / "small.yaml"
 
 
 def rows_for(keys: list[str], tick: int, pad: int = 0) -> list[tuple[str, str]]:

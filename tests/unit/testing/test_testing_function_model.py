@@ -14,8 +14,9 @@ from agentsim.llm.base import ChatModel, Completion, ToolCall, Usage
 from agentsim.skills.registry import SkillRegistry
 from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace
 from agentsim.testing import ChatRequest, FunctionModel, tool_call, usage_for
+from tests.unit import helpers
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runtime_skills"
+FIXTURES = helpers.FIXTURES / "runtime_skills"
 START = datetime(2026, 3, 2, 9, 0)
 
 

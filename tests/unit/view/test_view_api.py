@@ -31,8 +31,9 @@ from agentsim.sim.engine import Engine, Progress
 from agentsim.store.layout import HostStore, row
 from agentsim.view import create_app
 from agentsim.view._workspace import Workspace
+from tests.unit import helpers
 
-EXPERIMENT = Path(__file__).parents[1] / "fixtures" / "experiments" / "small.yaml"
+EXPERIMENT = helpers.FIXTURES / "experiments" / "small.yaml"
 RUN = "small-1"
 AGENT = "workers-00000"
 

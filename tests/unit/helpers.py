@@ -1,4 +1,5 @@
-"""Shared helpers of the ScriptRunner tests (test_scripts.py, test_script_processes.py)."""
+"""Helpers shared by the unit tests: the repository's paths, the skill script context, skill
+folders and the ScriptRunner fixtures scripts."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from pathlib import Path
 
 from agentsim.skills.context import SkillScriptContext, safe_env
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "scripts"
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+SCRIPTS = FIXTURES / "scripts"
 
 SECRET_ENVIRON = {
     "PATH": os.environ.get("PATH", "/usr/bin"),
@@ -49,7 +52,7 @@ def fx(root: Path, name: str) -> Path:
     """The fixture script ``name``, copied with its siblings into the test's skill folder."""
     with _COPY_LOCK:
         if not (root / name).exists():
-            shutil.copytree(FIXTURES, root, dirs_exist_ok=True)
+            shutil.copytree(SCRIPTS, root, dirs_exist_ok=True)
     return root / name
 
 
