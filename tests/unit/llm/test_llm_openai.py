@@ -10,12 +10,10 @@ import os
 import pickle
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +32,7 @@ from agentsim.llm.openai import OpenAIChatModel
 from agentsim.llm.stats import Prices
 from agentsim.testing import ChatRequest, tool_call, usage_for
 from agentsim.testing.openai_server import Fault, OpenAITestServer
+from tests.unit.helpers import free_port
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 USER = [{"role": "user", "content": "hello"}]
@@ -43,23 +42,10 @@ TOOL = {
 }
 
 
-@pytest.fixture
-async def srv() -> AsyncIterator[OpenAITestServer]:
-    async with OpenAITestServer() as server:
-        yield server
-
-
 def make(srv: OpenAITestServer, **kw: Any) -> OpenAIChatModel:
     opts: dict[str, Any] = {"backoff_base": 0.001, "backoff_max": 0.5, "rng_seed": 7}
     opts.update(kw)
     return OpenAIChatModel(model="test-model", base_url=srv.base_url, **opts)
-
-
-def free_port() -> int:
-    """A port nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def test_request_body_headers_and_parsed_answer(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from agentsim.cli import main
 from agentsim.sim.config import parse_experiment
 from agentsim.sim.preflight import preflight_model
 from agentsim.testing.openai_server import Fault, OpenAITestServer
+from tests.unit.helpers import free_port
 
 KEY = "sk-test-loud-0123456789abcdef"
 
@@ -71,12 +71,6 @@ def _experiment(
     return path
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(["run", *argv])
     out, err = capsys.readouterr()
@@ -95,7 +89,7 @@ def _nothing_written(tmp: Path) -> None:
 def test_server_down_exits_2_before_anything_is_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], cache: str
 ) -> None:
-    url = f"http://127.0.0.1:{_free_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     exp = _experiment(tmp_path, url, cache=cache)
     code, out, err = _run(capsys, str(exp), "--out", str(tmp_path / "run"))
     assert code == 2 and out == ""
@@ -152,7 +146,7 @@ def test_missing_key_variable_exits_2_before_anything_is_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("AGENTSIM_LOUD_KEY")
-    exp = _experiment(tmp_path, f"http://127.0.0.1:{_free_port()}/v1")
+    exp = _experiment(tmp_path, f"http://127.0.0.1:{free_port()}/v1")
     code, _, err = _run(capsys, str(exp), "--out", str(tmp_path / "run"))
     assert code == 2
     assert err.startswith(
@@ -162,7 +156,7 @@ def test_missing_key_variable_exits_2_before_anything_is_written(
 
 
 def test_replay_without_fallthrough_needs_no_server(tmp_path: Path) -> None:
-    exp = _experiment(tmp_path, f"http://127.0.0.1:{_free_port()}/v1", cache="replay")
+    exp = _experiment(tmp_path, f"http://127.0.0.1:{free_port()}/v1", cache="replay")
     cfg = parse_experiment(exp.read_text("utf-8"), base_dir=tmp_path)
     asyncio.run(preflight_model(cfg.model, run_dir=tmp_path / "run"))  # no server, no error
     _nothing_written(tmp_path)
@@ -231,7 +225,7 @@ def test_help_names_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
 def test_no_preflight_skips_the_check_and_the_run_stops_on_its_own(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    exp = _experiment(tmp_path, f"http://127.0.0.1:{_free_port()}/v1", ticks=4, max_failures=3)
+    exp = _experiment(tmp_path, f"http://127.0.0.1:{free_port()}/v1", ticks=4, max_failures=3)
     run = tmp_path / "run"
     code, out, _ = _run(capsys, str(exp), "--out", str(run), "--no-preflight")
     assert code == 1

@@ -61,19 +61,15 @@ def make_ctx(tmp_path: Path) -> Ctx:
         agent: str = "agent-1",
         profile: dict[str, Any] | None = None,
     ) -> SkillScriptContext:
-        ws = tmp_path / agent
-        ws.mkdir(exist_ok=True)
-        if profile is not None:
-            (ws / "profile.json").write_text(json.dumps(profile))
-        return SkillScriptContext(
-            workspace_root=ws,
-            skill_id=f"built-in@{skill}",
-            skill_name=skill,
-            skill_dir=SKILLS / skill,
+        return helpers.script_context(
+            SKILLS / skill,
+            workspace=tmp_path / agent,
             agent_id=agent,
+            skill_id=f"built-in@{skill}",
             tick=tick,
             time=when,
             env={},
+            profile=profile,
         )
 
     return make

@@ -19,6 +19,7 @@ from agentsim.skills.context import (
     looks_secret,
     safe_env,
 )
+from tests.unit import helpers
 
 ENVIRON = {
     "PATH": "/usr/bin",
@@ -36,18 +37,16 @@ ENVIRON = {
 
 
 def make_ctx(tmp_path: Path, **changes: object) -> SkillScriptContext:
-    fields: dict[str, object] = {
-        "workspace_root": tmp_path / "agents" / "a-1",
-        "skill_id": "built-in@daily-guidance",
-        "skill_name": "daily-guidance",
-        "skill_dir": tmp_path / "skills" / "daily-guidance",
-        "agent_id": "a-1",
-        "tick": 3,
-        "time": datetime(2026, 3, 2, 6, 45, tzinfo=UTC),
-        "env": safe_env(ENVIRON),
-    }
-    fields.update(changes)
-    return SkillScriptContext(**fields)  # type: ignore[arg-type]
+    ctx = helpers.script_context(
+        tmp_path / "skills" / "daily-guidance",
+        workspace=tmp_path / "agents" / "a-1",
+        skill_id="built-in@daily-guidance",
+        tick=3,
+        time=datetime(2026, 3, 2, 6, 45, tzinfo=UTC),
+        env=safe_env(ENVIRON),
+        create=False,
+    )
+    return dataclasses.replace(ctx, **changes)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

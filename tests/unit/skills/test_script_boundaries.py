@@ -10,13 +10,13 @@ import asyncio
 import json
 import re
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from agentsim.skills.context import SkillScriptContext, safe_env
 from agentsim.skills.scripts import REFUSED_EXIT_CODE, Isolation, ScriptRunner
+from tests.unit import helpers
 
 SECRETS = {
     "OPENAI_API_KEY": "sk-live",
@@ -29,17 +29,8 @@ SECRETS = {
 def make_ctx(
     skill_dir: Path, agent_id: str = "a-1", *, env: dict[str, str] | None = None
 ) -> SkillScriptContext:
-    workspace = skill_dir.parent / "agents" / agent_id
-    workspace.mkdir(parents=True, exist_ok=True)
-    return SkillScriptContext(
-        workspace_root=workspace,
-        skill_id=f"custom@{skill_dir.name}",
-        skill_name=skill_dir.name,
-        skill_dir=skill_dir,
-        agent_id=agent_id,
-        tick=1,
-        time=datetime(2026, 3, 2, 6, 0, tzinfo=UTC),
-        **({} if env is None else {"env": env}),
+    return helpers.script_context(
+        skill_dir, workspace=skill_dir.parent / "agents" / agent_id, agent_id=agent_id, env=env
     )
 
 

@@ -10,7 +10,6 @@ import asyncio
 import os
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -19,21 +18,17 @@ from agentsim.skills._modcache import CACHE
 from agentsim.skills._workers import MAX_WORKERS
 from agentsim.skills.context import SkillScriptContext
 from agentsim.skills.scripts import TIMEOUT_EXIT_CODE, Quarantined, ScriptRunner
+from tests.unit import helpers
 
 SLACK = 0.5
 
 
 def make_ctx(skill_dir: Path, agent_id: str = "a-1") -> SkillScriptContext:
-    workspace = skill_dir / "agents" / agent_id
-    workspace.mkdir(parents=True, exist_ok=True)
-    return SkillScriptContext(
-        workspace_root=workspace,
-        skill_id="custom@demo",
-        skill_name="demo",
-        skill_dir=skill_dir,
+    return helpers.script_context(
+        skill_dir,
+        workspace=skill_dir / "agents" / agent_id,
         agent_id=agent_id,
-        tick=1,
-        time=datetime(2026, 3, 2, 6, 0, tzinfo=UTC),
+        skill_name="demo",
         env={},
     )
 

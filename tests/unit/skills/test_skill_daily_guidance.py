@@ -64,18 +64,16 @@ def make_ctx(tmp_path: Path) -> Callable[..., SkillScriptContext]:
         tick: int = 0,
     ) -> SkillScriptContext:
         ws = tmp_path / agent
-        ws.mkdir(exist_ok=True)
-        if profile is not None and not (ws / "profile.json").exists():
-            (ws / "profile.json").write_text(json.dumps(profile))
-        return SkillScriptContext(
-            workspace_root=ws,
-            skill_id="built-in@daily-guidance",
-            skill_name="daily-guidance",
-            skill_dir=SKILL_DIR,
+        return helpers.script_context(
+            SKILL_DIR,
+            workspace=ws,
             agent_id=agent,
+            skill_id="built-in@daily-guidance",
             tick=tick,
             time=when,
             env={},
+            # A later call for the same agent keeps the profile the test may have edited.
+            profile=None if (ws / "profile.json").exists() else profile,
         )
 
     return make
