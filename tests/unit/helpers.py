@@ -113,6 +113,36 @@ def write_skill(
     return folder
 
 
+def make_skill(
+    root: Path,
+    name: str,
+    *,
+    extra: str = "",
+    body: str = "Body.\n",
+    description: str | None = None,
+    script: bool = True,
+) -> Path:
+    """A skill as the registry tests scan it: a script (unless ``script=False``), a reference
+    and the ``extra`` frontmatter lines."""
+    module = name.replace("-", "_")
+    files = {"references/notes.md": "Notes.\n"}
+    if script:
+        files[f"scripts/{module}.py"] = "def entrypoint(argv, ctx):\n    return 'ok'\n"
+        extra = f"script: scripts/{module}.py\n{extra}"
+    folder = write_skill(
+        root, name, description=description or None, front=extra, body=body, files=files
+    )
+    (folder / "scripts").mkdir(exist_ok=True)  # there, empty, even without a script
+    return folder
+
+
+def touch(md: Path, text: str) -> None:
+    """Rewrite with a new mtime even on coarse clocks."""
+    md.write_text(text)
+    st = md.stat()
+    os.utime(md, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+
+
 def free_port() -> int:
     """A port nothing listens on (bound, then released)."""
     with socket.socket() as s:

@@ -14,6 +14,7 @@ from agentsim.sim.config import parse_experiment
 from agentsim.sim.engine import Engine
 from agentsim.sim.executors import LocalExecutor
 from agentsim.testing import ChatRequest, FunctionModel, tool_call
+from tests.unit import helpers
 
 _YAML = """
 name: counts
@@ -33,14 +34,15 @@ output: {{dir: ws, formats: [jsonl]}}
 
 
 def _skill(root: Path, name: str, hook: str, code: str, *, timeout: float = 5) -> None:
-    folder = root / "skills" / name
-    (folder / "scripts").mkdir(parents=True)
-    (folder / "SKILL.md").write_text(
-        f"---\nname: {name}\ndescription: Use when testing {name}.\ntimeout: {timeout}\n"
-        f"hooks:\n  {hook}: scripts/hook.py\n---\nFollow the hook.\n",
-        encoding="utf-8",
+    helpers.write_skill(
+        root / "skills",
+        name,
+        description=f"Use when testing {name}.",
+        front=f"timeout: {timeout}\nhooks:\n  {hook}: scripts/hook.py\n",
+        body="Follow the hook.\n",
+        files={"scripts/hook.py": code},
+        exist_ok=False,
     )
-    (folder / "scripts" / "hook.py").write_text(code, encoding="utf-8")
 
 
 def _run(

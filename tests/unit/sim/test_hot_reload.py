@@ -16,6 +16,7 @@ from agentsim.inspect import open_run
 from agentsim.inspect.agentview import AgentRecord
 from agentsim.sim.config import parse_experiment
 from agentsim.sim.engine import Engine, Progress
+from tests.unit import helpers
 
 AGENTS = 3
 HOOK = """def entrypoint(argv, ctx):
@@ -28,14 +29,14 @@ HOOK = """def entrypoint(argv, ctx):
 
 
 def write_skill(root: Path, name: str, description: str, body: str, *, hook: str = "") -> None:
-    folder = root / name
-    folder.mkdir(parents=True, exist_ok=True)
-    front = f"name: {name}\ndescription: {description}\n"
-    if hook:
-        front += "hooks:\n  pre_step: scripts/hook.py\n"
-        (folder / "scripts").mkdir(exist_ok=True)
-        (folder / "scripts" / "hook.py").write_text(HOOK.replace("{text}", hook))
-    (folder / "SKILL.md").write_text(f"---\n{front}---\n{body}\n")
+    helpers.write_skill(
+        root,
+        name,
+        description=description,
+        front="hooks:\n  pre_step: scripts/hook.py\n" if hook else "",
+        body=f"{body}\n",
+        files={"scripts/hook.py": HOOK.replace("{text}", hook)} if hook else None,
+    )
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -13,37 +13,7 @@ import pytest
 from agentsim.errors import SkillError, SkillFileError, SkillNotFoundError
 from agentsim.skills import RefreshResult, SkillDescriptor, SkillRegistry, load_skill_md
 from agentsim.skills.registry import RegistrySnapshot
-
-
-def make_skill(
-    root: Path,
-    name: str,
-    *,
-    extra: str = "",
-    body: str = "Body.\n",
-    description: str | None = None,
-    script: bool = True,
-) -> Path:
-    folder = root / name
-    (folder / "scripts").mkdir(parents=True, exist_ok=True)
-    (folder / "references").mkdir(exist_ok=True)
-    module = name.replace("-", "_")
-    lines = [f"name: {name}", f"description: {description or 'Use for ' + name + '.'}"]
-    if script:
-        (folder / "scripts" / f"{module}.py").write_text(
-            "def entrypoint(argv, ctx):\n    return 'ok'\n"
-        )
-        lines.append(f"script: scripts/{module}.py")
-    (folder / "references" / "notes.md").write_text("Notes.\n")
-    (folder / "SKILL.md").write_text("---\n" + "\n".join(lines) + "\n" + extra + "---\n" + body)
-    return folder
-
-
-def touch(md: Path, text: str) -> None:
-    """Rewrite with a new mtime even on coarse clocks."""
-    md.write_text(text)
-    st = md.stat()
-    os.utime(md, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+from tests.unit.helpers import make_skill, touch
 
 
 @pytest.fixture

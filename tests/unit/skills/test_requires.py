@@ -80,11 +80,13 @@ def test_a_bad_requires_entry_is_reported_on_its_line(requires: str, message: st
 
 
 def make_skill(root: Path, name: str, requires: str = "") -> None:
-    folder = root / name
-    folder.mkdir(parents=True)
-    extra = f"requires: {requires}\n" if requires else ""
-    (folder / "SKILL.md").write_text(
-        f"---\nname: {name}\ndescription: Use for {name} things.\n{extra}---\nBody of {name}.\n"
+    helpers.write_skill(
+        root,
+        name,
+        description=f"Use for {name} things.",
+        front=f"requires: {requires}\n" if requires else "",
+        body=f"Body of {name}.\n",
+        exist_ok=False,
     )
 
 

@@ -26,12 +26,7 @@ def fixture_registry() -> SkillRegistry:
 
 
 def make_skill(root: Path, name: str, *, front: str = "", body: str = "Body.\n") -> Path:
-    folder = root / name
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "SKILL.md").write_text(
-        f"---\nname: {name}\ndescription: Use for {name}.\n{front}---\n{body}"
-    )
-    return folder
+    return helpers.write_skill(root, name, front=front, body=body)
 
 
 @pytest.fixture

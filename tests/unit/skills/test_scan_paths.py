@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agentsim.skills import SkillDescriptor, SkillRegistry
-from tests.unit.skills.test_registry import make_skill, touch
+from tests.unit.helpers import make_skill, touch
 
 
 def _mixed_root(root: Path) -> Path:
