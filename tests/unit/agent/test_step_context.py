@@ -8,6 +8,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from agentsim.agent.agent import step_seed
 from agentsim.inspect import open_run
 from agentsim.llm.base import Completion, Message, ToolSchema
@@ -36,6 +38,7 @@ output: {{formats: [jsonl]}}
 """
 
 
+@pytest.mark.slow
 def test_awaiting_hooks_of_1000_agents_each_see_their_own_agent(tmp_path: Path) -> None:
     config = parse_experiment(EXPERIMENT, base_dir=tmp_path)
     run_dir = tmp_path / "run"

@@ -84,6 +84,7 @@ def per_tick(events: list[dict[str, Any]], kind: str) -> Counter[int]:
     return Counter(e["tick"] for e in events if e["type"] == kind)
 
 
+@pytest.mark.slow
 def test_city_report_images_and_data_match_the_events(city_run: Path, tmp_path: Path) -> None:
     rep = write_report(city_run, out_dir=tmp_path / "out")
     assert set(rep.images) == {"activity", "skills", "tokens", "city"}
@@ -124,6 +125,7 @@ def test_city_report_images_and_data_match_the_events(city_run: Path, tmp_path: 
     assert "| agent steps | 30 (" in text and "- (no prices configured)" in text
 
 
+@pytest.mark.slow
 def test_social_report_opinions_match_the_events(social_run: Path) -> None:
     rep = write_report(open_run(social_run))
     assert rep.dir == social_run / "report" and rep.summary == social_run / "report" / "summary.md"
@@ -237,6 +239,7 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.mark.slow
 def test_cli_report(social_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_dir = tmp_path / "r"
     code, out, _ = cli(capsys, "report", str(social_run), "--out", str(out_dir), "--json")
@@ -252,6 +255,7 @@ def test_cli_report(social_run: Path, tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 2 and out == "" and "does not exist" in err
 
 
+@pytest.mark.slow
 def test_report_command_writes_the_plots_and_lists_interventions_and_surveys(
     city_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -167,6 +167,7 @@ async def test_waiter_cancelled_after_being_handed_the_slot() -> None:
     assert not entered.is_set() and lim.in_flight == 0
 
 
+@pytest.mark.slow
 async def test_request_rate_stays_within_burst_plus_rate() -> None:
     # rpm = 1200 is 20 requests/s; burst 2: 12 requests need (12 - 2) / 20 = 0.5 s.
     lim = RateLimiter(rpm=1200, request_burst=2)
@@ -201,6 +202,7 @@ async def test_token_rate_and_correction_by_actual_usage() -> None:
     assert lim.token_burst == 100
 
 
+@pytest.mark.slow
 async def test_request_larger_than_the_token_burst_is_admitted_and_leaves_debt() -> None:
     # 2,000 tokens/s, burst 100: a 1,000-token request goes at once, leaving 900 of debt,
     # which the next request must wait for (~0.45 s).
@@ -229,6 +231,7 @@ async def test_tokens_used_beyond_the_estimate_delay_the_next_request(
     assert (waited >= 0.4) if slow else (waited < 0.1)
 
 
+@pytest.mark.slow
 async def test_token_debt_reported_by_the_server_slows_the_model() -> None:
     # The server reports 3,000 tokens for a request estimated at ~30: the model settles the
     # difference, and its next call waits for the debt (4,000 tokens/s: ~0.5 s).
@@ -246,6 +249,7 @@ async def test_token_debt_reported_by_the_server_slows_the_model() -> None:
     assert second >= 0.4
 
 
+@pytest.mark.slow
 async def test_request_rate_holds_at_the_server() -> None:
     # 20 requests/s with a burst of 2: 8 calls take at least (8 - 2) / 20 = 0.3 s.
     async with OpenAITestServer() as srv:
@@ -326,6 +330,7 @@ def test_limiter_outlives_its_first_loop() -> None:
     assert lim.in_flight == 0
 
 
+@pytest.mark.slow
 async def test_a_slow_request_still_owes_what_it_used_beyond_the_burst() -> None:
     """The bucket was full while the request was in flight: that time refills nothing, so
     the tokens it used beyond its estimate are owed in full when it ends."""

@@ -121,6 +121,7 @@ def test_bad_options_are_rejected(kw: dict[str, Any], match: str) -> None:
 # -- retries -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_429_honours_retry_after_seconds(srv: OpenAITestServer) -> None:
     srv.enqueue(Fault.status(429, retry_after=0.4))
     model = make(srv)
@@ -133,6 +134,7 @@ async def test_429_honours_retry_after_seconds(srv: OpenAITestServer) -> None:
     assert model.stats.retries == 1 and srv.faults_injected == {"429": 1}
 
 
+@pytest.mark.slow
 async def test_retry_after_http_date_is_honoured(srv: OpenAITestServer) -> None:
     when = email.utils.formatdate(time.time() + 2, usegmt=True)  # whole seconds: 1..2 s away
     srv.enqueue(Fault.status(503, retry_after=when))
@@ -159,6 +161,7 @@ async def test_retry_after_is_capped_and_unreadable_ones_fall_back_to_backoff(
     [Fault.status(500), Fault.status(502), Fault.status(503), Fault.drop(), Fault.malformed()],
     ids=["500", "502", "503", "drop", "malformed"],
 )
+@pytest.mark.slow
 async def test_transient_failures_are_retried(
     srv: OpenAITestServer, fault: Fault, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -218,6 +221,7 @@ async def test_dropped_connections_exhausted_raise_model_error(srv: OpenAITestSe
     await model.aclose()
 
 
+@pytest.mark.slow
 async def test_slow_answer_times_out_and_is_retried(srv: OpenAITestServer) -> None:
     srv.enqueue(Fault.delay(2.0))
     model = make(srv, timeout=0.2)
@@ -226,6 +230,7 @@ async def test_slow_answer_times_out_and_is_retried(srv: OpenAITestServer) -> No
     assert model.stats.retries == 1
 
 
+@pytest.mark.slow
 async def test_timeouts_exhausted_raise_model_timeout_error(srv: OpenAITestServer) -> None:
     srv.enqueue(Fault.delay(2.0), Fault.delay(2.0))
     model = make(srv, timeout=0.2, max_retries=1)
@@ -253,6 +258,7 @@ async def test_connection_refused_is_retried_then_reported() -> None:
     ],
     ids=["400", "401", "404"],
 )
+@pytest.mark.slow
 async def test_non_retryable_status_fails_at_once(
     srv: OpenAITestServer, code: int, fix: str
 ) -> None:
@@ -283,6 +289,7 @@ async def test_non_retryable_status_fails_at_once(
     ],
     ids=["list", "no-choices", "no-message", "content-int", "calls-dict", "no-fn", "usage"],
 )
+@pytest.mark.slow
 async def test_wrong_shape_is_retried_once_then_reported(
     srv: OpenAITestServer, body: Any, match: str
 ) -> None:
@@ -368,6 +375,7 @@ async def test_usage_and_cost_are_summed_over_concurrent_calls(srv: OpenAITestSe
     assert s.latency_count == 20
 
 
+@pytest.mark.slow
 async def test_limiter_bounds_requests_seen_by_the_server() -> None:
     async with OpenAITestServer(latency=0.02) as srv:
         limiter = RateLimiter(max_concurrency=3)
@@ -377,6 +385,7 @@ async def test_limiter_bounds_requests_seen_by_the_server() -> None:
     assert srv.max_in_flight == 3 and limiter.max_in_flight == 3 and limiter.in_flight == 0
 
 
+@pytest.mark.slow
 async def test_cancelled_call_frees_its_limiter_slot() -> None:
     arrived = asyncio.Event()
 

@@ -174,6 +174,7 @@ async def test_a_run_goes_through_the_proxy_given_by_http_proxy(
     assert b"echo: " in (tmp_path / "proxied" / "events.jsonl").read_bytes()
 
 
+@pytest.mark.slow
 async def test_retryable_faults_change_nothing_in_the_run(tmp_path: Path) -> None:
     async with OpenAITestServer(answer=scripted_answer) as clean:
         calm = await _run(tmp_path, "calm", clean.base_url)

@@ -70,6 +70,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_dir
 
 
+@pytest.mark.slow
 def test_a_crashed_run_resumes_to_the_same_end(reference: Path, tmp_path: Path) -> None:
     class Crash(Exception):
         pass
@@ -96,6 +97,7 @@ def test_a_crashed_run_resumes_to_the_same_end(reference: Path, tmp_path: Path) 
     assert_same_run(run_dir, reference)
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_resumes_after_its_workflow_steps(
     reference: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -133,6 +135,7 @@ def folder_bytes(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
+@pytest.mark.slow
 def test_a_failed_resume_changes_nothing(
     reference: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

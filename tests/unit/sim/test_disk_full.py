@@ -48,6 +48,7 @@ sys.exit(main(sys.argv[1:]))
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+@pytest.mark.slow
 def test_a_full_disk_is_one_error_line_and_resume_gives_the_same_outputs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -61,6 +61,7 @@ async def test_steps_in_flight_follow_the_model_concurrency(
     assert metrics["errors"] == 0
 
 
+@pytest.mark.slow
 async def test_waiting_for_a_turn_does_not_count_against_the_step_timeout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

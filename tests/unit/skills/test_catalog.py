@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -136,6 +137,7 @@ def _floor(visible: int) -> int:
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(
     data=skill_sets,

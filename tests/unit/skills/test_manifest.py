@@ -401,6 +401,7 @@ def manifests(draw: st.DrawFn) -> SkillManifest:
     return SkillManifest.model_validate(data)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(manifest=manifests(), body=st.text(max_size=200).map(lambda s: s.replace("\r", "")))
 def test_parse_render_parse_round_trips(manifest: SkillManifest, body: str) -> None:

@@ -71,6 +71,7 @@ async def test_plain_script_with_sibling_import_is_demoted_to_subprocess(tmp_pat
     assert (second.tier, second.output) == ("subprocess", "sibling-ok\n")
 
 
+@pytest.mark.slow
 async def test_subprocess_timeout_kills_the_child(tmp_path: Path) -> None:
     script = write_script(
         tmp_path,

@@ -112,6 +112,7 @@ async def test_async_overrun_cancels_only_the_script(tmp_path: Path) -> None:
     assert cancelled.exists()
 
 
+@pytest.mark.slow
 async def test_async_script_that_ignores_cancellation_is_walked_away_from(tmp_path: Path) -> None:
     stubborn = script(
         tmp_path,
@@ -172,6 +173,7 @@ async def test_top_level_code_that_hangs_inline_times_out_while_importing(
     assert result.error is not None and "timed out after 0.3s importing it" in result.error
 
 
+@pytest.mark.slow
 async def test_process_isolation_never_imports_a_sleeping_module_in_the_host(
     tmp_path: Path,
 ) -> None:
@@ -209,6 +211,7 @@ async def test_process_isolation_survives_os_exit_at_import(tmp_path: Path) -> N
     assert "crashed its isolation process (exit code 3)" in result.error
 
 
+@pytest.mark.slow
 async def test_repeated_overruns_quarantine_the_script_until_it_changes(
     tmp_path: Path,
 ) -> None:
@@ -252,6 +255,7 @@ def _indent(code: str) -> str:
     return "".join(f"    {line}\n" for line in code.splitlines())
 
 
+@pytest.mark.slow
 async def test_waiting_for_a_free_worker_does_not_count_against_the_timeout(
     tmp_path: Path,
 ) -> None:
@@ -270,6 +274,7 @@ async def test_waiting_for_a_free_worker_does_not_count_against_the_timeout(
     assert runner.stats()["timeouts"] == 0
 
 
+@pytest.mark.slow
 async def test_workers_left_behind_by_timeouts_are_replaced(tmp_path: Path) -> None:
     stuck = script(
         tmp_path, "stuck.py", "import time\n\ndef entrypoint(argv, ctx):\n    time.sleep(1.5)\n"

@@ -60,6 +60,7 @@ async def test_inline_path_leaves_environ_and_cwd_alone_and_keeps_prints_in_the_
     assert os.getcwd() == cwd
 
 
+@pytest.mark.slow
 async def test_thousand_agents_write_only_their_own_workspace(tmp_path: Path) -> None:
     runner = ScriptRunner()
     # A fresh copy, so that this runner's own import is the only one for this path.

@@ -230,6 +230,7 @@ def test_one_agent_is_readable_while_the_run_writes(finished: Path, tmp_path: Pa
     assert [t["tick"] for t in agent.trace() if "action" in t] == [*steps, 6]
 
 
+@pytest.mark.slow
 def test_two_hosts_write_side_by_side_and_resume_to_the_same_histories(
     finished: Path, tmp_path: Path
 ) -> None:

@@ -36,6 +36,7 @@ async def _faults_seen(seed: int) -> list[str]:
         return [r.fault.label if r.fault else "-" for r in srv.recorded]
 
 
+@pytest.mark.slow
 async def test_random_faults_follow_the_seed_and_are_counted() -> None:
     first = await _faults_seen(5)
     assert first == await _faults_seen(5)
@@ -118,6 +119,7 @@ async def test_port_in_use_is_an_os_error() -> None:
             await OpenAITestServer(port=first.port).start()
 
 
+@pytest.mark.slow
 def test_spawned_server_process_injects_faults_and_reports_counters() -> None:
     with spawn_test_server(latency=0.01, fault_rate=0.5, faults="500,drop") as srv:
         m = model(srv.base_url)

@@ -325,6 +325,7 @@ def test_the_view_command_refuses_a_port_in_use(
     assert f"cannot listen on 127.0.0.1:{port}" in err and "pass --port 0" in err
 
 
+@pytest.mark.slow
 def test_the_view_command_prints_its_url_serves_and_stops_on_ctrl_c(workspace: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentsim.cli", "view", str(workspace), "--port", "0"],
