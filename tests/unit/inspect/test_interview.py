@@ -119,7 +119,8 @@ async def test_the_agent_sees_its_memory_skills_and_the_question_read_only(recor
     for sid in skills["active"]:
         assert f'id="{sid}" active="true"' in system
     assert '<skill_content name="daily-guidance">' in system
-    memory = [json.loads(line) for line in (recorded / "agents" / AGENT / "memory.jsonl").open()]
+    with (recorded / "agents" / AGENT / "memory.jsonl").open() as lines:
+        memory = [json.loads(line) for line in lines]
     assert "<memory>" in user and memory[-1]["text"] in user
     assert "<question>Where did you go?</question>" in user
     assert "tick: 4\n" in user and "position:" in user  # the city observation, restored

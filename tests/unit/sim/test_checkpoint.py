@@ -244,6 +244,7 @@ def test_rewind_puts_agent_state_back_and_leaves_unchanged_files_alone(tmp_path:
     assert {n: _tree(s) for n, s in (("a", a), ("b", b))} == before
     assert not c.exists() and d.is_dir() and not any(d.iterdir())
     assert (a / "notes.txt").stat().st_ino == untouched  # equal bytes: not rewritten
+    ws.release()
 
 
 @pytest.mark.parametrize("digest", [True, False], ids=["with-digest", "before-digests"])
@@ -266,6 +267,7 @@ def test_a_damaged_state_archive_is_found_before_anything_changes(
     why = "does not match its digest" if digest else "unexpected end of data|truncated"
     with pytest.raises(CheckpointError, match=rf"tick-00000002 cannot be read \(.*({why})"):
         latest_checkpoint(ws, config_hash="h")
+    ws.release()
 
 
 def test_a_checkpoint_without_its_state_archive_is_refused(tmp_path: Path) -> None:
@@ -276,3 +278,4 @@ def test_a_checkpoint_without_its_state_archive_is_refused(tmp_path: Path) -> No
         CheckpointError, match=r"tick-00000003 cannot be read \(agent_state.tar is missing"
     ):
         latest_checkpoint(ws, config_hash="h")
+    ws.release()

@@ -51,6 +51,8 @@ def held_by_other_process(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Pop
     finally:
         proc.kill()
         proc.wait(timeout=10)
+        proc.stdin.close()  # type: ignore[union-attr]
+        proc.stdout.close()
 
 
 def _files(run_dir: Path) -> dict[str, bytes]:

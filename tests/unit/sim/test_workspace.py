@@ -23,6 +23,7 @@ def test_create_accepts_an_empty_folder_and_makes_agents(tmp_path: Path) -> None
     (tmp_path / "run").mkdir()
     ws = RunWorkspace.create(tmp_path / "run")
     assert ws.agents_dir.is_dir()
+    ws.release()
 
 
 def test_open_existing_needs_a_manifest(tmp_path: Path) -> None:
@@ -49,6 +50,7 @@ def test_manifest_config_and_metrics(tmp_path: Path) -> None:
         "metrics.json",
         "run.lock",
     ]
+    ws.release()
 
 
 def test_events_append_size_and_truncate(tmp_path: Path) -> None:
@@ -68,6 +70,7 @@ def test_events_append_size_and_truncate(tmp_path: Path) -> None:
     ws.close()
     ws.close()
     assert (ws.root / "events.jsonl").read_text("utf-8").endswith('"again"}\n')
+    ws.release()
 
 
 def test_parquet_has_one_row_per_event(tmp_path: Path) -> None:
@@ -85,6 +88,7 @@ def test_parquet_has_one_row_per_event(tmp_path: Path) -> None:
     table = pq.read_table(out).to_pylist()
     assert [r["type"] for r in table] == ["run_start", "agent_action"]
     assert json.loads(table[1]["data"]) == {"action": "x"}
+    ws.release()
 
 
 def test_atomic_write_replaces(tmp_path: Path) -> None:
