@@ -122,6 +122,7 @@ class _Disk:
         monkeypatch.setattr(Path, "write_text", write)
 
 
+@pytest.mark.slow
 def test_no_space_left_leaves_no_temp_files_and_resume_completes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -202,6 +202,7 @@ class SuspendingModel:
         return await self.inner.complete(messages, tools, seed=seed)
 
 
+@pytest.mark.slow
 async def test_steps_that_suspend_give_the_same_events_as_steps_that_do_not(
     tmp_path: Path,
 ) -> None:
@@ -291,6 +292,7 @@ def test_partition_is_balanced_and_sorted(completed: tuple[RunSummary, Path]) ->
     assert len(partition(agents[:2], 5)) == 2
 
 
+@pytest.mark.slow
 async def test_several_local_hosts_give_the_same_events(
     completed: tuple[RunSummary, Path], tmp_path: Path
 ) -> None:

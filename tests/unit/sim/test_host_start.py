@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from agentsim.llm.base import Completion, Message, ToolSchema
 from agentsim.llm.scripted import ScriptedModel
 from agentsim.sim.config import parse_experiment
@@ -46,6 +48,7 @@ class WireModel:
         return await self.inner.complete(messages, tools, seed=seed)
 
 
+@pytest.mark.slow
 async def test_first_requests_leave_before_every_agent_has_started(tmp_path: Path) -> None:
     model = WireModel()
     cfg = parse_experiment(_YAML, base_dir=tmp_path, environ={})

@@ -51,8 +51,9 @@ def held_by_other_process(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Pop
     finally:
         proc.kill()
         proc.wait(timeout=10)
-        proc.stdin.close()  # type: ignore[union-attr]
-        proc.stdout.close()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
 
 
 def _files(run_dir: Path) -> dict[str, bytes]:
