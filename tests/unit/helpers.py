@@ -46,8 +46,8 @@ def script_context(
     skill_id: str | None = None,
     skill_name: str | None = None,
     tick: int = 1,
-    time: datetime = T0,
-    env: dict[str, str] | None = None,
+    when: datetime = T0,
+    env: Mapping[str, str] | None = None,
     profile: dict[str, Any] | None = None,
     create: bool = True,
 ) -> SkillScriptContext:
@@ -68,7 +68,7 @@ def script_context(
         skill_dir=skill_dir,
         agent_id=agent_id,
         tick=tick,
-        time=time,
+        time=when,
         **({} if env is None else {"env": env}),
     )
 

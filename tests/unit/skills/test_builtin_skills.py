@@ -67,7 +67,7 @@ def make_ctx(tmp_path: Path) -> Ctx:
             agent_id=agent,
             skill_id=f"built-in@{skill}",
             tick=tick,
-            time=when,
+            when=when,
             env={},
             profile=profile,
         )

@@ -42,7 +42,7 @@ def make_ctx(tmp_path: Path, **changes: object) -> SkillScriptContext:
         workspace=tmp_path / "agents" / "a-1",
         skill_id="built-in@daily-guidance",
         tick=3,
-        time=datetime(2026, 3, 2, 6, 45, tzinfo=UTC),
+        when=datetime(2026, 3, 2, 6, 45, tzinfo=UTC),
         env=safe_env(ENVIRON),
         create=False,
     )

@@ -70,7 +70,7 @@ def make_ctx(tmp_path: Path) -> Callable[..., SkillScriptContext]:
             agent_id=agent,
             skill_id="built-in@daily-guidance",
             tick=tick,
-            time=when,
+            when=when,
             env={},
             # A later call for the same agent keeps the profile the test may have edited.
             profile=None if (ws / "profile.json").exists() else profile,
