@@ -169,6 +169,7 @@ def _json(path: Path) -> Any:
     return json.loads(path.read_text("utf-8"))
 
 
+@pytest.mark.slow
 def test_a_server_failing_every_call_stops_the_run_then_resume_exits_3(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

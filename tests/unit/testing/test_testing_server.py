@@ -53,6 +53,7 @@ async def test_random_faults_follow_the_seed_and_are_counted() -> None:
         assert srv.stats()["faults"] == srv.faults_injected
 
 
+@pytest.mark.slow
 async def test_latency_delays_every_answer() -> None:
     async with OpenAITestServer(latency=0.2) as srv:
         m = model(srv.base_url)
