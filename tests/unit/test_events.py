@@ -18,8 +18,8 @@ from agentsim.errors import EventError
 from agentsim.events import EVENTS, checked, problems
 from agentsim.sim.config import parse_experiment
 from agentsim.sim.engine import Engine
+from tests.unit.helpers import REPO as ROOT
 
-ROOT = Path(__file__).parent.parent.parent
 DOC = ROOT / "docs" / "inspection.md"
 EXPERIMENTS = sorted((ROOT / "experiments").glob("*.yaml"))
 
@@ -124,6 +124,7 @@ def test_the_engine_refuses_to_write_an_undeclared_event(tmp_path: Path) -> None
     with pytest.raises(EventError, match="event type 'teleport' is not declared"):
         engine._emit([_event("teleport")])
     engine_ws.close()
+    engine_ws.release()
     assert not (tmp_path / "run" / "events.jsonl").exists()
 
 

@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 
 from agentsim.cli import main
+from tests.unit import helpers
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-SMALL = ROOT / "tests" / "fixtures" / "experiments" / "small.yaml"
-BROKEN = ROOT / "tests" / "fixtures" / "configs" / "broken.yaml"
+ROOT = helpers.REPO
+SMALL = helpers.FIXTURES / "experiments" / "small.yaml"
+BROKEN = helpers.FIXTURES / "configs" / "broken.yaml"
 
 
 def events(run_dir: Path) -> list[dict[str, Any]]:

@@ -1,0 +1,170 @@
+"""Helpers shared by the unit tests: the repository's paths, the skill script context, skill
+folders and the ScriptRunner fixtures scripts."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from agentsim.skills.context import SkillScriptContext, safe_env
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+SCRIPTS = FIXTURES / "scripts"
+
+SECRET_ENVIRON = {
+    "PATH": os.environ.get("PATH", "/usr/bin"),
+    "LANG": "C.UTF-8",
+    "AGENTSIM_MODE": "test",
+    "AGENTSIM_API_KEY": "sk-agentsim",
+    "OPENAI_API_KEY": "sk-openai",
+    "HF_TOKEN": "hf-token",
+    "DB_PASSWORD": "pw",
+}
+
+# Tests call ``fx`` from several threads at once; without this, two threads could both see
+# the fixture missing and copy it, and one would truncate a script the other is running.
+_COPY_LOCK = threading.Lock()
+
+
+T0 = datetime(2026, 3, 2, 6, 0, tzinfo=UTC)
+
+
+def script_context(
+    skill_dir: Path,
+    *,
+    workspace: Path,
+    agent_id: str = "a-1",
+    skill_id: str | None = None,
+    skill_name: str | None = None,
+    tick: int = 1,
+    when: datetime = T0,
+    env: Mapping[str, str] | None = None,
+    profile: dict[str, Any] | None = None,
+    create: bool = True,
+) -> SkillScriptContext:
+    """The context a script of ``skill_dir`` gets (``custom@<folder name>`` unless told).
+
+    ``create`` makes the agent's ``workspace``; ``profile`` is written there as profile.json;
+    ``env=None`` keeps the context's own default environment.
+    """
+    if create:
+        workspace.mkdir(parents=True, exist_ok=True)
+    if profile is not None:
+        (workspace / "profile.json").write_text(json.dumps(profile))
+    name = skill_dir.name if skill_name is None else skill_name
+    return SkillScriptContext(
+        workspace_root=workspace,
+        skill_id=f"custom@{name}" if skill_id is None else skill_id,
+        skill_name=name,
+        skill_dir=skill_dir,
+        agent_id=agent_id,
+        tick=tick,
+        time=when,
+        **({} if env is None else {"env": env}),
+    )
+
+
+def make_ctx(root: Path, agent_id: str = "a-1", *, create: bool = True) -> SkillScriptContext:
+    """A context whose skill folder is ``root``: the test's scripts live there (see ``fx``)."""
+    return script_context(
+        root,
+        workspace=root / "agents" / agent_id,
+        agent_id=agent_id,
+        skill_name="demo",
+        tick=7,
+        env=safe_env(SECRET_ENVIRON),
+        create=create,
+    )
+
+
+def write_skill(
+    root: Path,
+    name: str,
+    *,
+    description: str | None = None,
+    front: str = "",
+    body: str = "Body.\n",
+    files: Mapping[str, str] | None = None,
+    exist_ok: bool = True,
+) -> Path:
+    """Write the skill folder ``root/name``: its ``files`` (relative path -> text), then a
+    SKILL.md with ``name``, ``description`` (``Use for <name>.`` unless told), the ``front``
+    lines and ``body``. SKILL.md comes last, so a scan never finds a skill whose script is
+    still missing."""
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=exist_ok)
+    for relative, text in (files or {}).items():
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    about = f"Use for {name}." if description is None else description
+    (folder / "SKILL.md").write_text(
+        f"---\nname: {name}\ndescription: {about}\n{front}---\n{body}", encoding="utf-8"
+    )
+    return folder
+
+
+def make_skill(
+    root: Path,
+    name: str,
+    *,
+    extra: str = "",
+    body: str = "Body.\n",
+    description: str | None = None,
+    script: bool = True,
+) -> Path:
+    """A skill as the registry tests scan it: a script (unless ``script=False``), a reference
+    and the ``extra`` frontmatter lines."""
+    module = name.replace("-", "_")
+    files = {"references/notes.md": "Notes.\n"}
+    if script:
+        files[f"scripts/{module}.py"] = "def entrypoint(argv, ctx):\n    return 'ok'\n"
+        extra = f"script: scripts/{module}.py\n{extra}"
+    folder = write_skill(
+        root, name, description=description or None, front=extra, body=body, files=files
+    )
+    (folder / "scripts").mkdir(exist_ok=True)  # there, empty, even without a script
+    return folder
+
+
+def touch(md: Path, text: str) -> None:
+    """Rewrite with a new mtime even on coarse clocks."""
+    md.write_text(text)
+    st = md.stat()
+    os.utime(md, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+
+
+def free_port() -> int:
+    """A port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def fx(root: Path, name: str) -> Path:
+    """The fixture script ``name``, copied with its siblings into the test's skill folder."""
+    with _COPY_LOCK:
+        if not (root / name).exists():
+            shutil.copytree(SCRIPTS, root, dirs_exist_ok=True)
+    return root / name
+
+
+def wait_for_file(path: Path) -> None:
+    deadline = time.monotonic() + 10
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def write_script(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(text)
+    return path
