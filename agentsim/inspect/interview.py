@@ -1,12 +1,12 @@
 """Interview one agent of a run, in read-only mode, without changing anything in the run.
 
-The agent is rebuilt in this process from the run's world (``agentsim.sim.world``, which
-the engine builds too: same agents, modules, skills and settings) in an ``AgentHost``, then given the state it had: its memory replayed from
-``memory.jsonl``, its active skills as last recorded (with their activation arguments
-from the latest checkpoint), and an environment restored from the latest checkpoint. It
-then takes one read-only step (``StepInput(question=..., read_only=True)``): no tool that
-writes is offered, nothing is appended to its memory or trace, and the agent is never
-flushed.
+The agent is rebuilt in this process from the run's world (``agentsim.sim.world``, as
+the engine builds it: same agents, modules, skills and settings) in an ``AgentHost``, then
+given the state it had: its memory replayed from ``memory.jsonl``, its active skills as last
+recorded (with their activation arguments from the latest checkpoint), and an environment
+restored from the latest checkpoint. It then takes one read-only step
+(``StepInput(question=..., read_only=True)``): no tool that writes is offered, nothing is
+appended to its memory or trace, and the agent is never flushed.
 
 Nothing is written into the run folder. The host works on a scratch copy of the agent's
 folder in a temporary directory (so even a trusted skill's ``!`command` `` runs there), and a
