@@ -22,6 +22,7 @@ import uvicorn
 from agentsim.sim.config import load_experiment
 from agentsim.sim.engine import Engine
 from agentsim.view import create_app
+from agentsim.view._workspace import Workspace
 
 EXPERIMENT = Path(__file__).parents[1] / "fixtures" / "experiments" / "small.yaml"
 RUNS = 34  # the runs list caches two entries per run: more than the cache holds
@@ -79,3 +80,32 @@ def test_many_requests_at_once_all_succeed_and_agree(workspace: Path) -> None:
     seen: dict[str, str] = {}
     for url, _, text in answers:
         assert seen.setdefault(url, text) == text, f"{url} answered differently"
+
+
+def test_the_cache_shared_by_many_threads_never_loses_a_value(tmp_path: Path) -> None:
+    """The same race without the server around it: cheap values, many more evictions."""
+    ws = Workspace(tmp_path)
+    start = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        rng = random.Random(seed)
+        start.wait()
+        try:
+            for _ in range(20_000):
+                key = rng.randrange(200)  # many more keys than the cache holds
+                assert ws.cached(("n", key), lambda key=key: key * 2) == key * 2
+        except BaseException as exc:  # reported below, in the test's own thread
+            errors.append(exc)
+
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old_interval)
+    assert not errors, f"{len(errors)} of 8 threads failed, first: {errors[0]!r}"
