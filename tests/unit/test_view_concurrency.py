@@ -57,6 +57,7 @@ def serve(path: Path) -> Iterator[str]:
         sock.close()
 
 
+@pytest.mark.slow
 def test_many_requests_at_once_all_succeed_and_agree(workspace: Path) -> None:
     # Each runs list misses for every run (the cache cycles through more keys than it
     # holds), so many threads insert and evict at once.
