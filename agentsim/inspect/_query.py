@@ -86,30 +86,15 @@ def agent_steps(record: AgentRecord, *, start: int, end: int) -> dict[str, Any]:
 
 def env_layouts(run: Run) -> dict[str, ViewLayout]:
     """Each environment module of the run rebuilt from its config and set up with the run's
-    agents (as the engine does before the first tick), mapped to its ``view_layout()``;
-    modules that are not drawn are left out."""
-    from agentsim.env import create_module
-    from agentsim.env.base import AgentInfo
-    from agentsim.sim.profiles import resolve_agents
+    agents (``build_world``, as the engine does before the first tick), mapped to its
+    ``view_layout()``; modules that are not drawn are left out."""
+    from agentsim.sim.world import build_world
 
-    config = run.config()
-    infos = [
-        AgentInfo(agent_id=a.agent_id, group=a.group, profile=a.profile)
-        for a in resolve_agents(config)
-    ]
     out: dict[str, ViewLayout] = {}
-    for i, m in enumerate(config.environment):
-        module = create_module(
-            m.module,
-            m.options,
-            seed=config.seed,
-            base_dir=config.source_dir,
-            config_path=f"environment.{i}",
-        )
-        module.setup(infos)
+    for name, module in build_world(run.config()).modules.items():
         layout = module.view_layout()
         if layout is not None:
-            out[m.module] = layout
+            out[name] = layout
     return out
 
 

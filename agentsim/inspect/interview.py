@@ -1,12 +1,12 @@
 """Interview one agent of a run, in read-only mode, without changing anything in the run.
 
-The agent is rebuilt in this process the way an ``AgentHost`` builds it (same skills, same
-profile, same model settings), then given the state it had: its memory replayed from
-``memory.jsonl``, its active skills as last recorded (with their activation arguments
-from the latest checkpoint), and an environment restored from the latest checkpoint. It
-then takes one read-only step (``StepInput(question=..., read_only=True)``): no tool that
-writes is offered, nothing is appended to its memory or trace, and the agent is never
-flushed.
+The agent is rebuilt in this process from the run's world (``agentsim.sim.world``, as
+the engine builds it: same agents, modules, skills and settings) in an ``AgentHost``, then
+given the state it had: its memory replayed from ``memory.jsonl``, its active skills as last
+recorded (with their activation arguments from the latest checkpoint), and an environment
+restored from the latest checkpoint. It then takes one read-only step
+(``StepInput(question=..., read_only=True)``): no tool that writes is offered, nothing is
+appended to its memory or trace, and the agent is never flushed.
 
 Nothing is written into the run folder. The host works on a scratch copy of the agent's
 folder in a temporary directory (so even a trusted skill's ``!`command` `` runs there), and a
@@ -119,14 +119,12 @@ async def interview(
     """Ask ``agent_id`` of ``run`` a question; the run folder is left untouched.
 
     ``model`` replaces the model built from the run's settings (e.g. a fake in tests)."""
-    from agentsim.agent.agent import AgentSettings, StepInput, StepOutcome, step_seed
-    from agentsim.env import create_module
-    from agentsim.env.base import AgentInfo, EnvModule
+    from agentsim.agent.agent import StepInput, StepOutcome, step_seed
     from agentsim.env.clock import SimClock
     from agentsim.env.router import EnvRouter
-    from agentsim.sim.host import AgentHost, HostSpec, build_registry, skill_sources
+    from agentsim.sim.host import AgentHost, HostSpec, build_registry
     from agentsim.sim.models import build_model
-    from agentsim.sim.profiles import resolve_agents
+    from agentsim.sim.world import build_world
 
     if not question.strip():
         raise ConfigError(
@@ -136,8 +134,8 @@ async def interview(
     record = r.agent(agent_id)
     config = r.config()
     manifest = r.manifest()
-    specs = resolve_agents(config)
-    spec = next((s for s in specs if s.agent_id == agent_id), None)
+    world = build_world(config, trace="off")
+    spec = next((s for s in world.agents if s.agent_id == agent_id), None)
     if spec is None:
         raise RunError(
             f"agent {agent_id!r} has a folder in {r.path} but is not in its config.yaml; the "
@@ -148,18 +146,7 @@ async def interview(
     ticks_done = manifest.get("ticks_done")
     if isinstance(ticks_done, int) and ticks_done > 0:
         clock.advance(ticks_done)
-    modules: dict[str, EnvModule] = {}
-    for i, m in enumerate(config.environment):
-        modules[m.module] = create_module(
-            m.module,
-            m.options,
-            seed=config.seed,
-            base_dir=config.source_dir,
-            config_path=f"environment.{i}",
-        )
-    infos = [AgentInfo(agent_id=a.agent_id, group=a.group, profile=a.profile) for a in specs]
-    for mod in modules.values():
-        mod.setup(infos)
+    modules = world.modules
     checkpoints = [(t, p) for t, p in r.checkpoints() if t <= clock.tick]
     skill_args: dict[str, str] = {}
     environment = "none" if not modules else "fresh"
@@ -178,14 +165,7 @@ async def interview(
     profile = {
         k: v for k, v in record.profile().items() if k not in ("agent_id", "group", "persona")
     }
-    sources = skill_sources(config, modules)
-    settings = AgentSettings(
-        max_react_turns=config.agent.max_react_turns,
-        max_hook_retries=config.agent.max_hook_retries,
-        memory_prompt_tokens=config.agent.memory_prompt_tokens,
-        prompt_cap_tokens=config.agent.prompt_cap_tokens,
-        trace="off",
-    )
+    sources, settings = world.skills, world.settings
     with tempfile.TemporaryDirectory(prefix="agentsim-interview-") as tmp:
         scratch = Path(tmp)
         shutil.copytree(

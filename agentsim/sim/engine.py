@@ -19,9 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentsim.agent.agent import AgentSettings
-from agentsim.env import create_module
-from agentsim.env.base import AgentInfo, EnvModule, EnvView, profile_extras
+from agentsim.env.base import EnvModule, EnvView, profile_extras
 from agentsim.env.clock import SimClock
 from agentsim.errors import ConfigError, SkillNotFoundError, StorageError
 from agentsim.events import checked
@@ -41,12 +39,13 @@ from agentsim.sim.config import (
     SurveyStep,
 )
 from agentsim.sim.executors import Executor, LocalExecutor, partition
-from agentsim.sim.host import HostSpec, SkillSources, TickInput, build_registry, skill_sources
+from agentsim.sim.host import HostSpec, TickInput, build_registry
 from agentsim.sim.metrics import add_tick, merge_model_stats, new_metrics, public_metrics
 from agentsim.sim.preflight import preflight_model
-from agentsim.sim.profiles import AgentSpec, resolve_agents, select_agents
+from agentsim.sim.profiles import AgentSpec, select_agents
 from agentsim.sim.progress import Progress, RunSummary
 from agentsim.sim.workspace import RunWorkspace, atomic_write_text, check_run_dir
+from agentsim.sim.world import World, build_world
 from agentsim.skills.catalog import RunProvides, unmet_requirements
 from agentsim.store.layout import run_hosts
 
@@ -90,7 +89,7 @@ class Engine:
         self._pending_messages: dict[str, list[str]] = {}
         self._metrics = new_metrics()
         self._pos = (0, 0)  # (workflow step index, ticks done inside it)
-        self._registry_sources: SkillSources | None = None
+        self._world: World | None = None  # set by ``_prepare``: the run got that far
         self._skills_hidden: dict[str, str] = {}  # skill id -> why no catalog offers it
         # A resume writes nothing until its checkpoint is restored: a resume that fails
         # before that leaves the run folder exactly as it found it.
@@ -98,27 +97,17 @@ class Engine:
 
     # -- set-up ----------------------------------------------------------------------------
 
-    def _sources(self) -> SkillSources:
-        return skill_sources(self.config, self.modules)
-
     def _host_specs(self, n: int, *, resume: bool = False) -> list[HostSpec]:
         cfg = self.config
-        settings = AgentSettings(
-            max_react_turns=cfg.agent.max_react_turns,
-            max_hook_retries=cfg.agent.max_hook_retries,
-            memory_prompt_tokens=cfg.agent.memory_prompt_tokens,
-            prompt_cap_tokens=cfg.agent.prompt_cap_tokens,
-            trace=self.trace,
-        )
-        assert self._registry_sources is not None
+        assert self._world is not None
         return [
             HostSpec(
                 host_id=i,
                 run_dir=str(self.run_dir),
                 seed=cfg.seed,
-                skills=self._registry_sources,
+                skills=self._world.skills,
                 model=cfg.model,
-                settings=settings,
+                settings=self._world.settings,
                 hosts=n,
                 # Concurrent stepping bounds a tick by step_timeout even when one model call
                 # hangs; with the offline model it costs nothing (measured: same speed).
@@ -133,23 +122,11 @@ class Engine:
     def _prepare(self) -> None:
         """Everything that can reject the configuration, before anything is written."""
         cfg = self.config
-        self.agents = resolve_agents(cfg)
-        for i, m in enumerate(cfg.environment):
-            try:
-                self.modules[m.module] = create_module(
-                    m.module, m.options, seed=cfg.seed, base_dir=cfg.source_dir
-                )
-            except ConfigError as exc:
-                raise ConfigError(
-                    f"environment.{i}.{exc.field}".rstrip("."), exc.problem, exc.fix
-                ) from None
-        infos = [
-            AgentInfo(agent_id=a.agent_id, group=a.group, profile=a.profile) for a in self.agents
-        ]
-        for mod in self.modules.values():
-            mod.setup(infos)
-        self._registry_sources = self._sources()
-        self.registry = build_registry(self._registry_sources)
+        world = build_world(cfg, trace=self.trace)
+        self.agents = list(world.agents)
+        self.modules = dict(world.modules)
+        self._world = world
+        self.registry = build_registry(world.skills)
         provides = RunProvides.for_modules(self.modules)
         self._skills_hidden = unmet_requirements(self.registry.list_all(), provides)
         for gi, group in enumerate(cfg.agents):
@@ -540,10 +517,10 @@ class Engine:
 
         failed = status == "failed"
         try:
-            if (not failed or self.reason) and self._registry_sources:
+            if (not failed or self.reason) and self._world is not None:
                 why = {"reason": self.reason} if self.reason else {}
                 self._emit([self._run_event("run_end", status=status, **why)])
-            stats = await self.executor.model_stats() if self._registry_sources else []
+            stats = await self.executor.model_stats() if self._world is not None else []
             m = public_metrics(self._metrics)
             m["model"] = merge_model_stats(stats)
             ws.write_metrics(m)

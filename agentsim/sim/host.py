@@ -20,16 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from agentsim.agent.agent import Agent, AgentSettings, StepInput, StepOutcome, step_seed
-from agentsim.env.base import EnvModule, EnvView, Intent
+from agentsim.env.base import EnvView, Intent
 from agentsim.env.router import EnvRouter
 from agentsim.errors import AgentsimError
 from agentsim.llm.base import ChatModel
 from agentsim.llm.stats import ModelStats
-from agentsim.sim.config import ExperimentConfig, ModelConfig
+from agentsim.sim.config import ModelConfig
 from agentsim.sim.profiles import AgentSpec
 from agentsim.skills.registry import SkillOverlay, SkillRegistry
 from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace
-from agentsim.skills.scan import builtin_skills_dir
 from agentsim.skills.scripts import ScriptRunner
 from agentsim.store.layout import HostStore
 
@@ -55,21 +54,6 @@ class SkillSources:
     trusted_namespaces: tuple[str, ...] = ("built-in",)
     # The run's environment modules: a skill requiring another is hidden. None: not known.
     modules: tuple[str, ...] | None = None
-
-
-def skill_sources(config: ExperimentConfig, modules: Mapping[str, EnvModule]) -> SkillSources:
-    """Where a run of ``config`` with the environment ``modules`` finds its skills: its hosts
-    and an interview of one of its agents see the same catalog."""
-    cfg = config.skills
-    builtin = builtin_skills_dir() if cfg.builtin else None
-    return SkillSources(
-        builtin=str(builtin) if builtin else None,
-        custom=tuple(str(config.resolve_path(p)) for p in cfg.paths),
-        env=tuple((str(d), n) for n, m in modules.items() if (d := m.skills_dir()) is not None),
-        catalog_budget_tokens=cfg.catalog_budget_tokens,
-        trusted_namespaces=cfg.trusted_namespaces,
-        modules=tuple(sorted(modules)),
-    )
 
 
 def build_registry(src: SkillSources) -> SkillRegistry:

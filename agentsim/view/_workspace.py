@@ -1,5 +1,9 @@
 """The folder ``agentsim view`` serves: its runs, found by name only, and a small cache.
 
+Pages are served from worker threads at once, so both the kept runs and the cache are
+``functools`` caches (their bookkeeping is thread-safe); a hand-kept dict lost keys to a
+concurrent eviction (``KeyError`` under load).
+
 A run is addressed by the name of its folder, looked up among the folders of the workspace;
 nothing built from a request is ever joined onto a path, so ``../``, absolute paths and
 encoded variants find no run. A run folder or agent folder that is a symlink leading out of
@@ -8,9 +12,11 @@ the workspace is not served.
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from agentsim._paths import is_inside
 from agentsim.errors import ConfigError, RunError
@@ -21,6 +27,28 @@ __all__ = ["Workspace"]
 
 _T = TypeVar("_T")
 _CACHE_SIZE = 64
+
+
+class _Once(Generic[_T]):
+    """One cached value, built by the first caller; the others wait for it."""
+
+    __slots__ = ("_built", "_lock", "_value")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._built = False
+        self._value: _T | None = None
+
+    def get(self, build: Callable[[], _T]) -> _T:
+        with self._lock:
+            if not self._built:  # a build that raised leaves it empty: the next call tries
+                self._value = build()
+                self._built = True
+            return self._value  # type: ignore[return-value]
+
+
+def _new_once(_key: Hashable) -> _Once[Any]:
+    return _Once()
 
 
 class Workspace:
@@ -37,8 +65,13 @@ class Workspace:
         self.single = (root / "manifest.json").is_file()
         self.root = root.parent if self.single else root
         self._only = root.name if self.single else None
-        self._cache: dict[Hashable, Any] = {}
-        self._runs: dict[str, Run] = {}
+        # The least recently used of _CACHE_SIZE keys is dropped (see ``cached``).
+        self._slots = functools.lru_cache(maxsize=_CACHE_SIZE)(_new_once)
+        # One Run per run folder, kept: it keeps its shard reader between requests (it
+        # reads again only files that changed).
+        self._open: Callable[[str], Run] = functools.cache(
+            lambda run_id: open_run(self.root / run_id)
+        )
 
     def run_ids(self) -> list[str]:
         """The runs served, newest folder name last (names carry their start time)."""
@@ -66,14 +99,6 @@ class Workspace:
         """Every run served, in ``run_ids`` order (the folder is listed once)."""
         return [self._open(run_id) for run_id in self.run_ids()]
 
-    def _open(self, run_id: str) -> Run:
-        # One Run per run folder, kept: it keeps its shard reader between requests (it
-        # reads again only files that changed).
-        run = self._runs.get(run_id)
-        if run is None:
-            run = self._runs[run_id] = open_run(self.root / run_id)
-        return run
-
     def agent(self, run: Run, agent_id: str) -> AgentRecord:
         record = run.agent(agent_id)
         if not is_inside(record.root, self.root):
@@ -85,9 +110,8 @@ class Workspace:
 
     def cached(self, key: Hashable, build: Callable[[], _T]) -> _T:
         """``build()`` once per key: keys carry the run's ticks done and status, so a run
-        that moves on gets fresh values and a finished one is read once."""
-        if key not in self._cache:
-            if len(self._cache) >= _CACHE_SIZE:
-                self._cache.pop(next(iter(self._cache)))
-            self._cache[key] = build()
-        return self._cache[key]  # type: ignore[no-any-return]
+        that moves on gets fresh values and a finished one is read once. Safe from many
+        threads: a caller holds its key's slot, so an eviction meanwhile costs a rebuild
+        later, never an error now."""
+        slot: _Once[_T] = self._slots(key)
+        return slot.get(build)

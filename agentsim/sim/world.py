@@ -1,0 +1,79 @@
+"""The world of a run, built from its experiment: agents, environment, skills, settings.
+
+The engine, ``agentsim interview`` and the viewer's world page all build it here, so an
+interview sees the agents, modules and catalog the run had (a copy of this set-up in the
+interview once drifted: it offered skills the run had hidden).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from agentsim.agent.agent import AgentSettings
+from agentsim.env import create_module
+from agentsim.env.base import AgentInfo, EnvModule
+from agentsim.sim.config import ExperimentConfig
+from agentsim.sim.host import SkillSources
+from agentsim.sim.profiles import AgentSpec, resolve_agents
+from agentsim.skills.scan import builtin_skills_dir
+
+__all__ = ["World", "build_world", "skill_sources"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class World:
+    """What a run of one experiment is made of before its first tick. The modules are the
+    live (mutable) environment state: set up with the agents, not yet restored."""
+
+    agents: tuple[AgentSpec, ...]
+    modules: Mapping[str, EnvModule]
+    skills: SkillSources
+    settings: AgentSettings
+
+
+def skill_sources(config: ExperimentConfig, modules: Mapping[str, EnvModule]) -> SkillSources:
+    """Where a run of ``config`` with the environment ``modules`` finds its skills."""
+    cfg = config.skills
+    builtin = builtin_skills_dir() if cfg.builtin else None
+    return SkillSources(
+        builtin=str(builtin) if builtin else None,
+        custom=tuple(str(config.resolve_path(p)) for p in cfg.paths),
+        env=tuple((str(d), n) for n, m in modules.items() if (d := m.skills_dir()) is not None),
+        catalog_budget_tokens=cfg.catalog_budget_tokens,
+        trusted_namespaces=cfg.trusted_namespaces,
+        modules=tuple(sorted(modules)),
+    )
+
+
+def build_world(config: ExperimentConfig, *, trace: str = "full") -> World:
+    """The agents of ``config``, its environment modules (set up with those agents, as
+    before a first tick), where its skills come from, and the agents' step settings
+    (``trace`` as the run records it). Bad module options raise ``ConfigError`` naming
+    ``environment.<i>``."""
+    agents = tuple(resolve_agents(config))
+    modules: dict[str, EnvModule] = {}
+    for i, m in enumerate(config.environment):
+        modules[m.module] = create_module(
+            m.module,
+            m.options,
+            seed=config.seed,
+            base_dir=config.source_dir,
+            config_path=f"environment.{i}",
+        )
+    infos = [AgentInfo(agent_id=a.agent_id, group=a.group, profile=a.profile) for a in agents]
+    for mod in modules.values():
+        mod.setup(infos)
+    settings = AgentSettings(
+        max_react_turns=config.agent.max_react_turns,
+        max_hook_retries=config.agent.max_hook_retries,
+        memory_prompt_tokens=config.agent.memory_prompt_tokens,
+        prompt_cap_tokens=config.agent.prompt_cap_tokens,
+        trace=trace,
+    )
+    return World(
+        agents=agents,
+        modules=modules,
+        skills=skill_sources(config, modules),
+        settings=settings,
+    )
