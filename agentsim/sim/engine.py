@@ -110,7 +110,7 @@ class Engine:
                 settings=self._world.settings,
                 hosts=n,
                 # Concurrent stepping bounds a tick by step_timeout even when one model call
-                # hangs; with the offline model it costs nothing (measured: same speed).
+                # hangs (its cost offline: docs/performance.md).
                 step_timeout=cfg.executor.step_timeout,
                 concurrent=True,
                 flush_every=cfg.output.flush_every,

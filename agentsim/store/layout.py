@@ -81,8 +81,8 @@ def text_hash(text: str) -> str:
 @functools.lru_cache(maxsize=1024)
 def part_hash(text: str) -> str:
     """``text_hash`` of a prompt part, cached: the catalog and skill bodies are the same
-    string objects in thousands of agents' prompts, and hashing a 5-20 KB catalog on every
-    prompt change cost a tenth of an offline step (measured with cProfile)."""
+    string objects in thousands of agents' prompts, hashed again at every prompt change
+    (the measured cost: docs/performance.md)."""
     return text_hash(text)
 
 
