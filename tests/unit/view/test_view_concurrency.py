@@ -6,23 +6,18 @@ from __future__ import annotations
 import asyncio
 import random
 import shutil
-import socket
 import sys
 import threading
-import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
 from agentsim.sim.config import load_experiment
 from agentsim.sim.engine import Engine
-from agentsim.view import create_app
 from agentsim.view._workspace import Workspace
+from tests.browser._serve import serve  # the viewer in a thread, as the browser tests run it
 from tests.unit.helpers import FIXTURES
 
 EXPERIMENT = FIXTURES / "experiments" / "small.yaml"
@@ -36,26 +31,6 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for i in range(1, RUNS):  # copies: each folder is a run with a name of its own
         shutil.copytree(ws / "small-0", ws / f"small-{i}", symlinks=True)
     return ws
-
-
-@contextmanager
-def serve(path: Path) -> Iterator[str]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(path), log_level="critical"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the viewer did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
 
 
 @pytest.mark.slow
