@@ -93,7 +93,7 @@ class _ProgressLine:
         filled = int(width * p.tick / max(1, total))
         bar = "#" * filled + "-" * (width - filled)
         line = (
-            f"[{bar}] tick {p.tick}/{total}  {p.steps_per_s:,.0f} agent-steps/s  "
+            f"[{bar}] tick {p.tick}/{total}{_lead(p.fastest)}  {p.steps_per_s:,.0f} agent-steps/s  "
             f"model calls {p.model_calls:,}  tokens {p.tokens:,}  "
             f"{_problems(p.errors, p.degraded, p.gate_retries)}  "
             f"elapsed {_clock(now - self._started)}  left ~{_clock(per_tick * left)}"
@@ -115,6 +115,11 @@ class _ProgressLine:
             self._stream.write("\n")
             self._stream.flush()
             self._open_line = False
+
+
+def _lead(fastest: int | None) -> str:
+    """The fastest agent's tick, when agents do not all stand at the slowest one's."""
+    return "" if fastest is None else f" (fastest {fastest})"
 
 
 def _problems(errors: int, degraded: int, gate_retries: int) -> str:

@@ -39,7 +39,7 @@ from agentsim.sim.config import (
     SurveyStep,
 )
 from agentsim.sim.executors import Executor, LocalExecutor, partition
-from agentsim.sim.host import HostSpec, TickInput, build_registry
+from agentsim.sim.host import HostSpec, TickInput, TickResult, build_registry
 from agentsim.sim.metrics import add_tick, merge_model_stats, new_metrics, public_metrics
 from agentsim.sim.preflight import preflight_model
 from agentsim.sim.profiles import AgentSpec, select_agents
@@ -94,6 +94,8 @@ class Engine:
         # A resume writes nothing until its checkpoint is restored: a resume that fails
         # before that leaves the run folder exactly as it found it.
         self._may_write = True
+        self.host_agents: list[list[str]] = []  # each host's agent ids, by host index
+        self.fastest_tick: int | None = None  # ticks done by the agent furthest ahead
 
     # -- set-up ----------------------------------------------------------------------------
 
@@ -156,6 +158,7 @@ class Engine:
         if resume:  # the run's own split: each host's shard holds its agents' history
             n_hosts = run_hosts(self.run_dir) or n_hosts
         blocks = partition(self.agents, n_hosts)
+        self.host_agents = [[a.agent_id for a in b] for b in blocks]
         await self.executor.start(
             self._host_specs(len(blocks), resume=resume), blocks, self.registry
         )
@@ -267,7 +270,12 @@ class Engine:
         for si in range(first_step, len(steps)):
             step = steps[si]
             already = first_done if si == first_step else 0
-            if isinstance(step, RunStep):
+            if isinstance(step, RunStep) and self.config.executor.schedule == "dependencies":
+                status = await self._run_by_dependencies(si, already, step.ticks, done)
+                if status is not None:
+                    return status
+                done += step.ticks - already
+            elif isinstance(step, RunStep):
                 for k in range(already, step.ticks):
                     if self.stop.is_set():
                         return "interrupted"
@@ -289,6 +297,33 @@ class Engine:
         self._pos = (len(steps), 0)
         return "completed"
 
+    async def _run_by_dependencies(self, si: int, k: int, ticks: int, done: int) -> str | None:
+        """Ticks ``k..ticks`` of workflow step ``si`` with ``executor.schedule:
+        dependencies``: every agent aligns again (a barrier) at each checkpoint, at a stop,
+        and at the end of the step. Returns a status if the run stops here."""
+        from agentsim.sim.schedule import run_ticks
+
+        every = self.config.output.checkpoint_every
+        while k < ticks:
+            if self.stop.is_set():
+                return "interrupted"
+            if self.max_ticks is not None and done >= self.max_ticks:
+                return "stopped"
+            n = ticks - k
+            if every:
+                n = min(n, every - self.clock.tick % every)
+            if self.max_ticks is not None:
+                n = min(n, self.max_ticks - done)
+            self._pos = (si, k)
+            ran = await run_ticks(self, n)
+            k, done = k + ran, done + ran
+            self._pos = (si, k)
+            if every and ran and self.clock.tick % every == 0:
+                await self.checkpoint()
+            if self._model_gave_up():
+                return "failed"
+        return None
+
     def _model_gave_up(self) -> bool:
         """Too many failed model calls in a row: stop rather than degrade every later step."""
         streak = self._metrics["model_failure_streak"]
@@ -304,42 +339,54 @@ class Engine:
     def _views(self) -> dict[str, EnvView]:
         return {name: m.view(self.clock) for name, m in self.modules.items()}
 
+    def _refresh_skills(self) -> tuple[list[dict[str, Any]], tuple[str, ...] | None]:
+        """Hot reload's check (a stat per file): the ``skills_reloaded`` event, if any, and
+        the ids added or changed (None: nothing changed)."""
+        res = self.registry.refresh()
+        if not (res.added or res.changed or res.removed):
+            return [], None
+        self._metrics["skills_reloads"] += 1
+        event = self._run_event(
+            "skills_reloaded",
+            generation=res.generation,
+            added=sorted(res.added),
+            changed=sorted(res.changed),
+            removed=sorted(res.removed),
+        )
+        return [event], (*res.added, *res.changed)
+
+    def take_messages(self) -> dict[str, tuple[str, ...]]:
+        """The messages of ``intervene`` steps, for each addressee's next step."""
+        messages = {aid: tuple(m) for aid, m in self._pending_messages.items()}
+        self._pending_messages.clear()
+        return messages
+
     async def _tick(self) -> None:
         t0 = time.perf_counter()
         tick, now = self.clock.tick, self.clock.now
-        iso = now.isoformat()
         refresh = self.config.skills.hot_reload
         run_events: list[dict[str, Any]] = []
-        changed: tuple[str, ...] = ()
+        changed: tuple[str, ...] | None = None
         if refresh:
-            res = self.registry.refresh()
-            changed = (*res.added, *res.changed)
-            if res.added or res.changed or res.removed:
-                self._metrics["skills_reloads"] += 1
-                run_events.append(
-                    {
-                        "tick": tick,
-                        "time": iso,
-                        "type": "skills_reloaded",
-                        "agent_id": None,
-                        "generation": res.generation,
-                        "added": sorted(res.added),
-                        "changed": sorted(res.changed),
-                        "removed": sorted(res.removed),
-                    }
-                )
-        messages = {aid: tuple(m) for aid, m in self._pending_messages.items()}
-        self._pending_messages.clear()
+            run_events, changed = self._refresh_skills()
         results = await self.executor.step_tick(
             TickInput(
                 tick=tick,
                 time=now,
                 views=self._views(),
-                messages=messages,
+                messages=self.take_messages(),
                 refresh_skills=refresh,
-                skills_changed=changed,
+                skills_changed=changed or (),
             )
         )
+        self.complete_tick(results, run_events, t0)
+
+    def complete_tick(
+        self, results: Sequence[TickResult], run_events: list[dict[str, Any]], t0: float
+    ) -> None:
+        """Every agent has stepped the current tick: apply its intents, write its events
+        and metrics, and advance the clock."""
+        tick, iso = self.clock.tick, self.clock.now.isoformat()
         agent_events = sorted(
             (e for r in results for e in r.events), key=lambda e: str(e.get("agent_id") or "")
         )
@@ -365,7 +412,11 @@ class Engine:
         self.ws.write_metrics(public_metrics(self._metrics))
         if self.progress is not None:
             total = self.config.total_ticks()
-            self.progress(Progress.of(self._metrics, tick=self.clock.tick, total=total))
+            self.progress(
+                Progress.of(
+                    self._metrics, tick=self.clock.tick, total=total, fastest=self.fastest_tick
+                )
+            )
 
     def _run_event(self, kind: str, **data: Any) -> dict[str, Any]:
         """An event of the run itself (no agent's), at the current tick."""

@@ -22,9 +22,14 @@ class Progress:
     errors: int  # every problem (see ``agentsim.sim.problems``)
     degraded: int = 0  # steps whose model call failed after its retries
     gate_retries: int = 0
+    # Ticks done by the agent furthest ahead (``executor.schedule: dependencies``);
+    # ``tick`` is the slowest agent's. None: every agent is at ``tick``.
+    fastest: int | None = None
 
     @classmethod
-    def of(cls, metrics: Mapping[str, Any], *, tick: int, total: int) -> Progress:
+    def of(
+        cls, metrics: Mapping[str, Any], *, tick: int, total: int, fastest: int | None = None
+    ) -> Progress:
         """The progress after ``tick``, from the run's counters (``agentsim.sim.metrics``)."""
         m = metrics
         busy = sum(m["tick_seconds"]) or 1e-9
@@ -38,6 +43,7 @@ class Progress:
             errors=m["errors"],
             degraded=m["degraded"],
             gate_retries=m["gate_retries"],
+            fastest=fastest if fastest is not None and fastest > tick else None,
         )
 
 
