@@ -298,7 +298,7 @@ class ExecutorConfig(StrictModel):
     # dependencies: an agent starts its next tick as soon as what it observes is final
     # (EnvModule.depends_on); barrier: every agent waits for the whole tick. Same results.
     schedule: Literal["dependencies", "barrier"] = "dependencies"
-    # Most ticks an agent may run ahead of the slowest one (dependencies only).
+    # Most ticks the agent furthest ahead may have done beyond the slowest (dependencies).
     max_lead: int = Field(default=4, ge=1, le=64)
 
 

@@ -168,7 +168,7 @@ class _Schedule:
             await self._start(c, now_ready, self._canon(), final=True)
         if not self.declares or not self.waiting:
             return
-        early = [a for a in idle if c < self.next[a] <= c + self.max_lead]
+        early = [a for a in idle if c < self.next[a] < c + self.max_lead]
         if not early:
             self.waiting = False
             return
