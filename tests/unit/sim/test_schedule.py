@@ -90,6 +90,10 @@ class Steps:
         else:
             await asyncio.sleep(0.005)
         self.finished[aid] = tick + 1
+        if tick % 2 == 1 and aid != self.slow and not request.calls:
+            # How many people are there: a read of everyone's moves, which waits.
+            info = {"module": "city", "action": "place_info", "args": {"place": "cafe-1"}}
+            return tool_call("ask_env", info)
         if tick % 2 == 0 and aid != self.slow:
             place = "cafe-1" if tick % 4 == 0 else "park-1"
             move = {"module": "city", "action": "move_to", "args": {"place": place}}
@@ -124,6 +128,7 @@ def test_each_shipped_experiment_writes_the_same_run_under_both_schedules(
     assert_same_runs(tmp_path / "barrier", tmp_path / "dependencies")
 
 
+@pytest.mark.slow
 def test_agents_run_ahead_of_a_slow_one_by_at_most_max_lead(tmp_path: Path) -> None:
     cfg = config(tmp_path, ticks=8, lead=3)
     steps = Steps(cfg, slow="people-00002")
@@ -140,6 +145,7 @@ def test_agents_run_ahead_of_a_slow_one_by_at_most_max_lead(tmp_path: Path) -> N
     assert_same_runs(tmp_path / "run", tmp_path / "barrier")
 
 
+@pytest.mark.slow
 def test_a_module_that_declares_nothing_is_a_barrier(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -178,6 +184,7 @@ def _followees(self: SocialModule, agent_id: str) -> AgentSet:
     return frozenset(self.get_state()["following"].get(agent_id, ()))
 
 
+@pytest.mark.slow
 def test_a_social_run_whose_follow_graph_changes_keeps_its_events(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -215,6 +222,7 @@ def test_a_social_run_whose_follow_graph_changes_keeps_its_events(
     assert kinds.count("follow") >= 8 and "opinion_change" in kinds
 
 
+@pytest.mark.slow
 def test_a_hung_step_is_bounded_by_step_timeout_without_deadlock(tmp_path: Path) -> None:
     cfg = config(tmp_path, ticks=3, timeout=0.5)
     steps = Steps(cfg, slow="people-00004", hang=True)
@@ -234,6 +242,7 @@ def test_a_hung_step_is_bounded_by_step_timeout_without_deadlock(tmp_path: Path)
     assert max(steps.lead) >= 1
 
 
+@pytest.mark.slow
 def test_resume_under_dependencies_is_the_uninterrupted_run(tmp_path: Path) -> None:
     cfg = config(tmp_path, ticks=6, every=2, lead=3)
     run(cfg, tmp_path / "whole", Steps(cfg, slow="people-00001"))
