@@ -270,3 +270,64 @@ def test_schedule_and_max_lead_are_checked_with_the_fix(tmp_path: Path) -> None:
         config(tmp_path, schedule="eager")
     with pytest.raises(ConfigError, match=r"executor\.max_lead"):
         config(tmp_path, lead=0)
+
+
+_HOOKED = """---
+name: alpha
+description: Use for the alpha routine.
+hooks: {pre_step: scripts/hook.py}
+---
+Alpha body, edition {n}.
+"""
+
+
+@pytest.mark.slow
+def test_hot_reload_under_dependencies_reaches_each_agent_from_its_next_step(
+    tmp_path: Path,
+) -> None:
+    from agentsim.inspect import open_run
+
+    skills = tmp_path / "skills"
+
+    def edition(n: int) -> None:
+        (skills / "alpha" / "scripts").mkdir(parents=True, exist_ok=True)
+        (skills / "alpha" / "SKILL.md").write_text(_HOOKED.replace("{n}", str(n)))
+        hook = f"def entrypoint(argv, ctx):\n    return 'alpha v{n}'\n"
+        (skills / "alpha" / "scripts" / "hook.py").write_text(hook)
+
+    edition(1)
+    text = (
+        _YAML.format(
+            ticks=6,
+            count=6,
+            lead=3,
+            schedule="dependencies",
+            timeout=60,
+            every=0,
+            modules="  - {module: city}",
+        )
+        .replace("default: []", "default: [alpha]")
+        .replace("skills: {builtin: false}", f'skills: {{builtin: false, paths: ["{skills}"]}}')
+    )
+    cfg = parse_experiment(text, base_dir=tmp_path)
+    steps = Steps(cfg, slow="people-00005")
+
+    def between_ticks(p: Progress) -> None:
+        if p.tick == 2:
+            edition(2)
+
+    run(cfg, tmp_path / "run", steps, progress=between_ticks)
+    lines = (tmp_path / "run" / "events.jsonl").read_text().splitlines()
+    (reload,) = [e for e in map(json.loads, lines) if e["type"] == "skills_reloaded"]
+    assert reload["tick"] == 2 and reload["changed"] == ["custom@alpha"]
+    record = open_run(tmp_path / "run")
+    for aid in record.agents:
+        seen = [
+            h["text"]
+            for step in record.agent(aid).trace()
+            for h in step.get("hooks", ())
+            if h["skill"] == "custom@alpha"
+        ]
+        # Old until the agent's first step after the change, new from then on.
+        assert seen[:2] == ["alpha v1"] * 2 and seen[-1] == "alpha v2", aid
+        assert seen == sorted(seen), aid
