@@ -79,7 +79,13 @@ SAMPLE_EVERY = 0.01
 
 
 def _experiment(
-    agents: int, ticks: int, concurrency: int, base_url: str, out: Path, schedule: str
+    agents: int,
+    ticks: int,
+    concurrency: int,
+    base_url: str,
+    out: Path,
+    schedule: str,
+    max_lead: int = 4,
 ) -> str:
     doc = yaml.safe_load((ROOT / "experiments" / "daily-mobility.yaml").read_text())
     groups = doc["agents"]
@@ -95,7 +101,7 @@ def _experiment(
         "max_concurrency": concurrency,
     }
     doc["output"]["dir"] = str(out)
-    doc["executor"] = {**doc.get("executor", {}), "schedule": schedule}
+    doc["executor"] = {**doc.get("executor", {}), "schedule": schedule, "max_lead": max_lead}
     return yaml.safe_dump(doc, sort_keys=False)
 
 
@@ -156,7 +162,13 @@ def _one_run(args: argparse.Namespace, tmp: Path, schedule: str) -> dict[str, An
 
 def _measure(args: argparse.Namespace, tmp: Path, server: _Server, schedule: str) -> dict[str, Any]:
     text = _experiment(
-        args.agents, args.ticks, args.concurrency, server.base_url, tmp / "ws", schedule
+        args.agents,
+        args.ticks,
+        args.concurrency,
+        server.base_url,
+        tmp / "ws",
+        schedule,
+        args.max_lead,
     )
     cfg = parse_experiment(text, base_dir=ROOT / "experiments", environ={})
     executor = LocalExecutor()
@@ -380,6 +392,7 @@ def main() -> None:
     p.add_argument("--latency", type=float, default=1.0, help="median answer time (s)")
     p.add_argument("--sigma", type=float, default=0.0, help="lognormal sigma (0: fixed)")
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--max-lead", type=int, default=4, help="executor.max_lead (dependencies)")
     p.add_argument("--schedules", default="barrier,dependencies", help="run in turn, each repeat")
     p.add_argument("--fifo", action="store_true", help="compare: slots in arrival order")
     p.add_argument("--start-all", action="store_true", help="compare: start all steps at once")
