@@ -352,6 +352,7 @@ _DECLARED: tuple[EventType, ...] = (
             _f("std", float, "its standard deviation"),
             _f("histogram", list[int], "agents per opinion bin, -1 to +1"),
             _f("groups", dict[str, dict[str, float]], "group -> {n, mean, std}"),
+            _f("group_histograms", dict[str, list[int]], "group -> agents per opinion bin"),
             _f("posts_delivered", int, "posts in the tick"),
             _f("messages_delivered", int, "messages in the tick"),
         ),

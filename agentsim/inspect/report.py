@@ -66,12 +66,13 @@ class Series:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Marker:
-    """An intervention or a survey of the workflow. It happened before tick ``tick`` ran
-    (after tick ``tick - 1`` ended), at simulated time ``time``."""
+    """An intervention, a survey or interview of the workflow, or a hot reload of the skills.
+    It happened before tick ``tick`` ran (after tick ``tick - 1`` ended), at simulated time
+    ``time``."""
 
     tick: int
     time: str
-    kind: str  # intervention, survey or interview
+    kind: str  # intervention, survey, interview or reload
     label: str  # short, for the plots: "city.close_place", "survey midday (10 answers)"
     detail: str  # for summary.md: the arguments or the message
 
@@ -93,10 +94,12 @@ class ReportData:
     - ``skills``: activations per skill id chosen by the agents during the run;
       ``default_activations``: the default skills activated at agent setup (tick 0), per id
     - ``tokens``: prompt_tokens, completion_tokens, model_calls
-    - ``markers``: the interventions and surveys, in log order
+    - ``markers``: the interventions, surveys and hot reloads, in log order
     - ``city``: agents per place id, plus ``in_transit``
     - ``opinions``: agents per opinion bin (``[-1.0,-0.8)`` ...), ``opinion_stats``: mean,
-      std of all agents, ``opinion_groups``: n, mean, std per agent group
+      std of all agents, ``opinion_groups``: n, mean, std per agent group,
+      ``opinion_group_bins``: agents per opinion bin per agent group (none for a log
+      written before ``social_opinions`` carried them)
     """
 
     activity: Series
@@ -108,6 +111,7 @@ class ReportData:
     opinions: Series | None = None
     opinion_stats: Series | None = None
     opinion_groups: Mapping[str, Series] | None = None
+    opinion_group_bins: Mapping[str, Series] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,6 +157,8 @@ class _Acc:
             self.social[tick] = ev
         elif kind == "intervention":
             self.markers.append(_intervention(ev, tick))
+        elif kind == "skills_reloaded":
+            self.markers.append(_reload(ev, tick))
         elif kind in ("survey_answer", "interview_answer"):
             key = (tick, str(kind).removesuffix("_answer"), str(ev.get("name", "")))
             if key not in self.answers:
@@ -204,6 +210,21 @@ def _intervention(ev: Mapping[str, Any], tick: int) -> Marker:
     )
 
 
+def _reload(ev: Mapping[str, Any], tick: int) -> Marker:
+    parts = [
+        f"{what} {', '.join(map(str, ev.get(what) or ()))}"
+        for what in ("added", "changed", "removed")
+        if ev.get(what)
+    ]
+    return Marker(
+        tick=tick,
+        time=str(ev.get("time", "")),
+        kind="reload",
+        label=_cut("skills reloaded: " + ("; ".join(parts) or "no change")),
+        detail=f"registry generation {ev.get('generation')}",
+    )
+
+
 def _survey(key: tuple[int, str, str], time: str, answers: int) -> Marker:
     tick, kind, name = key
     count = f"{answers} answer{'' if answers == 1 else 's'}"
@@ -252,7 +273,7 @@ def _report_data(acc: _Acc) -> ReportData:
         cols = {p: [_num((occ[t].get("occupancy") or {}).get(p, 0)) for t in ticks] for p in places}
         cols["in_transit"] = [_num(occ[t].get("in_transit", 0)) for t in ticks]
         city = series(cols)
-    opinions = stats = groups = None
+    opinions = stats = groups = group_bins = None
     if acc.social:
         n = max(len(ev.get("histogram") or ()) for ev in acc.social.values())
         hists = {t: list(acc.social.get(t, {}).get("histogram") or [0] * n) for t in ticks}
@@ -263,6 +284,7 @@ def _report_data(acc: _Acc) -> ReportData:
             {k: [_num(acc.social.get(t, {}).get(k)) for t in ticks] for k in ("mean", "std")}
         )
         groups = _opinion_groups(acc.social, ticks, acc.times)
+        group_bins = _opinion_group_bins(acc.social, ticks, acc.times)
     return ReportData(
         activity=activity,
         skills=skills,
@@ -275,6 +297,7 @@ def _report_data(acc: _Acc) -> ReportData:
         opinions=opinions,
         opinion_stats=stats,
         opinion_groups=groups,
+        opinion_group_bins=group_bins or None,
     )
 
 
@@ -293,6 +316,26 @@ def _opinion_groups(
             times=tuple(times[t] for t in at),
             columns={k: tuple(_num(r.get(k)) for r in rows) for k in ("n", "mean", "std")},
         )
+    return out
+
+
+def _opinion_group_bins(
+    social: Mapping[int, Mapping[str, Any]], ticks: Sequence[int], times: Mapping[int, str]
+) -> dict[str, Series]:
+    """Agents per opinion bin per agent group, at the ticks whose ``social_opinions``
+    carries ``group_histograms``."""
+    per_tick = {t: social[t].get("group_histograms") or {} for t in ticks if t in social}
+    out: dict[str, Series] = {}
+    for name in sorted({g for hists in per_tick.values() for g in hists}):
+        at = [t for t, hists in per_tick.items() if isinstance(hists.get(name), list)]
+        if not at:
+            continue
+        n = max(len(per_tick[t][name]) for t in at)
+        cols = {
+            label: tuple(_num((per_tick[t][name] + [0] * n)[i]) for t in at)
+            for i, label in enumerate(_bin_labels(n))
+        }
+        out[name] = Series(ticks=tuple(at), times=tuple(times[t] for t in at), columns=cols)
     return out
 
 
@@ -341,10 +384,11 @@ def _summary_md(ov: RunOverview, images: Mapping[str, Path], data: ReportData) -
         ]
     else:
         out.append("None.")
-    out += ["", "## Interventions and surveys", ""]
+    out += ["", "## Interventions, surveys and hot reloads", ""]
     if data.markers:
         out += [
-            "Each happened between two ticks, before the tick given; the plots mark them.",
+            "Each happened between two ticks, before the tick given; the plots mark them "
+            "(hot reloads in a dotted line of their own colour).",
             "",
             "| before tick | time | kind | what | details |",
             "|---|---|---|---|---|",
@@ -417,6 +461,7 @@ def write_report(run: Run | str | Path, *, out_dir: Path | None = None) -> Repor
             data.opinions,
             data.opinion_stats,
             data.opinion_groups or {},
+            data.opinion_group_bins or {},
             marks,
             folder / "social_opinions.png",
         )
