@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from agentsim.inspect.report import Marker, Series
@@ -103,7 +103,8 @@ def _mark(axes: Sequence[Any], markers: Sequence[Marker]) -> list[Any]:
     for number, (tick, ms) in enumerate(sorted(by_tick.items()), start=1):
         # A tick with only hot reloads is dotted purple; one with any workflow step, red.
         reload = all(m.kind == "reload" for m in ms)
-        color, style = (_RELOAD_COLOR, ":") if reload else (_MARK_COLOR, "--")
+        color = _RELOAD_COLOR if reload else _MARK_COLOR
+        style: Literal[":", "--"] = ":" if reload else "--"
         for ax in axes:
             ax.axvline(tick - 0.5, color=color, linestyle=style, linewidth=1.2, zorder=3)
         top.text(
