@@ -73,7 +73,23 @@ def run_row(run: Run, total: int | None) -> dict[str, Any]:
         "agents": len(run.agents),
         "errors": int(metrics.get("errors") or 0),
         "degraded": int(metrics.get("degraded") or 0),
+        "problems": problems(metrics, manifest),
     }
+
+
+def problems(metrics: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[str]:
+    """What went wrong in a run, a short phrase each (none for a clean run): the problem
+    counts of ``metrics.json`` that are not zero, and why the run stopped if it failed."""
+    counts = metrics.get("problems")
+    out = [
+        f"{n:,} {kind.replace('_', ' ')}"
+        for kind, n in sorted((counts or {}).items() if isinstance(counts, Mapping) else ())
+        if isinstance(n, int) and n
+    ]
+    reason = manifest.get("reason") or manifest.get("error")
+    if reason:
+        out.append(f"stopped: {reason}")
+    return out
 
 
 # The event types the Run page reads.
