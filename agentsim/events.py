@@ -197,6 +197,17 @@ _DECLARED: tuple[EventType, ...] = (
         ),
     ),
     EventType(
+        name="measure",
+        writer="agent",
+        doc="a measure a skill recorded for the agent (`ctx.record` or an `AGENTSIM_MEASURE` line)",
+        fields=(
+            _SKILL,
+            _f("name", str, "the measure's name"),
+            _f("value", float, "its value"),
+            _f("group", str, "the agent's group"),
+        ),
+    ),
+    EventType(
         name="hook_decision",
         writer="agent",
         doc="a hook skipped the step or asked for a retry",

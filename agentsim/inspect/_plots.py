@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "activity_plot",
     "city_plot",
+    "measures_plot",
     "opinion_plot",
     "skills_plot",
     "tokens_plot",
@@ -35,6 +36,7 @@ _LINE_IN = 0.17  # inches per line of a legend at 8 points
 _MARK_COLOR = "tab:red"  # the vertical lines of interventions and surveys
 _RELOAD_COLOR = "tab:purple"  # and of hot reloads, dotted
 _GROUP_ROWS = 4  # groups drawn as heat maps of their own; summary.md has every group
+_MEASURE_ROWS = 6  # measures drawn, one row each
 _MARKS_LISTED = 6  # legend entries for them; summary.md lists every one
 
 
@@ -303,6 +305,49 @@ def city_plot(s: Series, markers: Sequence[Marker], path: Path) -> Path:
     stacked, _ = ax.get_legend_handles_labels()
     # Top of the stack first, as the areas are seen.
     _legend(ax, [*stacked[::-1], *_mark(frame.axes, markers)], own=False)
+    return _save(frame, path)
+
+
+def measures_plot(
+    measures: Mapping[str, Mapping[str, Series]], markers: Sequence[Marker], path: Path
+) -> Path:
+    """The measures the skills recorded (``ctx.record``): a row per measure, a line per
+    agent group, the group's mean at each tick it was recorded."""
+    names = list(measures)[:_MEASURE_ROWS]
+    groups = sorted({g for name in names for g in measures[name]})
+    lines = len(groups) + _mark_lines(markers)
+    frame = _frame("measures recorded by the skills (mean per group)", rows=len(names),
+                   legend_lines=lines)  # fmt: skip
+    colors = {g: f"C{i % 10}" for i, g in enumerate(groups)}
+    ticks: list[int] = []
+    times: list[str] = []
+    for ax, name in zip(frame.axes, names, strict=True):
+        for group, g in measures[name].items():
+            ax.plot(g.ticks, g.columns["mean"], marker=_marker(len(g.ticks)),
+                    color=colors[group], label=group)  # fmt: skip
+            for t, time in zip(g.ticks, g.times, strict=True):
+                if t not in ticks:
+                    ticks.append(t)
+                    times.append(time)
+        ax.set_ylabel(name, fontsize=9)
+    from matplotlib.lines import Line2D
+
+    from agentsim.inspect.report import Series  # the module that imports this one
+
+    order = sorted(range(len(ticks)), key=ticks.__getitem__)
+    span = Series(
+        ticks=tuple(ticks[i] for i in order), times=tuple(times[i] for i in order), columns={}
+    )
+    handles = [Line2D([], [], color=colors[g], label=f"group {g}") for g in groups]
+    handles += _mark(frame.axes, markers)
+    _time_axis(frame.axes[-1], span, markers)
+    for ax in frame.axes[:-1]:
+        ax.set_xlim(*_x_range(span, markers))
+    _legend(frame.axes[0], handles, own=False)
+    if len(measures) > len(names):
+        frame.fig.text(_RIGHT + 0.015, frame.axes[-1].get_position().y0,
+                       f"{len(measures) - len(names)} more measures\nin the events", fontsize=8,
+                       va="bottom", color="0.25")  # fmt: skip
     return _save(frame, path)
 
 

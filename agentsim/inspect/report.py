@@ -100,6 +100,8 @@ class ReportData:
       std of all agents, ``opinion_groups``: n, mean, std per agent group,
       ``opinion_group_bins``: agents per opinion bin per agent group (none for a log
       written before ``social_opinions`` carried them)
+    - ``measures``: per measure the skills recorded (``ctx.record``), per agent group, the
+      mean value (``mean``) and how many agents recorded it (``n``) at each tick
     """
 
     activity: Series
@@ -112,6 +114,7 @@ class ReportData:
     opinion_stats: Series | None = None
     opinion_groups: Mapping[str, Series] | None = None
     opinion_group_bins: Mapping[str, Series] | None = None
+    measures: Mapping[str, Mapping[str, Series]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,6 +138,8 @@ class _Acc:
     answers: dict[tuple[int, str, str], tuple[str, int]] = field(default_factory=dict)
     city: dict[int, Mapping[str, Any]] = field(default_factory=dict)
     social: dict[int, Mapping[str, Any]] = field(default_factory=dict)
+    # measure name -> group -> tick -> [sum, count]
+    measures: dict[str, dict[str, dict[int, list[float]]]] = field(default_factory=dict)
 
     def add(self, ev: Mapping[str, Any]) -> None:
         """Count one event (of any type, in log order)."""
@@ -159,6 +164,14 @@ class _Acc:
             self.markers.append(_intervention(ev, tick))
         elif kind == "skills_reloaded":
             self.markers.append(_reload(ev, tick))
+        elif kind == "measure":
+            value = ev.get("value")
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                by_group = self.measures.setdefault(str(ev.get("name")), {})
+                acc = by_group.setdefault(str(ev.get("group") or "all agents"), {})
+                slot = acc.setdefault(tick, [0.0, 0])
+                slot[0] += value
+                slot[1] += 1
         elif kind in ("survey_answer", "interview_answer"):
             key = (tick, str(kind).removesuffix("_answer"), str(ev.get("name", "")))
             if key not in self.answers:
@@ -298,6 +311,20 @@ def _report_data(acc: _Acc) -> ReportData:
         opinion_stats=stats,
         opinion_groups=groups,
         opinion_group_bins=group_bins or None,
+        measures={
+            name: {
+                group: Series(
+                    ticks=tuple(at := [t for t in ticks if t in per_tick]),
+                    times=tuple(acc.times[t] for t in at),
+                    columns={
+                        "mean": tuple(per_tick[t][0] / per_tick[t][1] for t in at),
+                        "n": tuple(per_tick[t][1] for t in at),
+                    },
+                )
+                for group, per_tick in sorted(groups.items())
+            }
+            for name, groups in sorted(acc.measures.items())
+        },
     )
 
 
@@ -399,6 +426,23 @@ def _summary_md(ov: RunOverview, images: Mapping[str, Path], data: ReportData) -
         ]
     else:
         out.append("None.")
+    if data.measures:
+        out += [
+            "",
+            "## Measures",
+            "",
+            "Recorded by the skills (`ctx.record`); the measures plot draws each group's mean.",
+            "",
+            "| measure | group | records | ticks | mean at the last tick |",
+            "|---|---|---|---|---|",
+        ]
+        out += [
+            f"| {_cell(name)} | {_cell(group)} | {int(sum(g.columns['n'])):,} | {len(g.ticks)} "
+            f"| {g.columns['mean'][-1]:.4g} |"
+            for name, groups in data.measures.items()
+            for group, g in groups.items()
+            if g.ticks
+        ]
     out += ["", "## Skills", ""]
     if ov.skills:
         out += [
@@ -456,6 +500,8 @@ def write_report(run: Run | str | Path, *, out_dir: Path | None = None) -> Repor
     }
     if data.city is not None:
         images["city"] = _plots.city_plot(data.city, marks, folder / "city_occupancy.png")
+    if data.measures:
+        images["measures"] = _plots.measures_plot(data.measures, marks, folder / "measures.png")
     if data.opinions is not None and data.opinion_stats is not None:
         images["social"] = _plots.opinion_plot(
             data.opinions,

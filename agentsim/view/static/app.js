@@ -125,6 +125,21 @@ async function runPage(run) {
     chart("Skills activated per tick", "chart-skills", (c) =>
       window.charts.heatMap(c, Object.entries(data.skills).map(([label, values]) => ({ label, values })))),
   ];
+  // The measures the skills recorded (ctx.record): a chart each, a line per group (the mean).
+  const measureCards = h("div", { class: "grid", id: "measures", style: "margin-top:14px" });
+  grid.after(measureCards);
+  function drawMeasures() {
+    measureCards.replaceChildren(...Object.entries(data.measures || {}).map(([name, groups]) => {
+      const canvas = h("canvas", { class: "chart", "data-measure": name });
+      const legend = h("div", { class: "legend" });
+      const card = h("div", { class: "card" }, h("h2", {}, `Measure: ${name} (mean per group)`),
+        canvas, legend);
+      measureCards.append(card);
+      window.charts.lineChart(canvas, legend, Object.entries(groups).map(
+        ([group, values]) => ({ label: `group ${group}`, values })), data.markers);
+      return card;
+    }));
+  }
 
   function render() {
     document.getElementById("run-status").replaceChildren(statusCell(data));
@@ -132,6 +147,7 @@ async function runPage(run) {
     counter.dataset.ticks = String(data.ticks_done);
     setLive(data.state);
     draws.forEach((d) => d());
+    drawMeasures();
     markers.replaceChildren(...data.markers.map((m) => h("li", { class: `marker-${m.kind}` },
       `tick ${m.tick} · ${m.kind}: ${m.label}`)));
     if (!data.markers.length) markers.append(h("li", { class: "muted" }, "None."));
