@@ -519,6 +519,8 @@ def _demote(path: str, entry: LoadedScript, reason: str) -> None:
 def _measured(result: ScriptResult) -> ScriptResult:
     """``result`` with the measure lines (``agentsim.skills.measures``) taken out of its
     output and log, and the measures they recorded in ``measures``."""
+    if measures.PREFIX not in result.output and measures.PREFIX not in result.log:
+        return result  # the common case, without a call
     output, found = measures.split(result.output)
     log, logged = measures.split(result.log)
     if not found and not logged:
