@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsim._tokens import estimate_tokens
+from agentsim.agent.agent_json import agent_json, write_agent_json
 from agentsim.agent.memory import Memory, append_lines
 from agentsim.agent.step import (
     AgentSettings,
@@ -178,6 +179,7 @@ class Agent:
             await self._react(st, model, settings, seed, hooks=(), feedback="", trace=trace)
             return st.out
         self.step_count += 1
+        self.write_agent_json(inp)
         pre = await self.skills.run_hooks(
             "pre_step", tick=inp.tick, time=inp.time, step_count=self.step_count
         )
@@ -241,6 +243,24 @@ class Agent:
         if settings.trace != "off":
             self._pending_trace.append(json.dumps(trace, ensure_ascii=False, default=str))
         return st.out
+
+    def write_agent_json(self, inp: StepInput) -> None:
+        """``AGENT.json`` for this step, read by skills written for AgentSociety2."""
+        write_agent_json(
+            self.workspace,
+            agent_json(
+                agent_id=self.agent_id,
+                group=self.group,
+                profile=self.profile,
+                persona=self.persona,
+                workspace=self.workspace,
+                time_iso=inp.iso,
+                tick=inp.tick,
+                step_count=self.step_count,
+                visible=[d.skill_id for d in self.skills.visible()],
+                activated=self.skills.active,
+            ),
+        )
 
     def _emit(self, st: StepScratch, kind: str, **data: Any) -> None:
         """Add one of this agent's events to the step's outcome."""

@@ -556,6 +556,7 @@ class AgentSkillRuntime:
                 isolation=desc.manifest.isolation,
                 timeout=desc.manifest.timeout,
                 env=desc.manifest.env,
+                hook=hook_type,
             )
             if res.ok:
                 text, decision = parse_hook_output(
