@@ -140,6 +140,11 @@ class AgentSkillRuntime:
         return self._own_view if self._own_view is not None else self._space.view
 
     @property
+    def space(self) -> SkillSpace:
+        """The per-process part this runtime shares with the host's other agents."""
+        return self._space
+
+    @property
     def hook_output_cap(self) -> int:
         """Characters of one hook's output shown in ``<skill_hooks>``."""
         return self._space.hook_output_cap
