@@ -164,7 +164,6 @@ def test_the_viewer_takes_numeric_ids(finished: tuple[Path, FunctionModel]) -> N
     assert r.json()["agent_id"] == "2"
 
 
-@pytest.mark.slow
 def test_a_resumed_numeric_run_ends_like_an_uninterrupted_one(
     tmp_path: Path, finished: tuple[Path, FunctionModel]
 ) -> None:
