@@ -6,9 +6,10 @@ AgentSociety2's agent writes there, under the same names: ``agent_id`` / ``id``,
 ``current_time`` (ISO 8601), ``tick``, ``step_count``, ``profile``, ``workspace`` and
 ``skills``; agentsim adds ``group`` and ``persona``.
 
-It is rewritten (temp file + rename: a script never reads half a file) at the start of every
-step, before the ``pre_step`` hooks, and nothing of it stays in memory: the agent holds no
-copy, so 100,000 resident agents cost the files, not RAM.
+The agent makes it current (temp file + rename: a script never reads half a file) before
+its step's ``pre_step`` hooks and before any hook or script call that would otherwise see a
+stale step or set of active skills; a step that runs no skill code writes nothing. Only the
+key of what is on disk stays in memory (step count, active skills), not the content.
 """
 
 from __future__ import annotations

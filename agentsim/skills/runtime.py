@@ -537,6 +537,10 @@ class AgentSkillRuntime:
             env=self._space.env,
         )
 
+    def has_hooks(self, hook_type: str) -> bool:
+        """Whether an active skill declares ``hook_type`` (settled like the hook plan)."""
+        return bool(self._hook_plan(hook_type))
+
     async def run_hooks(
         self, hook_type: str, *, tick: int, time: datetime, step_count: int
     ) -> list[HookOutcome]:
