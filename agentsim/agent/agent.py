@@ -270,6 +270,7 @@ class Agent:
                 step_count=self.step_count,
                 visible=[d.skill_id for d in self.skills.visible()],
                 activated=key[1],
+                facts=inp.env.facts(self.agent_id) if inp.env is not None else None,
             ),
         )
         self._agent_json = key

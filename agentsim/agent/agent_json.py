@@ -4,7 +4,8 @@ Skills written for AgentSociety2 read it (``current_time`` above all: its daily-
 script derives the day and the active segment from it), so the file carries the fields
 AgentSociety2's agent writes there, under the same names: ``agent_id`` / ``id``, ``name``,
 ``current_time`` (ISO 8601), ``tick``, ``step_count``, ``profile``, ``workspace`` and
-``skills``; agentsim adds ``group`` and ``persona``.
+``skills``; agentsim adds ``group``, ``persona`` and what the environment modules know of
+the agent (the city module's ``home`` and ``work`` places).
 
 The agent makes it current (temp file + rename: a script never reads half a file) before
 its step's ``pre_step`` hooks and before any hook or script call that would otherwise see a
@@ -39,10 +40,15 @@ def agent_json(
     step_count: int,
     visible: Sequence[str],
     activated: Sequence[str],
+    facts: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The content of ``AGENT.json`` for one step (a pure function of its arguments)."""
+    """The content of ``AGENT.json`` for one step (a pure function of its arguments).
+
+    ``facts`` are what the environment modules know of the agent (the city's ``home`` and
+    ``work``); they come first, so that they never replace a field of the file's own."""
     name = profile.get("name")
     return {
+        **(facts or {}),
         "schema_version": _SCHEMA_VERSION,
         "agent_class": "agentsim.Agent",
         "agent_id": agent_id,

@@ -32,6 +32,7 @@ agents:
   - {group: people, count: 2, ids: numeric, skills: {default: [day-plan]}}
 skills: {builtin: false, paths: [skills]}
 model: {backend: scripted}
+environment: [{module: city}]
 output: {dir: ws, formats: [jsonl], checkpoint_every: 2}
 """
 
@@ -130,6 +131,10 @@ def test_numeric_agents_plan_once_and_the_hook_follows_the_plan(
         assert me["current_time"] == "2026-03-02T12:00:00"
         assert me["skills"]["activated"] == ["custom@day-plan"]
         assert me["profile"]["name"] == me["name"]
+        # The city module's facts about the agent: its home and workplace.
+        assert me["home"]["category"] == "home"
+        assert set(me["home"]) == {"id", "name", "category", "hours"}
+        assert "work" in me
     called = [e for e in events(run_dir) if e["type"] == "script_called"]
     assert sorted((e["agent_id"], e["ok"]) for e in called) == [("1", True), ("2", True)]
     prompts = [r.last_user for r in model.requests if "<skill_hooks>" in r.last_user]
