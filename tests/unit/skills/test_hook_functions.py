@@ -262,3 +262,33 @@ async def test_as2_hook_gets_as2s_own_context_when_it_is_installed(
             del sys.modules[name]
     assert (pre.ok, pre.text) == (True, "function agent 0012 in 12 for custom@as2-style"), pre.error
     assert (post.ok, post.text) == (True, "cli agent 0012 post_step")
+
+
+@pytest.mark.parametrize(
+    ("package_init", "context_module"),
+    [
+        ("raise ModuleNotFoundError(\"No module named 'litellm'\")\n", FAKE_AS2_CONTEXT),
+        ("", "def get_hook_context():\n    raise RuntimeError('other version')\n"),
+    ],
+    ids=["missing-dependencies", "other-version"],
+)
+async def test_an_unusable_as2_install_falls_back_to_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, package_init: str, context_module: str
+) -> None:
+    site = tmp_path / "site"
+    module = site / "agentsociety2" / "agent" / "base" / "skill_hook_context.py"
+    module.parent.mkdir(parents=True)
+    (module.parents[2] / "__init__.py").write_text(package_init)
+    for pkg in (module.parents[1], module.parent):
+        (pkg / "__init__.py").write_text("")
+    module.write_text(context_module)
+    monkeypatch.syspath_prepend(str(site))
+    hook_skill(tmp_path, "as2-style", AS2_STYLE)
+    rt = runtime(tmp_path, agent_id="3")
+    await rt.activate("as2-style")
+    try:
+        (pre,) = await rt.run_hooks("pre_step", tick=1, time=WHEN, step_count=1)
+    finally:
+        for name in [m for m in sys.modules if m.startswith("agentsociety2")]:
+            del sys.modules[name]
+    assert (pre.ok, pre.text) == (True, "cli agent 0003 pre_step"), pre.error
