@@ -323,3 +323,19 @@ def test_ids_option_rejects_unknown_values() -> None:
     assert str(err.value).startswith(
         "agents.0.ids: 'integer' is not allowed; must be one of group, numeric"
     )
+
+
+def test_numeric_ids_are_selected_by_yaml_numbers() -> None:
+    text = (
+        "name: x\nseed: 0\nworkflow:\n  - run: {ticks: 1}\n"
+        '  - survey: {name: s, question: "ok?", agents: [2, 0]}\n'
+        "agents:\n  - {group: a, count: 3, ids: numeric}\n"
+    )
+    config = parse_experiment(text, base_dir=Path("."))
+    survey = config.workflow[1].survey
+    assert survey is not None
+    assert select_agents(survey.agents, resolve_agents(config), seed=0) == ["0", "2"]
+    bad = text.replace("[2, 0]", "[2, true]")
+    with pytest.raises(ConfigError) as err:
+        parse_experiment(bad, base_dir=Path("."))
+    assert "[2, True] is not an agent selection" in str(err.value)
