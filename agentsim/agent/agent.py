@@ -292,12 +292,18 @@ class Agent:
             **extra,
         )
 
+    def _measured(self, st: StepScratch, skill: str, found: Sequence[tuple[str, float]]) -> None:
+        """A ``measure`` event per measure a script or hook recorded (``ctx.record``)."""
+        for name, value in found:
+            self._emit(st, "measure", skill=skill, name=name, value=value, group=self.group)
+
     def _hook_problems(self, st: StepScratch, outcomes: Sequence[HookOutcome]) -> None:
         """A failed hook is an event (counted as a problem); so is the overrun that got
         its script quarantined."""
         for h in outcomes:
             if h.log:
                 st.logs.append({"skill": h.skill_id, "hook": h.hook, "log": h.log})
+            self._measured(st, h.skill_id, h.measures)
             if h.ok:
                 continue
             lines = (h.error or "").strip().splitlines()
@@ -493,6 +499,7 @@ class Agent:
                 }
             )
         self._emit(st, "script_called", skill=desc.skill_id, ok=res.ok, exit_code=res.exit_code)
+        self._measured(st, desc.skill_id, res.measures)
         if res.quarantined and res.timed_out:  # the overrun that caused it, not a refusal
             self._emit(
                 st,

@@ -87,6 +87,7 @@ class HookOutcome:
     timed_out: bool = False
     quarantined: bool = False
     log: str = ""  # what the hook's script printed (capped by the runner)
+    measures: tuple[tuple[str, float], ...] = ()  # what it recorded (``ctx.record``)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -580,6 +580,7 @@ class AgentSkillRuntime:
                         decision=decision,
                         elapsed=res.elapsed,
                         log=res.log,
+                        measures=res.measures,
                     )
                 )
             else:
@@ -597,6 +598,7 @@ class AgentSkillRuntime:
                         # the quarantine has timed out.
                         quarantined=res.quarantined and res.timed_out,
                         log=res.log,
+                        measures=res.measures,
                     )
                 )
         return outcomes

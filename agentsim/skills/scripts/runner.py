@@ -52,8 +52,10 @@ from typing import Any, Literal
 
 from agentsim._paths import is_inside
 from agentsim.errors import SkillError
+from agentsim.skills import measures
 from agentsim.skills.context import SkillScriptContext, safe_env
 from agentsim.skills.hooks import hook_caller
+from agentsim.skills.measures import Measure
 from agentsim.skills.scripts.child import run_in_child
 from agentsim.skills.scripts.inprocess import (
     CACHE,
@@ -105,6 +107,7 @@ class ScriptResult:
     truncated: bool = False
     log: str = ""
     quarantined: bool = False
+    measures: tuple[Measure, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict, for traces."""
@@ -263,7 +266,7 @@ class ScriptRunner:
         if refused is not None:
             return refused
         result = await self._dispatch(path, stamp, argv, ctx, isolation, limit, start, hook)
-        return self._settle(path, stamp, ctx, result)
+        return _measured(self._settle(path, stamp, ctx, result))
 
     # -- dispatch -------------------------------------------------------------------------
 
@@ -533,3 +536,15 @@ def _demote(path: str, entry: LoadedScript, reason: str) -> None:
     with folder_lock(os.path.dirname(path)):
         if CACHE.get(path) is entry:
             CACHE[path] = replace(entry, tier="subprocess", code=None, reason=reason)
+
+
+def _measured(result: ScriptResult) -> ScriptResult:
+    """``result`` with the measure lines (``agentsim.skills.measures``) taken out of its
+    output and log, and the measures they recorded in ``measures``."""
+    if measures.PREFIX not in result.output and measures.PREFIX not in result.log:
+        return result  # the common case, without a call
+    output, found = measures.split(result.output)
+    log, logged = measures.split(result.log)
+    if not found and not logged:
+        return result
+    return replace(result, output=output, log=log, measures=(*found, *logged))
