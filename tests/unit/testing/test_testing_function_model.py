@@ -51,7 +51,7 @@ async def test_drives_an_agent_through_activate_execute_finish(tmp_path: Path) -
     assert [e["type"] for e in out.events] == ["skill_activated", "script_called", "agent_action"]
     first, second, third = model.requests
     assert {"activate_skill", "execute_skill_script", "finish"} <= first.tool_names
-    assert first.calls == () and "Ana." in first.system
+    assert first.calls == () and "Ana." in first.agent and "Ana." not in first.system
     assert [c.name for c in third.calls] == ["activate_skill", "execute_skill_script"]
     assert '<skill_content name="play-skill">' in second.results[0]
     assert third.results[-1] == "planned stroll river"
