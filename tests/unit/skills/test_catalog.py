@@ -83,7 +83,7 @@ def test_over_budget_the_shared_head_is_the_same_for_every_agent() -> None:
     }
     heads = {cat.text for cat in seen.values()}
     assert len(heads) == 1 and 'id="built-in@weather-lookup"' in heads.pop()
-    for (query, active), cat in seen.items():
+    for (_query, active), cat in seen.items():
         assert 0 < cat.head < len(cat.shown) and cat.omitted > 0
         assert tuple(cat.shown[: cat.head]) == tuple(s.skill_id for s in SKILLS[: cat.head])
         # The agent's own picks: its active skill first (the head left it out), no marks.
