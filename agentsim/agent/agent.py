@@ -11,8 +11,9 @@ comes first and is byte-stable, what is one agent's next, the turn last.
 - system: the instructions and the catalog (``<available_skills>``, the same text for every
   agent that sees the same skills). Chat templates render the tool schemas right after it.
 - the first user message opens with the agent's part, stable from step to step until its
-  active skills change: the bodies of its active skills (sorted by name),
-  ``<active_skills>``, ``<persona>`` and ``<profile>``, and over a catalog budget its own
+  active skills change: the bodies of its active skills (sorted by name; a
+  ``<skill_content>`` block marks its skill active), ``<active_skills>`` naming the active
+  skills that have no body, ``<persona>`` and ``<profile>``, and over a catalog budget its own
   ``<more_skills>`` picks; then the turn: observation, messages, feedback, memory, question,
   ``<skill_hooks>``.
 - the later turns of a ReAct step only append (assistant tool calls, tool results).
@@ -155,7 +156,11 @@ class Agent:
             bodies = skills.bodies(sid for _, sid in named)
             if bodies:
                 parts.append(bodies)
-            parts.append(f"<active_skills>{', '.join(n for n, _ in named)}</active_skills>")
+            # A <skill_content> block says its skill is active; the list names the rest
+            # (skills whose body is empty), so the prompt says it once per skill.
+            bare = [n for n, sid in named if f'<skill_content name="{n}">' not in bodies]
+            if bare:
+                parts.append(f"<active_skills>{', '.join(bare)}</active_skills>")
         parts.append(head)
         if cat.agent_text:
             parts.append(cat.agent_text)

@@ -150,7 +150,7 @@ async def test_scripted_step_activates_runs_a_script_and_finishes(
     # prompt has nothing of the agent's.
     mine = agent.agent_prompt()
     assert mine.count('<skill_content name="play-skill">') == 1
-    assert "<active_skills>play-skill</active_skills>" in mine
+    assert "<active_skills>" not in mine  # its body says it is active
     system = agent.system_prompt()
     assert "<skill_content" not in system and 'active="true"' not in system
     # The prompt of the step went out as parts: instructions, catalog.
