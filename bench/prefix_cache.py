@@ -171,9 +171,7 @@ def _run(args: argparse.Namespace, tmp: Path, pc: Any) -> dict[str, Any]:
         "wall_s": round(wall, 1),
         "prompt_tokens_per_call": round(prompt / calls, 1),
         "chars_per_token": round(replay.chars / prompt, 2),
-        "prompt_tokens_per_call_by_part": {
-            k: round(v / calls, 1) for k, v in replay.parts.items()
-        },
+        "prompt_tokens_per_call_by_part": {k: round(v / calls, 1) for k, v in replay.parts.items()},
         "common_prefix_tokens": {
             "with_run_first_median": statistics.median(replay.common_run or [0]),
             "with_group_first_median": statistics.median(replay.common_group or [0]),
