@@ -118,3 +118,15 @@ def test_request_views_read_the_current_step_only() -> None:
 
 def _raw(call_id: str, name: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+def test_the_agents_part_is_what_opens_the_first_user_message() -> None:
+    def request(*messages: dict[str, str]) -> ChatRequest:
+        return ChatRequest(messages=messages)
+
+    system = {"role": "system", "content": "S"}
+    mine = {"role": "user", "content": "<persona>Ana.</persona>\n<observation>tick: 1"}
+    later = {"role": "user", "content": "<persona>Bo.</persona>\n<observation>"}
+    assert request(system, mine, later).agent == "<persona>Ana.</persona>\n"
+    assert request(system, {"role": "user", "content": "<observation>x"}).agent == ""
+    assert request(system).agent == ""
