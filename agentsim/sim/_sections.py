@@ -5,9 +5,18 @@ from __future__ import annotations
 
 import re
 from datetime import date, datetime, time, timedelta
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_serializer, field_validator, model_serializer, model_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from agentsim.env.clock import parse_duration as _clock_duration
 from agentsim.errors import ConfigError
@@ -45,7 +54,6 @@ _MAX_TOKENS = 1_000_000
 _MAX_SECONDS = 86_400.0  # timeouts: a day
 
 _GROUP_RE = r"^[a-z0-9][a-z0-9_-]*$"
-_MODULE_RE = r"^[a-z][a-z0-9_]*$"
 _URL_RE = r"^https?://\S+$"
 _ENV_VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -266,10 +274,39 @@ class AgentLoopConfig(StrictModel):
 
 
 class EnvModuleConfig(StrictModel):
-    """An environment module; every key but ``module`` is an option the module validates."""
+    """An environment module; every key but ``module`` is an option the module validates.
 
-    module: str = Field(pattern=_MODULE_RE)
+    ``module`` is a reference (``agentsim.env.loader``): a built-in or installed name,
+    ``package.module:Class`` or ``./file.py:Class``; it is resolved when the config loads
+    (against the validation context's ``base_dir``), so that ``name`` and ``interventions``
+    are the class's own."""
+
+    module: str = Field(min_length=1, max_length=1000)
     options: dict[str, Any] = Field(default_factory=dict)
+    _name: str = PrivateAttr(default="")
+    _interventions: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="after")
+    def _resolve(self, info: ValidationInfo) -> EnvModuleConfig:
+        from agentsim.env.loader import resolve_module
+
+        base = Path((info.context or {}).get("base_dir", "."))
+        try:
+            cls = resolve_module(self.module, base_dir=base)
+        except ConfigError as exc:
+            raise fail(exc.problem, exc.fix, field="module") from None
+        self._name = cls.name
+        self._interventions = tuple(cls.INTERVENTIONS)
+        return self
+
+    @property
+    def name(self) -> str:
+        """The module's name (its class's ``name``): the key of ``ask_env`` and ``env:``."""
+        return self._name or self.module
+
+    @property
+    def interventions(self) -> tuple[str, ...]:
+        return self._interventions
 
     @model_validator(mode="before")
     @classmethod
@@ -317,6 +354,5 @@ PATTERN_HINTS = {
         "use letters, digits, '.', '_' and '-' (up to 64, starting with a letter or digit)"
     ),
     _GROUP_RE: "use lower-case letters, digits, '_' and '-', starting with a letter or digit",
-    _MODULE_RE: "use lower-case letters, digits and '_', starting with a letter",
     _URL_RE: "use an http:// or https:// URL such as http://127.0.0.1:8000/v1",
 }

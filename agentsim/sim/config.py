@@ -31,7 +31,6 @@ from pydantic import (
 )
 
 from agentsim.env.base import unknown_intervention
-from agentsim.env.router import BUILTIN_MODULES
 from agentsim.errors import ConfigError
 from agentsim.sim._config_errors import StrictModel, apply_overrides, fail, to_config_error
 from agentsim.sim._config_yaml import MAX_CONFIG_BYTES, read_yaml_mapping
@@ -149,10 +148,10 @@ class ExperimentConfig(StrictModel):
                 field="ticks",
             )
         _unique([g.group for g in self.agents], "agents", "group", "agent group")
-        _unique([m.module for m in self.environment], "environment", "module", "module")
+        _unique([m.name for m in self.environment], "environment", "module", "module")
         self._check_sizes()
         groups = {g.group for g in self.agents}
-        modules = [m.module for m in self.environment]
+        modules = {m.name: m.interventions for m in self.environment}
         for i, item in enumerate(self.workflow or ()):
             step = item.step
             if isinstance(step, RunStep):
@@ -241,9 +240,10 @@ class ExperimentConfig(StrictModel):
         return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _check_intervention(step: InterveneStep, modules: Sequence[str], where: str) -> None:
-    """The module is configured and has the action (an unknown module is reported when the
-    modules are built, before the run folder is made)."""
+def _check_intervention(
+    step: InterveneStep, modules: Mapping[str, tuple[str, ...]], where: str
+) -> None:
+    """The module is configured and has the action."""
     if step.env not in modules:
         raise fail(
             f"environment module {step.env!r} is not configured "
@@ -251,11 +251,11 @@ def _check_intervention(step: InterveneStep, modules: Sequence[str], where: str)
             "add it under environment: or fix the name",
             field=f"{where}.env",
         )
-    cls = BUILTIN_MODULES.get(step.env or "")
-    if cls is not None and step.action not in cls.INTERVENTIONS:
-        problem, _, fix = unknown_intervention(
-            cls.name, step.action or "", cls.INTERVENTIONS
-        ).partition("; ")
+    known = modules[step.env or ""]
+    if step.action not in known:
+        problem, _, fix = unknown_intervention(step.env or "", step.action or "", known).partition(
+            "; "
+        )
         raise fail(problem, fix, field=f"{where}.action")
 
 
@@ -343,7 +343,7 @@ def parse_experiment(
         free_form=EnvModuleConfig,
     )
     try:
-        config = ExperimentConfig.model_validate(data)
+        config = ExperimentConfig.model_validate(data, context={"base_dir": Path(base_dir)})
     except ValidationError as exc:
         raise to_config_error(
             ExperimentConfig, exc, source=source, overridden=overridden, hints=PATTERN_HINTS

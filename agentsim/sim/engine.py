@@ -21,6 +21,7 @@ from typing import Any
 
 from agentsim.env.base import EnvModule, EnvView, profile_extras
 from agentsim.env.clock import SimClock
+from agentsim.env.loader import module_code
 from agentsim.errors import ConfigError, SkillNotFoundError, StorageError
 from agentsim.events import checked
 from agentsim.sim.checkpoints import (
@@ -115,6 +116,7 @@ class Engine:
                 concurrent=True,
                 flush_every=cfg.output.flush_every,
                 resume=resume,
+                env_code=module_code([type(m) for m in self.modules.values()]),
             )
             for i in range(n)
         ]

@@ -21,6 +21,7 @@ from typing import Any
 
 from agentsim.agent.agent import Agent, AgentSettings, StepInput, StepOutcome, step_seed
 from agentsim.env.base import EnvView, Intent
+from agentsim.env.loader import ModuleCode
 from agentsim.env.router import EnvRouter
 from agentsim.errors import AgentsimError
 from agentsim.llm.base import ChatModel
@@ -83,6 +84,8 @@ class HostSpec:
     # skills are not activated (``set_state`` activates the saved ones), and the host must
     # hold the same agents as before (its shard holds their history).
     resume: bool = False
+    # The experiment's own environment modules, for views unpickled in another process.
+    env_code: ModuleCode = ModuleCode()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

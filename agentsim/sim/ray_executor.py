@@ -32,6 +32,7 @@ class _HostActor:
     """An ``AgentHost`` inside an async actor (all methods are coroutines)."""
 
     def __init__(self, spec: HostSpec, agents: list[AgentSpec]) -> None:
+        spec.env_code.load()  # before any view of the experiment's own modules arrives
         self.host = AgentHost(spec, agents)
 
     async def setup(self, extra: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -180,8 +181,12 @@ class RayExecutor:
         if not self.resume_hint and specs:
             self.resume_hint = f"agentsim run --resume {specs[0].run_dir}"
         self._init()
+        # The experiment's own module code reaches every actor through its runtime env.
+        options: dict[str, Any] = {"num_cpus": self.num_cpus_per_host}
+        if specs and (runtime_env := specs[0].env_code.runtime_env()):
+            options["runtime_env"] = runtime_env
         self.actors = [
-            _HostActor.options(num_cpus=self.num_cpus_per_host).remote(s, list(b))  # type: ignore[attr-defined]
+            _HostActor.options(**options).remote(s, list(b))  # type: ignore[attr-defined]
             for s, b in zip(specs, blocks, strict=True)
         ]
         await self._wait([a.pid.remote() for a in self.actors], "host start-up")

@@ -54,7 +54,7 @@ def build_world(config: ExperimentConfig, *, trace: str = "full") -> World:
     agents = tuple(resolve_agents(config))
     modules: dict[str, EnvModule] = {}
     for i, m in enumerate(config.environment):
-        modules[m.module] = create_module(
+        modules[m.name] = create_module(
             m.module,
             m.options,
             seed=config.seed,
