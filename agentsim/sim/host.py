@@ -85,7 +85,7 @@ class HostSpec:
     # hold the same agents as before (its shard holds their history).
     resume: bool = False
     # The experiment's own environment modules, for views unpickled in another process.
-    env_code: ModuleCode = ModuleCode()
+    env_code: ModuleCode = field(default_factory=ModuleCode)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
