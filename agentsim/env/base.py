@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from agentsim.env.clock import SimClock
 from agentsim.errors import ConfigError, EnvError
+from agentsim.events import EventType
 
 __all__ = [
     "ActionSpec",
@@ -287,6 +288,8 @@ class EnvModule:
     name: ClassVar[str] = "base"
     INTERVENTIONS: ClassVar[tuple[str, ...]] = ()
     """The actions a workflow's ``intervene`` step may name; checked when the config loads."""
+    EVENTS: ClassVar[tuple[EventType, ...]] = ()
+    """The module's own event types (those not in ``agentsim.events``), for the log check."""
 
     def __init__(
         self,

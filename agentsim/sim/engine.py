@@ -23,7 +23,7 @@ from agentsim.env.base import EnvModule, EnvView, profile_extras
 from agentsim.env.clock import SimClock
 from agentsim.env.loader import module_code
 from agentsim.errors import ConfigError, SkillNotFoundError, StorageError
-from agentsim.events import checked
+from agentsim.events import EVENTS, checked
 from agentsim.sim.checkpoints import (
     Checkpoint,
     latest_checkpoint,
@@ -377,7 +377,9 @@ class Engine:
     def _emit(self, events: Sequence[dict[str, Any]]) -> None:
         assert self.ws is not None
         # Every line of the log goes through its declaration (agentsim/events.py).
-        self._metrics["events"] += self.ws.append_events(checked(events))
+        self._metrics["events"] += self.ws.append_events(
+            checked(events, declared=self._world.events if self._world else EVENTS)
+        )
 
     def _select(self, selector: AgentSelector, index: int, option: str) -> list[str]:
         """The agents workflow step ``index`` addresses; ``option`` is where its selector sits
