@@ -19,12 +19,14 @@ import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
+import os
 import re
 import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from agentsim.env.base import EnvModule
 from agentsim.errors import ConfigError
@@ -217,9 +219,20 @@ class ModuleCode:
                 path = Path(spec.origin)
             load_file(path, name)
 
-    def runtime_env(self) -> dict[str, list[str]]:
-        """Ray's ``runtime_env`` for the actors (empty when nothing is to be shipped)."""
+    def job_runtime_env(self) -> dict[str, Any]:
+        """Ray's job-level ``runtime_env`` (``ray.init``): the code is uploaded to every
+        node of the cluster. Empty when nothing is to be shipped."""
         return {"py_modules": list(self.ship)} if self.ship else {}
+
+    def actor_runtime_env(self) -> dict[str, Any]:
+        """The actor-level ``runtime_env`` for a Ray that was started before the run (Ray
+        uploads local code at the job level only): the packages' folders on the actors'
+        ``PYTHONPATH``, for nodes that share the driver's file system."""
+        roots = [str(Path(p).parent) for p in self.ship if not p.endswith(".py")]
+        if not roots:
+            return {}
+        old = os.environ.get("PYTHONPATH")
+        return {"env_vars": {"PYTHONPATH": os.pathsep.join([*roots, *([old] if old else [])])}}
 
 
 def _installed(path: Path) -> bool:

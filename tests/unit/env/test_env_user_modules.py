@@ -5,6 +5,7 @@ checkpoints, layouts, and the errors of a bad reference."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -266,8 +267,10 @@ def test_module_code_lists_what_other_processes_need(
     path = str((market.parent / "envs" / "market.py").resolve())
     assert code.files == ((file_cls.__module__, path),)
     assert code.ship == (path, str(ENVMODS / "site" / "agentsim_test_epidemic"))
-    assert code.runtime_env() == {"py_modules": list(code.ship)}
-    assert module_code([city]).runtime_env() == {}
+    assert code.job_runtime_env() == {"py_modules": list(code.ship)}
+    pythonpath = code.actor_runtime_env()["env_vars"]["PYTHONPATH"]
+    assert pythonpath.split(os.pathsep)[0] == str(ENVMODS / "site")
+    assert module_code([city]).job_runtime_env() == module_code([city]).actor_runtime_env() == {}
     # Another process imports the file under the same name: pickled views find their class.
     del sys.modules[file_cls.__module__]
     code.load()
