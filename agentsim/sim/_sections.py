@@ -163,6 +163,8 @@ class AgentGroup(StrictModel):
     profile: ProfileSpec | None = None
     persona: str | None = None
     skills: GroupSkills = GroupSkills()
+    # One of the experiment's ``models:``; None: the default ``model:``.
+    model: str | None = Field(default=None, pattern=_GROUP_RE, max_length=64)
 
     @model_validator(mode="after")
     def _source(self) -> AgentGroup:

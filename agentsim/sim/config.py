@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -66,6 +67,7 @@ from agentsim.sim._workflow import (
 )
 
 __all__ = [
+    "DEFAULT_MODEL",
     "IGNORED_ENV",
     "MAX_AGENTS",
     "MAX_TICKS",
@@ -96,6 +98,8 @@ __all__ = [
 ]
 
 ENV_PREFIX = "AGENTSIM_"
+DEFAULT_MODEL = "default"
+"""The name of the ``model:`` block among the named ``models:`` (metrics, inspect)."""
 IGNORED_ENV: frozenset[str] = frozenset(
     {
         # Set by the runtime for skill scripts and worker processes; never config fields.
@@ -123,6 +127,7 @@ class ExperimentConfig(StrictModel):
     agents: tuple[AgentGroup, ...]
     skills: SkillsConfig = SkillsConfig()
     model: ModelConfig = ModelConfig()
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
     agent: AgentLoopConfig = AgentLoopConfig()
     environment: tuple[EnvModuleConfig, ...] = ()
     executor: ExecutorConfig = ExecutorConfig()
@@ -151,6 +156,21 @@ class ExperimentConfig(StrictModel):
         _unique([m.name for m in self.environment], "environment", "module", "module")
         self._check_sizes()
         groups = {g.group for g in self.agents}
+        for i, g in enumerate(self.agents):
+            if g.model is not None and g.model not in self.models:
+                raise fail(
+                    f"model {g.model!r} is not defined "
+                    f"(models: {', '.join(sorted(self.models)) or 'none'})",
+                    "define it under models: (a block like model:) or fix the name",
+                    field=f"agents.{i}.model",
+                )
+        for name in self.models:
+            if name == DEFAULT_MODEL or not re.match(r"^[a-z0-9][a-z0-9_-]*$", name):
+                raise fail(
+                    f"model name {name!r} is reserved or not a name",
+                    "use lower-case letters, digits, '_' and '-', other than 'default'",
+                    field=f"models.{name}",
+                )
         modules = {m.name: m.interventions for m in self.environment}
         for i, item in enumerate(self.workflow or ()):
             step = item.step
@@ -216,6 +236,19 @@ class ExperimentConfig(StrictModel):
         if beside.exists() or not p.exists():
             return beside
         return p.absolute()
+
+    def group_models(self) -> dict[str, str]:
+        """Group -> the name of its model (``default`` for ``model:``)."""
+        return {g.group: g.model or DEFAULT_MODEL for g in self.agents}
+
+    def model_named(self, name: str) -> ModelConfig:
+        """The model block ``name`` (``default``: ``model:``)."""
+        return self.model if name == DEFAULT_MODEL else self.models[name]
+
+    def used_models(self) -> dict[str, ModelConfig]:
+        """The model blocks some group uses, by name, the default first."""
+        names = sorted(set(self.group_models().values()), key=lambda n: (n != DEFAULT_MODEL, n))
+        return {n: self.model_named(n) for n in names}
 
     def steps(self) -> tuple[Step, ...]:
         """The workflow as steps; a plain ``ticks: N`` is one ``RunStep``."""
@@ -334,6 +367,13 @@ def parse_experiment(
     if isinstance(model, dict) and isinstance(model.get("api_key_env"), str):
         # The key's own variable may carry the prefix; it is a secret, never an override.
         ignored = ignored | {model["api_key_env"]}
+    models = data.get("models")
+    if isinstance(models, dict):
+        ignored = ignored | {
+            m["api_key_env"]
+            for m in models.values()
+            if isinstance(m, dict) and isinstance(m.get("api_key_env"), str)
+        }
     overridden = apply_overrides(
         ExperimentConfig,
         data,

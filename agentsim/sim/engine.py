@@ -117,6 +117,8 @@ class Engine:
                 flush_every=cfg.output.flush_every,
                 resume=resume,
                 env_code=module_code([type(m) for m in self.modules.values()]),
+                models=dict(cfg.models),
+                group_models=cfg.group_models(),
             )
             for i in range(n)
         ]
@@ -149,6 +151,11 @@ class Engine:
                         f"default skill {name!r} is not available in this run: it {why}",
                         "add what it needs under environment, or remove it from the defaults",
                     )
+
+    async def _preflight(self) -> None:
+        """Check each model some group uses (its own server, key and model)."""
+        for name, model in self.config.used_models().items():
+            await preflight_model(model, run_dir=self.run_dir, name=name)
 
     async def _start(self, *, resume: bool) -> list[dict[str, Any]]:
         cfg = self.config
@@ -203,7 +210,7 @@ class Engine:
                     self.ws, config_hash=cfg.config_hash(), engine_keys=_ENGINE_STATE
                 )
                 if self.preflight:
-                    await preflight_model(cfg.model, run_dir=self.run_dir)
+                    await self._preflight()
             except BaseException:
                 self.ws.release()  # nothing was written: the folder is free for the next try
                 raise
@@ -212,7 +219,7 @@ class Engine:
             check_run_dir(self.run_dir)
             self._prepare()
             if self.preflight:
-                await preflight_model(cfg.model, run_dir=self.run_dir)
+                await self._preflight()
             self.ws = RunWorkspace.create(self.run_dir)
         ws = self.ws
         status = "failed"

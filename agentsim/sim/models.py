@@ -14,7 +14,12 @@ from agentsim.llm.scripted import ScriptedModel
 from agentsim.llm.stats import ModelStats, Prices
 from agentsim.sim.config import ModelConfig
 
-__all__ = ["build_model"]
+__all__ = ["build_model", "cache_file"]
+
+
+def cache_file(name: str) -> str:
+    """The run folder's record/replay file of the model ``name`` (``default``: ``model:``)."""
+    return "model_cache.sqlite" if name == "default" else f"model_cache-{name}.sqlite"
 
 
 def build_model(
@@ -24,6 +29,7 @@ def build_model(
     hosts: int = 1,
     stats: ModelStats | None = None,
     max_react_turns: int = 4,
+    cache_file: str = "model_cache.sqlite",
 ) -> ChatModel:
     """The model of one host. Limits are split evenly between hosts so that the run as a
     whole respects the configured concurrency and rates."""
@@ -62,7 +68,7 @@ def build_model(
         name = cfg.model
     if cfg.cache == "off":
         return inner
-    path = Path(cfg.cache_path) if cfg.cache_path else run_dir / "model_cache.sqlite"
+    path = Path(cfg.cache_path) if cfg.cache_path else run_dir / cache_file
     if cfg.cache == "replay" and not cfg.cache_fallthrough:
         inner = None  # replay needs no model at all
     return CachedModel(
