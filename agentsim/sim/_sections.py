@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
@@ -210,6 +210,10 @@ class ModelConfig(StrictModel):
     backend: Literal["scripted", "openai"] = "scripted"
     model: str | None = None
     base_url: str | None = Field(default=None, pattern=_URL_RE)
+    # Several servers of the model: each request goes to the one with the fewest in flight;
+    # one that fails is taken out for server_backoff seconds (doubling while it fails).
+    base_urls: tuple[Annotated[str, Field(pattern=_URL_RE)], ...] | None = None
+    server_backoff: float = Field(default=2.0, gt=0, le=3600)
     api_key_env: str | None = None
     max_concurrency: int = Field(default=64, ge=1, le=100_000)
     rpm: int | None = Field(default=None, ge=1, le=100_000_000)
@@ -254,12 +258,25 @@ class ModelConfig(StrictModel):
 
     @model_validator(mode="after")
     def _openai_needs(self) -> ModelConfig:
+        if self.base_urls is not None:
+            if self.base_url is not None:
+                raise fail(
+                    "give base_url or base_urls, not both",
+                    "list every server under base_urls",
+                    field="base_urls",
+                )
+            if not self.base_urls:
+                raise fail(
+                    "'base_urls' must not be empty",
+                    "give at least one server, e.g. base_urls: [http://127.0.0.1:8000/v1]",
+                    field="base_urls",
+                )
         if self.backend == "openai":
             for name, example in (
                 ("model", "gpt-4o-mini"),
                 ("base_url", "http://127.0.0.1:8000/v1"),
             ):
-                if getattr(self, name) is None:
+                if getattr(self, name) is None and not (name == "base_url" and self.base_urls):
                     raise fail(
                         f"'{name}' is required when backend is openai",
                         f"add {name}: {example}",
