@@ -165,6 +165,9 @@ class AgentGroup(StrictModel):
     skills: GroupSkills = GroupSkills()
     # One of the experiment's ``models:``; None: the default ``model:``.
     model: str | None = Field(default=None, pattern=_GROUP_RE, max_length=64)
+    # ``group``: ``<group>-<index:05d>`` (or ``<group>-<row id>``); ``numeric``: the agent's
+    # index in the whole experiment as a decimal string, for skills that call int() on it.
+    ids: Literal["group", "numeric"] = "group"
 
     @model_validator(mode="after")
     def _source(self) -> AgentGroup:
