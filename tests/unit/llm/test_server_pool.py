@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from agentsim.errors import ConfigError, ModelHTTPError, PreflightError
+from agentsim.errors import ConfigError, ModelError, ModelHTTPError, PreflightError
 from agentsim.llm.openai import OpenAIChatModel
 from agentsim.llm.pool import ServerPool
 from agentsim.sim.config import parse_experiment
 from agentsim.sim.engine import Engine, Progress
 from agentsim.testing import scripted_answer
 from agentsim.testing.openai_server import OpenAITestServer
+from tests.unit.helpers import free_port
 
 _YAML = """
 name: two-servers
@@ -131,3 +132,24 @@ def test_bad_base_urls_fail_at_load(servers: str, message: str) -> None:
         parse_experiment(text)
     assert info.value.field == "model.base_urls"
     assert message in str(info.value)
+
+
+def test_with_every_server_out_a_request_waits_for_one_then_fails_after_its_attempts() -> None:
+    ports = [free_port(), free_port()]  # nothing listens: every attempt is refused
+
+    async def main() -> ServerPool:
+        servers = [
+            OpenAIChatModel(model="m", base_url=f"http://127.0.0.1:{p}/v1", max_retries=0)
+            for p in ports
+        ]
+        pool = ServerPool(servers, max_retries=2, backoff_base=0.01, backoff_max=0.05)
+        with pytest.raises(ModelError, match="connection failed") as info:
+            await pool.complete([{"role": "user", "content": "hi"}])
+        assert info.value.attempts == 4  # max_retries + one per server
+        await pool.aclose()
+        return pool
+
+    pool = asyncio.run(main())
+    assert pool.stats.retries == 3 and pool.stats.errors == 1
+    assert sum(s.errors for s in pool.stats.servers.values()) == 4
+    assert repr(pool) == f"ServerPool(base_urls={list(pool.base_urls)!r})"
