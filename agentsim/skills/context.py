@@ -27,6 +27,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from agentsim.skills import measures
+
 __all__ = [
     "CONTEXT_ENV_VAR",
     "DEFAULT_ALLOW",
@@ -128,6 +130,14 @@ class SkillScriptContext:
         skills of one name in different namespaces never share it (``env:x`` -> ``env-x``)."""
         namespace = self.skill_id.rpartition("@")[0].replace(":", "-")
         return self.workspace_root.joinpath("state", namespace, self.skill_name, *parts)
+
+    def record(self, name: str, value: float) -> None:
+        """Record a measure of this agent at this tick (``ctx.record("trust", 0.4)``): it
+        becomes a ``measure`` event, a column of ``open_run(...).events()`` and a plot of the
+        report. Written as one line to the call's standard output, which the runner takes
+        out before the output is read, so it works the same in every tier. A bad name or a
+        value that is not a finite number raises ``ValueError``."""
+        print(measures.line(name, value), flush=True)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable fields (without ``env``), as shipped to subprocess scripts."""
