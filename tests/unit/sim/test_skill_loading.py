@@ -196,3 +196,42 @@ def test_a_skill_broken_mid_run_keeps_its_last_good_version_until_fixed(
         f"  broken       custom@alpha at tick 1: {md}:3: {broken['message']} (its last good "
         "version stayed active)\n"
     ) in out
+
+
+def test_a_default_skill_removed_mid_run_is_a_default_again_when_it_is_back(
+    tmp_path: Path,
+) -> None:
+    skills = tmp_path / "skills"
+    helpers.write_skill(skills, "alpha", body="Alpha body.\n")
+    helpers.write_skill(skills, "beta", body="Beta body.\n")
+    exp = experiment(
+        tmp_path, ticks=3, defaults="alpha, beta", skills=f'paths: ["{skills}"], builtin: false'
+    )
+    config = parse_experiment(exp.read_text(), base_dir=tmp_path)
+    saved = tmp_path / "saved-alpha"
+
+    def between_ticks(p: Progress) -> None:
+        if p.tick == 1:  # the folder goes away (moved out while being rewritten)
+            (skills / "alpha").rename(saved)
+        elif p.tick == 2:  # and comes back
+            saved.rename(skills / "alpha")
+
+    run_dir = tmp_path / "run"
+    summary = asyncio.run(Engine(config, run_dir=run_dir, progress=between_ticks).run())
+    assert summary.status == "completed" and summary.metrics["errors"] == 0
+    moves = [
+        (e["tick"], e["type"], e["agent_id"], e["skill"], e.get("default"))
+        for e in read_events(run_dir)
+        if e["type"] in ("skill_activated", "skill_deactivated") and e["tick"] > 0
+    ]
+    agents = ["people-00000", "people-00001"]
+    assert moves == [
+        *[(1, "skill_deactivated", a, "custom@alpha", None) for a in agents],
+        *[(2, "skill_activated", a, "custom@alpha", True) for a in agents],
+    ]
+    run = open_run(run_dir)
+    agent = run.agent(agents[0])
+    systems = {
+        t["tick"]: agent.prompt_at(t["tick"]).system for t in agent.trace() if "system_sha" in t
+    }
+    assert "Alpha body." not in systems[1] and "Alpha body." in systems[2]
