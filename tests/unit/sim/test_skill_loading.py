@@ -235,3 +235,42 @@ def test_a_default_skill_removed_mid_run_is_a_default_again_when_it_is_back(
         t["tick"]: agent.prompt_at(t["tick"]).system for t in agent.trace() if "system_sha" in t
     }
     assert "Alpha body." not in systems[1] and "Alpha body." in systems[2]
+
+
+BREAKS_ITSELF = """from pathlib import Path
+
+
+def entrypoint(argv, ctx):
+    if ctx.tick == 1:  # a typo saved into its own SKILL.md, mid-run
+        md = Path(ctx.skill_dir, "SKILL.md")
+        md.write_text(md.read_text().replace("description: ", "description: Use: "))
+    return "hook ran"
+"""
+
+
+def test_agentsim_run_tells_a_mid_run_break_on_stderr_the_progress_line_and_the_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    skills = tmp_path / "skills"
+    helpers.write_skill(
+        skills,
+        "alpha",
+        front="hooks:\n  pre_step: scripts/hook.py\n",
+        files={"scripts/hook.py": BREAKS_ITSELF},
+    )
+    exp = experiment(
+        tmp_path, ticks=3, defaults="alpha", skills=f'paths: ["{skills}"], builtin: false'
+    )
+    run_dir = tmp_path / "run"
+    assert main(["run", str(exp), "--out", str(run_dir), "--no-preflight"]) == 0
+    captured = capsys.readouterr()
+    md = skills / "alpha" / "SKILL.md"
+    assert (
+        f"warning: skill custom@alpha is broken: {md}:3: error: invalid YAML in the frontmatter"
+    ) in captured.err
+    assert "its last good version stays active\n" in captured.err
+    last = [line for line in captured.err.splitlines() if "tick 3/3" in line][-1]
+    assert "errors 1  skills broken by edits 1" in last
+    assert "  problems: skill_broken 1\n" in captured.out
+    hooks = [e for e in read_events(run_dir) if e["type"] == "hook_failed"]
+    assert hooks == []  # the last good version's hook went on running
