@@ -52,8 +52,8 @@ def custom_skill_roots(config: ExperimentConfig, *, check: bool = True) -> tuple
                 f"skills folder {raw!r} {what} (looked for {path})",
                 "create it, fix the path, or remove the entry",
             )
-        roots.append(str(path))
-    default = config.resolve_path(DEFAULT_CUSTOM_SKILLS)
+        roots.append(str(path.absolute()))  # hosts may run in another folder (Ray)
+    default = config.resolve_path(DEFAULT_CUSTOM_SKILLS).absolute()
     known = {os.path.realpath(r) for r in roots}
     if default.is_dir() and os.path.realpath(default) not in known:
         roots.append(str(default))
