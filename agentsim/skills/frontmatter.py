@@ -179,13 +179,14 @@ class KeyLines:
     expand into billions of values for whatever walks the result (a JSON Schema check).
     """
 
-    __slots__ = ("_flow", "_lines", "_offset", "_root")
+    __slots__ = ("_flow", "_lines", "_offset", "_plain", "_root")
 
     def __init__(self, root: yaml.Node | None, offset: int) -> None:
         self._root = root
         self._offset = offset
         self._lines: dict[KeyPath, int] | None = None
         self._flow: list[tuple[KeyPath, int]] = []
+        self._plain: dict[KeyPath, str] = {}  # unquoted scalars YAML reads as non-strings
 
     def walk(self) -> dict[KeyPath, int]:
         if self._lines is not None:
@@ -198,6 +199,12 @@ class KeyLines:
             if id(node) in seen:
                 raise _AliasError(node.start_mark.line + self._offset)
             seen.add(id(node))
+            if (
+                isinstance(node, yaml.ScalarNode)
+                and not node.style  # plain: None, or "" from the C loader
+                and node.tag != "tag:yaml.org,2002:str"
+            ):
+                self._plain[path] = node.value  # as written: off, yes, 123
             if isinstance(node, yaml.CollectionNode) and node.flow_style:
                 self._flow.append((path, node.start_mark.line + self._offset))
                 # What sits inside is flow style too: reported once, at the outermost.
@@ -216,6 +223,12 @@ class KeyLines:
 
     def get(self, path: KeyPath) -> int | None:
         return self.walk().get(path)
+
+    def literal(self, path: KeyPath) -> str | None:
+        """The text of the unquoted scalar at ``path`` that YAML read as a boolean, number or
+        null (``off``, ``123``), or None."""
+        self.walk()
+        return self._plain.get(path)
 
     def flow(self) -> list[tuple[KeyPath, int]]:
         """(path, line) of each outermost flow-style collection (``[a, b]``, ``{k: v}``)."""

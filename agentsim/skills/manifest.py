@@ -326,7 +326,7 @@ _MAPPINGS = {
 }
 
 
-def _message(err: ErrorDetails) -> str:
+def _message(err: ErrorDetails, literal: str | None = None) -> str:
     loc, kind, value = err["loc"], err["type"], err["input"]
     label = _label(loc)
     ctx = err.get("ctx", {})
@@ -345,10 +345,11 @@ def _message(err: ErrorDetails) -> str:
             return f'version was read as the number {value!r}; quote it, like version: "{value}"'
         if isinstance(value, bool | int | float | type(None)) or top == "metadata":
             # YAML reads an unquoted off / yes / 123 / null as a boolean, number or null.
+            quoted = f'"{literal or "..."}"'
+            like = f"- {quoted}" if isinstance(loc[-1], int) else f"{loc[-1]}: {quoted}"
             return (
                 f"{label} must be a string, got {_kind(value)} {value!r}; quote it, like "
-                f'{label.rpartition(".")[2]}: "..." (YAML reads unquoted yes, no, on, off, '
-                "numbers and null as other types)"
+                f"{like} (YAML reads unquoted yes, no, on, off, numbers and null as other types)"
             )
         return f"{label} must be a string, got {_kind(value)}"
     if kind in ("tuple_type", "list_type"):
@@ -422,7 +423,8 @@ def _validate(
     except ValidationError as exc:
         for err in exc.errors(include_url=False):
             line = _line(lines, err["loc"], 2)
-            diags.append(Diagnostic(file=source, line=line, message=_message(err)))
+            literal = lines.literal(tuple(err["loc"]))
+            diags.append(Diagnostic(file=source, line=line, message=_message(err, literal)))
         # In file order, whatever the order of the model's fields.
         return None, sorted(diags, key=lambda d: d.line)
     return (manifest if ok else None), diags

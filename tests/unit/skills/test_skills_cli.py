@@ -235,7 +235,7 @@ def test_validate_strict_reports_every_portability_problem_at_once(
         (
             7,
             "error",
-            'metadata.level must be a string, got number 3; quote it, like level: "..." (YAML '
+            'metadata.level must be a string, got number 3; quote it, like level: "3" (YAML '
             "reads unquoted yes, no, on, off, numbers and null as other types)",
         ),
         (8, "warning", found[2][2]),  # the unknown key, as without --strict

@@ -12,7 +12,9 @@ import pytest
 from agentsim.skills import load_skill_md, parse_skill_md
 from agentsim.skills.cli import main
 
-QUOTE = '; quote it, like {key}: "..." (YAML reads unquoted yes, no, on, off, numbers and null'
+QUOTE = (
+    '; quote it, like {key}: "{written}" (YAML reads unquoted yes, no, on, off, numbers and null'
+)
 
 
 def validate(
@@ -87,7 +89,9 @@ def test_unquoted_names_that_yaml_reads_otherwise_are_refused_with_quote_it(
         (
             2,
             "error",
-            f"name must be a string, got {read}" + QUOTE.format(key="name") + " as other types)",
+            f"name must be a string, got {read}"
+            + QUOTE.format(key="name", written=written)
+            + " as other types)",
         )
     ]
     quoted = skill(tmp_path / "q", written, f'name: "{written}"\ndescription: Use it.\n')
@@ -166,3 +170,13 @@ def test_a_fence_inside_a_quoted_value_never_cuts_the_frontmatter(
     folder.mkdir()
     (folder / "SKILL.md").write_text(text)
     assert load_skill_md(folder, strict=True).diagnostics == ()
+
+
+def test_quote_it_shows_the_value_as_written(tmp_path: Path) -> None:
+    text = "---\nname: a\ndescription: Use it.\ntags: [yes]\nmetadata:\n  level: 1.50\n---\nB.\n"
+    messages = [d.message for d in parse_skill_md(text, source="s").diagnostics]
+    tail = " (YAML reads unquoted yes, no, on, off, numbers and null as other types)"
+    assert messages == [
+        'tags[0] must be a string, got boolean True; quote it, like - "yes"' + tail,
+        'metadata.level must be a string, got number 1.5; quote it, like level: "1.50"' + tail,
+    ]
