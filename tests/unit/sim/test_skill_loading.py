@@ -184,9 +184,7 @@ def test_a_skill_broken_mid_run_keeps_its_last_good_version_until_fixed(
     run = open_run(run_dir)
     for agent_dir in sorted((run_dir / "agents").iterdir()):
         agent = run.agent(agent_dir.name)
-        systems = {
-            t["tick"]: agent.prompt_at(t["tick"]).system for t in agent.trace() if "system_sha" in t
-        }
+        systems = helpers.step_prompts(agent)
         assert "Alpha body." in systems[1]  # the last good version, still active
         assert "Alpha body, fixed." in systems[2]
     assert main(["inspect", str(run_dir)]) == 0
@@ -231,9 +229,7 @@ def test_a_default_skill_removed_mid_run_is_a_default_again_when_it_is_back(
     ]
     run = open_run(run_dir)
     agent = run.agent(agents[0])
-    systems = {
-        t["tick"]: agent.prompt_at(t["tick"]).system for t in agent.trace() if "system_sha" in t
-    }
+    systems = helpers.step_prompts(agent)
     assert "Alpha body." not in systems[1] and "Alpha body." in systems[2]
 
 
