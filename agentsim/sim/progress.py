@@ -25,6 +25,7 @@ class Progress:
     # Ticks done by the agent furthest ahead (``executor.schedule: dependencies``);
     # ``tick`` is the slowest agent's. None: every agent is at ``tick``.
     fastest: int | None = None
+    skills_broken: int = 0  # skills an edit broke mid-run (their last good version stayed)
 
     @classmethod
     def of(
@@ -44,6 +45,7 @@ class Progress:
             degraded=m["degraded"],
             gate_retries=m["gate_retries"],
             fastest=fastest if fastest is not None and fastest > tick else None,
+            skills_broken=m["problems"].get("skill_broken", 0),
         )
 
 
