@@ -530,12 +530,14 @@ class AgentHost:
         # the steps in flight to theirs, and its time limit waits with it.
         loop = asyncio.get_running_loop()
         limit, began = _STEP_LIMIT.get(), loop.time()
+        when = limit.when() if limit is not None else None
+        if limit is not None:
+            limit.reschedule(None)  # no deadline while it waits for the others
         self._in_flight.release()
         try:
             await event.wait()
         finally:
             await self._in_flight.acquire()
-            when = limit.when() if limit is not None else None
             if limit is not None and when is not None:
                 limit.reschedule(when + loop.time() - began)
         return self._final[tick]
