@@ -157,15 +157,19 @@ class _Schedule:
     async def _launch(self) -> None:
         eng = self.eng
         c = eng.clock.tick
-        if self.reload is not None:
-            if self.running:
-                return  # steps in flight keep the skills they started with
+        if self.reload is not None and not self.running:
             changed, self.reload = self.reload, None
             await eng.executor.reload(c, eng.clock.now, changed=changed)
         idle = [a for a in self.ids if a not in self.running and self.next[a] < self.end]
         now_ready = [a for a in idle if self.next[a] == c]
-        if now_ready:
+        # While a reload waits for the steps in flight, only steps that those ahead may be
+        # waiting for (their tick's complete views need them) start.
+        held = self.reload is not None and not any(self.next[a] > c for a in self.running)
+        if now_ready and not held:
             await self._start(c, now_ready, self._canon(), final=True)
+        if self.reload is not None:
+            self.waiting = False  # nothing starts early before the reload
+            return
         if not self.declares or not self.waiting:
             return
         early = [a for a in idle if c < self.next[a] < c + self.max_lead]
