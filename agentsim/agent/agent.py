@@ -458,7 +458,15 @@ class Agent:
                     "log": res.log,
                 }
             )
-        self._emit(st, "script_called", skill=desc.skill_id, ok=res.ok, exit_code=res.exit_code)
+        self._emit(
+            st,
+            "script_called",
+            skill=desc.skill_id,
+            ok=res.ok,
+            exit_code=res.exit_code,
+            tier=res.tier,
+            isolation=res.isolation,
+        )
         if res.quarantined and res.timed_out:  # the overrun that caused it, not a refusal
             self._emit(
                 st,

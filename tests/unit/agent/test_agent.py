@@ -130,6 +130,8 @@ async def test_scripted_step_activates_runs_a_script_and_finishes(
     assert out.action == "activated play-skill, used play-skill stroll"
     assert kinds(out) == ["skill_activated", "script_called", "agent_action"]
     assert out.events[1]["ok"] is True
+    # The trace says how the script ran (play-skill's script has an entrypoint).
+    assert (out.events[1]["tier"], out.events[1]["isolation"]) == ("entrypoint", "inline")
     assert out.usage.prompt_tokens > 0
     rows = store_rows(agent)
     [trace] = [r["data"] for r in rows if r["kind"] == "trace" and "action" in r["data"]]
