@@ -128,15 +128,18 @@ def _scan(tags: Sequence[bytes], root: int) -> set[int]:
 def kill_all(proc: asyncio.subprocess.Process, tag: bytes) -> None:
     """SIGKILL the child's process group and every process started for it, in rounds until
     none is left (a process may fork while we look)."""
+    # Look before the first kill: once the child is dead its children lose their parent
+    # link (only the tag still finds them).
+    pids = _scan((tag,), proc.pid)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     for _ in range(_KILL_ROUNDS):
-        pids = _scan((tag,), proc.pid)
-        if not pids:
-            return
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+        pids = _scan((tag,), proc.pid)
+        if not pids:
+            return
 
 
 def _call_tag() -> tuple[str, bytes]:

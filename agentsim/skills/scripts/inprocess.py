@@ -34,7 +34,8 @@ package is rebuilt.
 **Calls.** ``call_async`` runs an async entrypoint as a task of its own in the caller's loop
 (at the deadline only that task is cancelled; one that ignores it is kept in
 ``STRAGGLERS``). ``call_in_thread`` runs a sync entrypoint, an async one on a loop of its own
-(``thread`` isolation), or a plain script, on a worker thread.
+(``thread`` isolation), or — in the one-call child of ``process`` isolation — a plain script, on
+a worker thread.
 """
 
 from __future__ import annotations

@@ -45,6 +45,19 @@ async def test_a_timeout_kills_a_setsid_helper_holding_the_pipes(
         kill_pid_in(pidfile)
 
 
+async def test_a_timeout_kills_a_descendant_without_the_tag(tmp_path: Path) -> None:
+    """A helper started with an empty environment is found as the script's descendant."""
+    pidfile = tmp_path / "daemon.pid"
+    try:
+        result = await ScriptRunner().run(
+            fx(tmp_path, "escapes_plain.py"), [str(pidfile), "bare"], make_ctx(tmp_path), timeout=3
+        )
+        assert (result.timed_out, result.tier) == (True, "subprocess")
+        assert gone_within(int(pidfile.read_text())), "the bare helper outlived the call"
+    finally:
+        kill_pid_in(pidfile)
+
+
 @pytest.mark.parametrize(("script", "isolation", "tier"), CASES)
 async def test_a_helper_holding_the_pipes_never_delays_a_finished_call(
     tmp_path: Path, script: str, isolation: str, tier: str

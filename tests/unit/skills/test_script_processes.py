@@ -293,3 +293,18 @@ def test_child_main_replies_on_fd_1_and_sends_raw_writes_to_stderr(
         data = json.loads(reply.read())
     assert (data["ok"], data["output"], data["log"]) == (True, "x", "noise\n")
     assert "raw on fd 1" in capfd.readouterr().err
+
+
+async def test_a_one_call_process_runs_plain_scripts_as_main(tmp_path: Path) -> None:
+    """``plain_in_process`` (the isolation child's mode): the wrapper tier, and a plain
+    script whose import only resolves as a real script goes to the subprocess tier."""
+    runner = ScriptRunner()
+    runner.plain_in_process = True
+    ctx = make_ctx(tmp_path)
+    saved = sys.argv
+    plain = await runner.run(fx(tmp_path, "plain.py"), ["w"], ctx)
+    assert sys.argv is saved
+    assert (plain.ok, plain.tier, plain.output) == (True, "wrapper", "argv=w\nagent=a-1\n")
+    fx(tmp_path, "plain_sibling.py")
+    sibling = await runner.run(tmp_path / "plain_sibling.py", [], ctx)
+    assert (sibling.ok, sibling.tier, sibling.output) == (True, "subprocess", "sibling-ok\n")
