@@ -194,8 +194,19 @@ _DECLARED: tuple[EventType, ...] = (
             _SKILL,
             _f("ok", bool, "whether it succeeded"),
             _f("exit_code", int, "its exit code"),
-            _f("tier", str, "how it ran: `entrypoint`, `wrapper` or `subprocess`"),
+            _f("tier", str, "how it ran: `entrypoint`, `hook`, `wrapper` or `subprocess`"),
             _f("isolation", str, "its isolation: `inline`, `thread` or `process`"),
+        ),
+    ),
+    EventType(
+        name="measure",
+        writer="agent",
+        doc="a measure a skill recorded for the agent (`ctx.record` or an `AGENTSIM_MEASURE` line)",
+        fields=(
+            _SKILL,
+            _f("name", str, "the measure's name"),
+            _f("value", float, "its value"),
+            _f("group", str, "the agent's group"),
         ),
     ),
     EventType(
@@ -354,6 +365,7 @@ _DECLARED: tuple[EventType, ...] = (
             _f("std", float, "its standard deviation"),
             _f("histogram", list[int], "agents per opinion bin, -1 to +1"),
             _f("groups", dict[str, dict[str, float]], "group -> {n, mean, std}"),
+            _f("group_histograms", dict[str, list[int]], "group -> agents per opinion bin"),
             _f("posts_delivered", int, "posts in the tick"),
             _f("messages_delivered", int, "messages in the tick"),
         ),

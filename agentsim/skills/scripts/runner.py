@@ -12,6 +12,12 @@ A script is one of its skill's own ``.py`` files (resolved, it must stay inside
     A plain script under ``process`` isolation: its code runs as ``__main__`` in the
     isolation process (cwd the agent's workspace, environment the call's, ``sys.argv`` set);
     what it prints is its output.
+``hook``
+    A lifecycle hook call (``run(..., hook="pre_step")``) to a script that defines a function
+    of that name: the function (sync or ``async``, no parameters) is called instead, isolated
+    and timed like an entrypoint; it reads its payload with ``agentsim.skills.hooks
+    .hook_context()``. Without such a function the hook is an ordinary call with
+    ``--args-json PAYLOAD``.
 ``subprocess``
     A plain script in any other isolation, or a module that cannot be imported (syntax
     error, missing dependency, an absolute sibling import): ``python script.py argv...``
@@ -43,6 +49,7 @@ many agents call it.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import math
 import os
 import sys
@@ -54,7 +61,10 @@ from typing import Any, Literal
 
 from agentsim._paths import is_inside
 from agentsim.errors import SkillError
+from agentsim.skills import measures
 from agentsim.skills.context import SkillScriptContext, call_env, safe_env
+from agentsim.skills.hooks import hook_caller
+from agentsim.skills.measures import Measure
 from agentsim.skills.scripts.child import run_in_child
 from agentsim.skills.scripts.inprocess import (
     CACHE,
@@ -106,6 +116,7 @@ class ScriptResult:
     truncated: bool = False
     log: str = ""
     quarantined: bool = False
+    measures: tuple[Measure, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict, for traces."""
@@ -191,7 +202,7 @@ class ScriptRunner:
         # Set by the isolation child (one call per process): plain scripts run in-process.
         self.plain_in_process = False
         self._counts = dict.fromkeys(
-            ("imports", "entrypoint", "wrapper", "subprocess", "timeouts", "errors"), 0
+            ("imports", "entrypoint", "wrapper", "subprocess", "hook", "timeouts", "errors"), 0
         )
 
     # -- public ---------------------------------------------------------------------------
@@ -204,6 +215,7 @@ class ScriptRunner:
             "calls_entrypoint": c["entrypoint"],
             "calls_wrapper": c["wrapper"],
             "calls_subprocess": c["subprocess"],
+            "calls_hook": c["hook"],
             "timeouts": c["timeouts"],
             "errors": c["errors"],
             "quarantined": len(self.quarantined()),
@@ -232,8 +244,12 @@ class ScriptRunner:
         isolation: Isolation = "inline",
         timeout: float | None = None,  # noqa: ASYNC109 - the contract's name; enforced inside
         env: Iterable[str] = (),
+        hook: str | None = None,
     ) -> ScriptResult:
         """Run ``script`` for the agent described by ``ctx``; always returns a result.
+
+        ``hook`` names the lifecycle hook this call is (``pre_step`` / ``post_step``): a
+        function of that name in the script is called instead (the ``hook`` tier).
 
         ``env`` names the variables the skill declares: they are added to ``ctx.env`` (and
         so to a subprocess's environment) from ``environ``. Only ``KeyboardInterrupt``,
@@ -278,7 +294,9 @@ class ScriptRunner:
         if task is not None:
             flight.calls[task] = task.cancelling()
         try:
-            result = await self._dispatch(path, stamp, argv, ctx, isolation, limit, start, flight)
+            result = await self._dispatch(
+                path, stamp, argv, ctx, isolation, limit, start, flight, hook
+            )
         except asyncio.CancelledError:
             # Ours (the script was quarantined meanwhile) or our caller's: only ours is
             # turned into a result, as asyncio.timeout() does with its own cancellation.
@@ -293,7 +311,7 @@ class ScriptRunner:
                 flight.aborted.discard(task)
             if not flight.calls and self._flights.get(path) is flight:
                 del self._flights[path]
-        return self._settle(path, stamp, ctx, result)
+        return _measured(self._settle(path, stamp, ctx, result))
 
     # -- dispatch -------------------------------------------------------------------------
 
@@ -307,16 +325,23 @@ class ScriptRunner:
         limit: float,
         start: float,
         flight: _Flight,
+        hook: str | None = None,
     ) -> ScriptResult:
         if isolation == "process":
-            return await self._in_child(path, argv, ctx, limit, start, isolation)
+            return await self._in_child(path, argv, ctx, limit, start, isolation, hook)
         try:
             entry = await self._entry(path, stamp, limit)
         except TimeoutError:
             return self._timed_out(path, limit, start, "entrypoint", isolation, " importing it")
-        if entry.tier == "subprocess" or (entry.tier == "wrapper" and not self.plain_in_process):
-            return await self._in_child(path, argv, ctx, limit, start, isolation)
         tier: Tier = entry.tier
+        fn = entry.hook(hook) if hook is not None else None
+        call = hook_caller(fn, hook, argv, ctx) if fn is not None and hook is not None else None
+        if call is not None:
+            is_async = inspect.iscoroutinefunction(call)
+            entry = replace(entry, fn=call, is_async=is_async, takes_ctx=True)
+            tier = "hook"
+        elif entry.tier == "subprocess" or (entry.tier == "wrapper" and not self.plain_in_process):
+            return await self._in_child(path, argv, ctx, limit, start, isolation)
         try:
             if entry.is_async and isolation == "inline" and entry.fn is not None:
                 called = time.perf_counter()
@@ -383,9 +408,11 @@ class ScriptRunner:
         limit: float,
         start: float,
         isolation: Isolation,
+        hook: str | None = None,
     ) -> ScriptResult:
         """A fresh Python process, killed on timeout: ``process`` isolation (``python -m
-        agentsim.skills.scripts.child``) or the subprocess tier (``python script.py``)."""
+        agentsim.skills.scripts.child``, which calls ``hook``'s function when the script has
+        one) or the subprocess tier (``python script.py``)."""
         isolated = isolation == "process"
         tier: Tier = "entrypoint" if isolated else "subprocess"
         try:
@@ -397,6 +424,7 @@ class ScriptRunner:
                 output_cap=self.output_cap,
                 limit=limit,
                 isolated=isolated,
+                hook=hook,
             )
         except OSError as exc:
             return self._start_failed(path, ctx, exc, start, tier, isolation)
@@ -573,3 +601,15 @@ def _demote(path: str, entry: LoadedScript, reason: str) -> None:
     with folder_lock(os.path.dirname(path)):
         if CACHE.get(path) is entry:
             CACHE[path] = replace(entry, tier="subprocess", code=None, reason=reason)
+
+
+def _measured(result: ScriptResult) -> ScriptResult:
+    """``result`` with the measure lines (``agentsim.skills.measures``) taken out of its
+    output and log, and the measures they recorded in ``measures``."""
+    if measures.PREFIX not in result.output and measures.PREFIX not in result.log:
+        return result  # the common case, without a call
+    output, found = measures.split(result.output)
+    log, logged = measures.split(result.log)
+    if not found and not logged:
+        return result
+    return replace(result, output=output, log=log, measures=(*found, *logged))
