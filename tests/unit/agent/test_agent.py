@@ -339,6 +339,8 @@ async def test_hook_output_is_in_the_prompt_escaped(
     assert "x" * 300 + "\n[... truncated 4703 characters]" in user
     [_, trace] = traces(agent)
     assert [h["hook"] for h in trace["hooks"]] == ["post_step", "pre_step", "pre_step"]
+    # The trace says how each hook call ran.
+    assert [(h["tier"], h["isolation"]) for h in trace["hooks"]] == [("entrypoint", "inline")] * 3
 
 
 async def test_pre_step_skip_sits_the_step_out(registry: SkillRegistry, tmp_path: Path) -> None:
