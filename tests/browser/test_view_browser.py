@@ -300,3 +300,18 @@ def test_a_running_run_is_followed_without_a_reload(
         wait_for(browser, lambda d: text(d, 'tr[data-run="live-1"] .ticks') == "4 / 6", "4 / 6")
         paced.finish()
         wait_for(browser, lambda d: text(d, 'tr[data-run="live-1"] .status') == "completed", "end")
+
+
+def test_the_run_page_splits_calls_per_model(browser: Any, tmp_path: Path) -> None:
+    spec = yaml.safe_load(EXPERIMENT.read_text(encoding="utf-8"))
+    spec["models"] = {"fast": {"backend": "scripted"}}
+    spec["agents"][1]["model"] = "fast"
+    spec["workflow"] = [{"run": {"ticks": 2}}]
+    cfg = parse_experiment(yaml.safe_dump(spec), base_dir=EXPERIMENT.parent)
+    ws = tmp_path / "workspace"
+    asyncio.run(Engine(cfg, run_dir=ws / "models-1").run())
+    with serve(ws) as url:
+        browser.get(f"{url}/#/run/models-1")
+        wait_for(browser, lambda d: "model fast" in text(d, "#models"), "the models card")
+        shown = text(browser, "#models")
+        assert "model default" in shown and "calls" in shown
