@@ -607,7 +607,14 @@ class Agent:
         self.memory.set_state(state["memory"])
         await self.skills.set_state(state["skills"])
         self._post_hooks = tuple(
-            HookOutcome(skill_id=h["skill"], hook=h["hook"], ok=h["ok"], text=h["text"])
+            HookOutcome(
+                skill_id=h["skill"],
+                hook=h["hook"],
+                ok=h["ok"],
+                text=h["text"],
+                tier=h.get("tier", ""),
+                isolation=h.get("isolation", ""),
+            )
             for h in state.get("post_hooks", [])
         )
         self._last_system_sha = str(state.get("last_system_sha", ""))
