@@ -398,7 +398,7 @@ def test_prompt_at_tick(finished: Path, capsys: pytest.CaptureFixture[str]) -> N
     code, out, _ = cli(
         capsys, "inspect", str(finished), "--agent", aid, "--tick", str(entry["tick"])
     )
-    assert code == 0 and out.startswith(f"=== system ({entry['system_sha']}) ===\n<persona>")
+    assert code == 0 and out.startswith(f"=== system ({entry['system_sha']}) ===\n<instructions>")
     assert f"=== user (tick {entry['tick']}" in out
 
 
