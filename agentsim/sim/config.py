@@ -252,11 +252,17 @@ def _check_intervention(step: InterveneStep, modules: Sequence[str], where: str)
             field=f"{where}.env",
         )
     cls = BUILTIN_MODULES.get(step.env or "")
-    if cls is not None and step.action not in cls.INTERVENTIONS:
+    if cls is None:
+        return  # a user module checks its own when the run's modules are built
+    if step.action not in cls.INTERVENTIONS:
         problem, _, fix = unknown_intervention(
             cls.name, step.action or "", cls.INTERVENTIONS
         ).partition("; ")
         raise fail(problem, fix, field=f"{where}.action")
+    try:
+        cls.parse_intervention(step.action, step.args, field=f"{where}.args")
+    except ConfigError as exc:
+        raise fail(exc.problem, exc.fix, field=exc.field) from None
 
 
 def _unique(names: Sequence[str], where: str, key: str, what: str) -> None:

@@ -127,6 +127,12 @@ class Engine:
         self.modules = dict(world.modules)
         self._world = world
         self.registry = build_registry(world.skills)
+        for i, step in enumerate(cfg.steps()):
+            if isinstance(step, InterveneStep) and step.env is not None and step.action:
+                # Arguments and the ids they name (a place, an agent), before any tick.
+                self.modules[step.env].check_intervention(
+                    step.action, step.args, field=f"workflow.{i}.intervene"
+                )
         provides = RunProvides.for_modules(self.modules)
         self._skills_hidden = unmet_requirements(self.registry.list_all(), provides)
         for gi, group in enumerate(cfg.agents):
