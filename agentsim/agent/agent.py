@@ -262,6 +262,7 @@ class Agent:
     def _hook_problems(self, st: StepScratch, outcomes: Sequence[HookOutcome]) -> None:
         """A failed hook is an event (counted as a problem); so is the overrun that got
         its script quarantined."""
+        st.out.hook_calls += len(outcomes)
         for h in outcomes:
             if h.log:
                 st.logs.append({"skill": h.skill_id, "hook": h.hook, "log": h.log})

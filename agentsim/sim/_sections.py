@@ -263,6 +263,12 @@ class AgentLoopConfig(StrictModel):
     max_hook_retries: int = Field(default=2, ge=0, le=10)
     memory_prompt_tokens: int = Field(default=600, ge=0, le=_MAX_TOKENS)
     prompt_cap_tokens: int = Field(default=6000, ge=1, le=_MAX_TOKENS)
+    # A run that completes with more than these shares failed ends "completed with
+    # problems" and exit code 3 (like model.max_degraded_share): agent steps that raised
+    # (agent_error), hook calls and execute_skill_script calls that failed.
+    max_error_share: float = Field(default=0.01, ge=0, le=1)
+    max_hook_failure_share: float = Field(default=0.05, ge=0, le=1)
+    max_script_failure_share: float = Field(default=0.25, ge=0, le=1)
 
 
 class EnvModuleConfig(StrictModel):
