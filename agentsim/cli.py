@@ -437,6 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         code: int = args.func(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at the exit
     except BrokenPipeError:
         _quiet_stdout()
         return 141

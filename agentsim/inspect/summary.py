@@ -107,6 +107,7 @@ class RunOverview:
     skills_hidden: Mapping[str, str]  # skill id -> why this run's catalogs leave it out
     hot_reloads: tuple[Mapping[str, Any], ...]
     checkpoints: tuple[int, ...]
+    lineage: tuple[Mapping[str, Any], ...] = ()  # the runs it was forked from, nearest first
 
     @property
     def tokens(self) -> int:
@@ -141,6 +142,7 @@ class RunOverview:
             "skills_hidden": dict(self.skills_hidden),
             "hot_reloads": [dict(r) for r in self.hot_reloads],
             "checkpoints": list(self.checkpoints),
+            "lineage": [dict(p) for p in self.lineage],
         }
 
 
@@ -302,4 +304,5 @@ def summarize(
         skills_hidden=counts.skills_hidden,
         hot_reloads=counts.hot_reloads,
         checkpoints=tuple(t for t, _ in run.checkpoints()),
+        lineage=tuple(run.lineage()),
     )

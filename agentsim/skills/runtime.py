@@ -496,6 +496,10 @@ class AgentSkillRuntime:
 
     # -- hooks -----------------------------------------------------------------------------
 
+    def has_hooks(self, hook_type: str) -> bool:
+        """Whether an active skill declares ``hook_type`` (the plan ``run_hooks`` runs)."""
+        return bool(self._hook_plan(hook_type))
+
     def _hook_plan(self, hook_type: str) -> tuple[_HookCall, ...]:
         """The active skills that declare ``hook_type``, by skill id, with their scripts.
 

@@ -52,6 +52,10 @@ def progress(run: Run, manifest: Mapping[str, Any] | None = None) -> dict[str, A
         "ticks_done": int(m.get("ticks_done") or 0),
         "started": state.started,
         "ended": state.ended,
+        # Why it stopped, the failure shares over their limits, what it was forked from.
+        "reason": state.reason,
+        "problems": list(state.problems),
+        "parent": dict(state.parent) if state.parent is not None else None,
     }
 
 
