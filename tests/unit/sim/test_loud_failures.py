@@ -205,12 +205,17 @@ def test_a_server_failing_every_call_stops_the_run_then_resume_exits_3(
         srv.fault_rate = 0.0
         code, out, err = _run(capsys, "--resume", str(run))
     assert code == 3
-    assert out.startswith("completed: ")
+    assert out.startswith("completed with problems: ")
     assert (
         "error: 40% of the agent steps degraded (their model call failed after its retries), "
         "more than model.max_degraded_share=0.1"
     ) in err
-    assert _json(run / "manifest.json")["status"] == "completed"
+    manifest = _json(run / "manifest.json")
+    assert manifest["status"] == "completed with problems"
+    assert manifest["problems"] == [
+        "6 of 15 agent steps degraded (40%), more than model.max_degraded_share=0.1"
+    ]
+    assert manifest["reason"] is None  # the failure before the resume is mended
     assert _json(run / "metrics.json")["agent_steps"] == 15
 
 
@@ -219,7 +224,11 @@ def test_help_names_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
         main(["run", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "--no-preflight" in text
-    assert "3 the run completed but more than model.max_degraded_share" in text
+    assert (
+        "3 the run completed with problems: more than model.max_degraded_share of its steps "
+        "degraded, or more than agent.max_error_share of its steps, "
+        "agent.max_hook_failure_share of its hook calls or agent.max_script_failure_share"
+    ) in text
     assert "stopped after model.max_consecutive_failures failed model calls in a row" in text
 
 
