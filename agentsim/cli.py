@@ -266,6 +266,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     try:
         summary = asyncio.run(engine.run(resume=resume))
+    except AgentsimError as exc:
+        if not engine.reason or str(exc) not in engine.reason:
+            raise
+        # The reason says where the run was when the error came (the manifest's words).
+        print(f"error: {engine.reason}", file=sys.stderr)
+        return exc.exit_code
     finally:
         signal.signal(signal.SIGINT, previous)
         if progress is not None:
