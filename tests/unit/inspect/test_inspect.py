@@ -164,7 +164,12 @@ def test_overview_json_shape(finished: Path, capsys: pytest.CaptureFixture[str])
         "checkpoints", "reason", "problems", "parent", "lineage",
     }  # fmt: skip
     assert data["status"] == "completed" and data["ticks_done"] == 5
-    assert (data["reason"], data["problems"], data["parent"], data["lineage"]) == (None, [], None, [])
+    assert (data["reason"], data["problems"], data["parent"], data["lineage"]) == (
+        None,
+        [],
+        None,
+        [],
+    )
     for use in data["skills"].values():
         assert set(use) == {
             "activations",

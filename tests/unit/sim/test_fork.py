@@ -62,6 +62,7 @@ def parent(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run
 
 
+@pytest.mark.slow
 def test_a_fork_with_the_same_workflow_gives_the_parents_bytes(
     parent: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -93,6 +94,7 @@ def test_a_fork_with_the_same_workflow_gives_the_parents_bytes(
     assert _api.progress(open_run(child))["parent"] == lineage
 
 
+@pytest.mark.slow
 def test_a_fork_mends_a_later_step_that_failed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -121,6 +123,7 @@ def test_a_fork_mends_a_later_step_that_failed(
     ]
 
 
+@pytest.mark.slow
 def test_a_what_if_fork_from_an_experiment_file(
     parent: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -157,6 +160,7 @@ def test_a_what_if_fork_from_an_experiment_file(
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
