@@ -207,15 +207,8 @@ def copy_history(point: ForkPoint, ws: RunWorkspace) -> None:
     follows), the answers of the surveys it ran before, and the checkpoint itself, made the
     fork's own (so the fork can be resumed or forked there too)."""
     parent, root = point.parent, ws.root
-    size = int(point.checkpoint.engine["events_bytes"])
-    with open(parent / "events.jsonl", "rb") as src, open(root / "events.jsonl", "wb") as dst:
-        left = size
-        while left > 0:
-            chunk = src.read(min(left, 1 << 20))
-            if not chunk:
-                break
-            dst.write(chunk)
-            left -= len(chunk)
+    # Whole files: the resume that follows cuts each back to its size at the checkpoint.
+    shutil.copyfile(parent / "events.jsonl", root / "events.jsonl")
     if (parent / "agents").is_dir():
         shutil.copytree(parent / "agents", ws.agents_dir, dirs_exist_ok=True)
     store = store_dir(parent)

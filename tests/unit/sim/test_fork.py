@@ -4,6 +4,7 @@ bytes, an amended one mends or changes what comes after TICK, and every refusal 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +122,10 @@ def test_a_fork_mends_a_later_step_that_failed(
     assert (mended / "events.jsonl").read_bytes()[:size] == (broken / "events.jsonl").read_bytes()[
         :size
     ]
+    # Its parent gone, the lineage still names it.
+    shutil.rmtree(broken)
+    code, text, _ = _cli(capsys, "inspect", str(mended))
+    assert f"  forked from  {broken.resolve()} at tick 2 (folder missing)\n" in text
 
 
 @pytest.mark.slow
@@ -173,6 +178,8 @@ def test_a_what_if_fork_from_an_experiment_file(
         (["--at", "1", "--set", "workflow.9.run.ticks=1"],
          r"--set workflow\.9\.run\.ticks: workflow\.9: there is no item '9' \(the list has 4\)"),
         (["--at", "1", "--set", "seed"], r"--set: 'seed' is not KEY=VALUE"),
+        (["--at", "1", "--set", "name=[unclosed"], r"name: .*'\[unclosed'"),
+        (["--at", "1", "missing.yaml"], r"cannot read experiment file missing\.yaml"),
         (["--at", "1", "--set", "seed.x=1"], r"seed is a value, not a mapping or list"),
         (["--at", "2", "--set", "workflow.0.run.ticks=1"],
          r"workflow\.0: must stay a run step of at least 2 ticks"),
@@ -180,7 +187,8 @@ def test_a_what_if_fork_from_an_experiment_file(
         (["--at", "1", "--resume", "x"], r"--fork: cannot be combined with --resume"),
     ],
     ids=["no-checkpoint", "earlier-step", "bad-value", "bad-later-value", "no-item",
-         "not-key-value", "not-mapping", "run-step-shorter", "no-at", "resume"],
+         "not-key-value", "not-yaml", "no-file", "not-mapping", "run-step-shorter", "no-at",
+         "resume"],
 )  # fmt: skip
 def test_fork_errors(
     parent: Path, argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -5,6 +5,7 @@ the last lines of the main job, and hooks that read the agent's current files.""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -189,6 +190,23 @@ def test_the_last_lines_say_what_ran_and_what_to_do_next(
         lines[-1]
         == f"next: agentsim inspect {run}  |  agentsim report {run}  |  agentsim view {run}"
     )
+
+
+def test_a_closed_pipe_in_process_returns_141(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _hook(tmp_path, "quiet", "def entrypoint(argv, ctx):\n    return 'ok'\n")
+    run = tmp_path / "run"
+    assert main(["run", str(_experiment(tmp_path, skill="quiet")), "--out", str(run)]) == 0
+    capsys.readouterr()
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written
+    with os.fdopen(write, "w") as stream:
+        monkeypatch.setattr(sys, "stdout", stream)
+        assert main(["inspect", str(run), "--json"]) == 141
+        monkeypatch.undo()
+        stream.write("more")  # stdout now goes to /dev/null: later writes succeed
+        stream.flush()
 
 
 @pytest.mark.slow
