@@ -198,6 +198,17 @@ _DECLARED: tuple[EventType, ...] = (
         ),
     ),
     EventType(
+        name="measure",
+        writer="agent",
+        doc="a measure a skill recorded for the agent (`ctx.record` or an `AGENTSIM_MEASURE` line)",
+        fields=(
+            _SKILL,
+            _f("name", str, "the measure's name"),
+            _f("value", float, "its value"),
+            _f("group", str, "the agent's group"),
+        ),
+    ),
+    EventType(
         name="hook_decision",
         writer="agent",
         doc="a hook skipped the step or asked for a retry",
@@ -353,6 +364,7 @@ _DECLARED: tuple[EventType, ...] = (
             _f("std", float, "its standard deviation"),
             _f("histogram", list[int], "agents per opinion bin, -1 to +1"),
             _f("groups", dict[str, dict[str, float]], "group -> {n, mean, std}"),
+            _f("group_histograms", dict[str, list[int]], "group -> agents per opinion bin"),
             _f("posts_delivered", int, "posts in the tick"),
             _f("messages_delivered", int, "messages in the tick"),
         ),

@@ -206,6 +206,11 @@ class EnvView:
         """One or a few short lines for the agent's prompt ("" when there is nothing)."""
         return ""
 
+    def agent_facts(self, agent_id: str) -> Mapping[str, Any]:
+        """What the agent knows of itself from this module, for its ``AGENT.json`` (e.g. the
+        city's ``home`` and ``work``); empty by default."""
+        return {}
+
     def actions(self) -> Mapping[str, str]:
         """Action name -> one-line doc; writes are marked ``[write ...]``."""
         return {a.name: a.describe() for a in self.ACTIONS}

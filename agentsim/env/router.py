@@ -73,6 +73,13 @@ class EnvRouter:
         parts = (view.observe(agent_id) for view in self._views.values())
         return "\n".join(p for p in parts if p)
 
+    def facts(self, agent_id: str) -> dict[str, Any]:
+        """Every module's facts about the agent (``agent_facts``), merged in module order."""
+        out: dict[str, Any] = {}
+        for view in self._views.values():
+            out.update(view.agent_facts(agent_id))
+        return out
+
     def describe(self) -> dict[str, dict[str, str]]:
         """``{module: {action: doc}}`` for the ``ask_env`` tool's schema and enums."""
         return {name: dict(view.actions()) for name, view in self._views.items()}

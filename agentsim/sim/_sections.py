@@ -155,6 +155,9 @@ class AgentGroup(StrictModel):
     profile: ProfileSpec | None = None
     persona: str | None = None
     skills: GroupSkills = GroupSkills()
+    # ``group``: ``<group>-<index:05d>`` (or ``<group>-<row id>``); ``numeric``: the agent's
+    # index in the whole experiment as a decimal string, for skills that call int() on it.
+    ids: Literal["group", "numeric"] = "group"
 
     @model_validator(mode="after")
     def _source(self) -> AgentGroup:

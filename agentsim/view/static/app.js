@@ -39,19 +39,27 @@ function showError(err) {
 }
 
 function statusCell(row) {
-  const why = [row.reason, ...(row.problems || [])].filter(Boolean).join("\n");
-  return h("span", { class: `status ${row.state.replaceAll(" ", "-")}`, title: why }, row.state);
+  const why = [row.reason, ...(row.over_limits || [])].filter(Boolean).join("
+");
+  const status = h("span", { class: `status ${row.state.replaceAll(" ", "-")}`, title: why }, row.state);
+  const problems = row.problems || [];
+  if (!problems.length) return status;
+  // A run with problems says so beside its state; the tooltip lists them.
+  return h("span", {}, status, " ",
+    h("span", { class: "problems", title: problems.join("
+") }, "⚠ problems"));
 }
 
-// What a run was forked from, and why it stopped or has problems ("" when neither).
+// What a run was forked from ("" for a run that is not a fork).
 function lineageText(row) {
   return row.parent ? `forked from ${row.parent.run_id} at tick ${row.parent.tick}` : "";
 }
 
+// Why a run stopped, and the failure shares over their limits: a line each.
 function whyLines(row) {
   const lines = [];
   if (row.reason) lines.push(h("p", { class: "reason", id: "run-reason" }, `reason: ${row.reason}`));
-  for (const p of row.problems || []) lines.push(h("p", { class: "reason" }, `over limit: ${p}`));
+  for (const p of row.over_limits || []) lines.push(h("p", { class: "reason" }, `over limit: ${p}`));
   return lines;
 }
 
@@ -86,7 +94,8 @@ async function runsPage() {
     const key = JSON.stringify(data.runs);
     if (key === shown) return;
     shown = key;
-    body.replaceChildren(...data.runs.map((r) => h("tr", { "data-run": r.id },
+    body.replaceChildren(...data.runs.map((r) => h("tr", {
+      "data-run": r.id, class: (r.problems || []).length ? "with-problems" : null },
       h("td", {}, h("a", { href: `#/run/${enc(r.id)}` }, r.id),
         r.parent ? h("div", { class: "muted lineage" }, lineageText(r)) : ""),
       h("td", {}, statusCell(r)),
@@ -135,6 +144,21 @@ async function runPage(run) {
     chart("Skills activated per tick", "chart-skills", (c) =>
       window.charts.heatMap(c, Object.entries(data.skills).map(([label, values]) => ({ label, values })))),
   ];
+  // The measures the skills recorded (ctx.record): a chart each, a line per group (the mean).
+  const measureCards = h("div", { class: "grid", id: "measures", style: "margin-top:14px" });
+  grid.after(measureCards);
+  function drawMeasures() {
+    measureCards.replaceChildren(...Object.entries(data.measures || {}).map(([name, groups]) => {
+      const canvas = h("canvas", { class: "chart", "data-measure": name });
+      const legend = h("div", { class: "legend" });
+      const card = h("div", { class: "card" }, h("h2", {}, `Measure: ${name} (mean per group)`),
+        canvas, legend);
+      measureCards.append(card);
+      window.charts.lineChart(canvas, legend, Object.entries(groups).map(
+        ([group, values]) => ({ label: `group ${group}`, values })), data.markers);
+      return card;
+    }));
+  }
 
   function render() {
     document.getElementById("run-status").replaceChildren(statusCell(data));
@@ -145,6 +169,7 @@ async function runPage(run) {
     counter.dataset.ticks = String(data.ticks_done);
     setLive(data.state);
     draws.forEach((d) => d());
+    drawMeasures();
     markers.replaceChildren(...data.markers.map((m) => h("li", { class: `marker-${m.kind}` },
       `tick ${m.tick} · ${m.kind}: ${m.label}`)));
     if (!data.markers.length) markers.append(h("li", { class: "muted" }, "None."));
@@ -218,17 +243,23 @@ async function worldPage(run) {
   const occ = h("tbody");
   const graph = h("canvas", { id: "graph" }), opinions = h("canvas", { id: "opinions" });
   const graphInfo = h("p", { class: "muted" }), opinionsInfo = h("p", { class: "muted" });
+  const graphLegend = h("div", { class: "legend", id: "graph-legend" });
+  const opinionsLegend = h("div", { class: "legend", id: "opinions-legend" });
+  const mapCard = h("div", { class: "card", id: "map-card" },
+    h("div", { class: "toolbar" }, play, slider, label), canvas,
+    h("div", { class: "legend", id: "map-legend" }));
+  const occCard = h("div", { class: "card", id: "occupancy-card" }, h("h2", {}, "Occupancy at this tick"),
+    h("table", { id: "occupancy" }, h("thead", {}, h("tr", {}, h("th", {}, "place"),
+      h("th", {}, "category"), h("th", { class: "num" }, "agents"))), occ));
+  const noMap = h("p", { class: "muted", id: "no-map" });
   page.replaceChildren(
     h("h1", {}, `World of ${run}`),
     h("p", {}, counter, " · ", h("span", { class: "muted", id: "world-agents" })),
-    h("div", { class: "card" }, h("div", { class: "toolbar" }, play, slider, label), canvas),
-    h("div", { class: "grid", style: "margin-top:14px" },
-      h("div", { class: "card" }, h("h2", {}, "Occupancy at this tick"),
-        h("table", { id: "occupancy" }, h("thead", {}, h("tr", {}, h("th", {}, "place"),
-          h("th", {}, "category"), h("th", { class: "num" }, "agents"))), occ)),
-      h("div", { class: "card" }, h("h2", {}, "Follow graph"), graph, graphInfo),
-      h("div", { class: "card" }, h("h2", {}, "Opinion distribution over ticks (mean in orange)"), opinions,
-        opinionsInfo)));
+    noMap, mapCard,
+    h("div", { class: "grid", style: "margin-top:14px" }, occCard,
+      h("div", { class: "card" }, h("h2", {}, "Follow graph"), graph, graphLegend, graphInfo),
+      h("div", { class: "card" }, h("h2", {}, "Opinion distribution over ticks"), opinions,
+        opinionsLegend, opinionsInfo)));
   const map = new window.world.WorldMap(canvas, data);
 
   function lastTick() { return Math.max(0, data.run.ticks_done - 1); }
@@ -242,6 +273,16 @@ async function worldPage(run) {
     if (transit) occ.append(h("tr", {}, h("td", {}, "in transit"), h("td"), h("td", { class: "num" }, transit)));
   }
   function renderStatic() {
+    // The map and the occupancy only for a run whose modules have places (no city: no map).
+    const places = data.places.length > 0;
+    mapCard.hidden = !places;
+    occCard.hidden = !places;
+    noMap.textContent = places ? "" : `No module of this run has places to draw (modules: ${
+      data.modules.join(", ") || "none"}); the tick slider is on the map of a run with a city.`;
+    const cats = [...new Set(data.places.map((p) => p.category))];
+    document.getElementById("map-legend").replaceChildren(
+      ...cats.map((c) => window.charts.swatch(window.world.categoryColor(c), c)),
+      window.charts.swatch("#9aa1ab", "in transit (outside its last place)"));
     counter.textContent = `tick ${data.run.ticks_done} done · ${data.run.state}`;
     counter.dataset.ticks = String(data.run.ticks_done);
     setLive(data.run.state);
@@ -255,8 +296,15 @@ async function worldPage(run) {
       ? `who follows whom: ${g.nodes} agents reached from ${data.agents[0]} (${g.edges} links), ` +
         `coloured by group (${Object.keys(g.groups).join(", ")})`
       : "No module of this run has a follow graph.";
+    graphLegend.replaceChildren(...Object.entries(g.groups).map(
+      ([name, color]) => window.charts.swatch(color, `group ${name}`)));
+    opinionsLegend.replaceChildren(
+      window.charts.swatch("rgba(130,80,223,0.2)", "few agents in the bin"),
+      window.charts.swatch("rgba(130,80,223,1)", "most agents in the bin"),
+      window.charts.swatch("#e8710a", "mean opinion"));
     // A run without them shows a line saying so, not an empty drawing.
-    graph.hidden = !data.edges.length;
+    graph.hidden = graphLegend.hidden = !data.edges.length;
+    opinionsLegend.hidden = !data.opinions.length;
     opinions.hidden = !data.opinions.length;
     opinionsInfo.textContent = data.opinions.length ? "" : "No module of this run logs opinions.";
     window.world.drawOpinions(opinions, data.opinions);

@@ -91,7 +91,7 @@ def test_a_run_that_fails_records_why_everywhere(
     code, out, _ = _cli(capsys, "inspect", str(run))
     assert code == 0 and f"  reason       {why}\n" in out
     row = _api.progress(open_run(run))
-    assert (row["state"], row["reason"], row["problems"]) == ("failed", why, [])
+    assert (row["state"], row["reason"], row["over_limits"]) == ("failed", why, [])
 
 
 def test_failed_hooks_past_their_limit_complete_with_problems(
@@ -114,7 +114,7 @@ def test_failed_hooks_past_their_limit_complete_with_problems(
     assert "  state        completed with problems" in text
     assert f"  over limit   {problem}\n" in text
     row = _api.progress(open_run(run))
-    assert (row["state"], row["problems"]) == ("completed with problems", [problem])
+    assert (row["state"], row["over_limits"]) == ("completed with problems", [problem])
     # A completed run, even with problems, is not resumed.
     code, _, err = _cli(capsys, "run", "--resume", str(run))
     assert code == 2 and "already completed; nothing to resume" in err
