@@ -91,7 +91,8 @@ def problems(metrics: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[st
         if isinstance(n, int) and n
     ]
     reason = manifest.get("reason") or manifest.get("error")
-    if reason:
+    # A run stopped on purpose (--ticks, Ctrl-C) says why too; that is no problem.
+    if reason and manifest.get("status") not in ("stopped", "interrupted"):
         out.append(f"stopped: {reason}")
     return out
 
