@@ -39,15 +39,13 @@ function showError(err) {
 }
 
 function statusCell(row) {
-  const why = [row.reason, ...(row.over_limits || [])].filter(Boolean).join("
-");
+  const why = [row.reason, ...(row.over_limits || [])].filter(Boolean).join("\n");
   const status = h("span", { class: `status ${row.state.replaceAll(" ", "-")}`, title: why }, row.state);
   const problems = row.problems || [];
   if (!problems.length) return status;
   // A run with problems says so beside its state; the tooltip lists them.
   return h("span", {}, status, " ",
-    h("span", { class: "problems", title: problems.join("
-") }, "⚠ problems"));
+    h("span", { class: "problems", title: problems.join("\n") }, "⚠ problems"));
 }
 
 // What a run was forked from ("" for a run that is not a fork).
