@@ -380,13 +380,13 @@ EVENTS: Mapping[str, EventType] = types.MappingProxyType({e.name: e for e in _DE
 _Events = TypeVar("_Events", bound=Sequence[Mapping[str, Any]])
 
 
-def _key_problem(event: Mapping[str, Any]) -> str:
+def _key_problem(event: Mapping[str, Any], declared: Mapping[str, EventType] = EVENTS) -> str:
     """Why ``event``'s type or fields are not declared ("" if they are)."""
     kind = event.get("type")
-    spec = EVENTS.get(kind) if isinstance(kind, str) else None
+    spec = declared.get(kind) if isinstance(kind, str) else None
     if spec is None:
         return (
-            f"event type {kind!r} is not declared (known: {', '.join(sorted(EVENTS))}); "
+            f"event type {kind!r} is not declared (known: {', '.join(sorted(declared))}); "
             "declare it in agentsim/events.py"
         )
     keys = event.keys()
@@ -405,12 +405,13 @@ def _key_problem(event: Mapping[str, Any]) -> str:
     return ""
 
 
-def checked(events: _Events) -> _Events:
-    """``events`` unchanged, once each one's type and field names are declared; raises
+def checked(events: _Events, *, declared: Mapping[str, EventType] = EVENTS) -> _Events:
+    """``events`` unchanged, once each one's type and field names are declared (in
+    ``declared``: ``EVENTS`` and, in a run, its environment modules' own ``EVENTS``); raises
     ``EventError`` naming the first one that is not. (Names only: cheap enough for every
     line of a large run.)"""
     for event in events:
-        problem = _key_problem(event)
+        problem = _key_problem(event, declared)
         if problem:
             raise EventError(problem)
     return events
@@ -441,13 +442,13 @@ def _matches(value: Any, tp: Any) -> bool:
     return isinstance(value, tp)
 
 
-def problems(event: Mapping[str, Any]) -> list[str]:
+def problems(event: Mapping[str, Any], *, declared: Mapping[str, EventType] = EVENTS) -> list[str]:
     """Everything wrong with ``event`` against its declaration (values included); empty
     when it is as declared."""
-    problem = _key_problem(event)
+    problem = _key_problem(event, declared)
     if problem:
         return [problem]
-    spec = EVENTS[event["type"]]
+    spec = declared[event["type"]]
     return [
         f"event {spec.name!r} field {f.name!r} is {event[f.name]!r}, "
         f"not {_type_name(f.type)} as declared in agentsim/events.py"

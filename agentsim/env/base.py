@@ -9,6 +9,7 @@ which agents finish or the number of hosts.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -21,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentsim.env.clock import SimClock
 from agentsim.errors import ConfigError, EnvError
+from agentsim.events import EventType
 
 __all__ = [
     "ActionSpec",
@@ -334,6 +336,8 @@ class EnvModule:
     """The arguments of each intervention (action -> an ``InterventionArgs`` model), checked
     when the experiment loads. An action left out accepts any arguments, which
     ``intervene`` then checks when the step runs."""
+    EVENTS: ClassVar[tuple[EventType, ...]] = ()
+    """The module's own event types (those not in ``agentsim.events``), for the log check."""
 
     def __init__(
         self,
@@ -357,8 +361,10 @@ class EnvModule:
         return f"{self.config_path}.{option}" if self.config_path else option
 
     def skills_dir(self) -> Path | None:
-        """The folder of this module's env skills (namespace ``env:<name>``), if any."""
-        return None
+        """The folder of this module's env skills (namespace ``env:<name>``), if any: by
+        default the ``skills/`` folder beside the file that defines the class."""
+        here = Path(inspect.getfile(type(self))).parent / "skills"
+        return here if here.is_dir() else None
 
     def setup(self, agents: Sequence[AgentInfo]) -> None:
         """Called once before the first tick with every agent of the run."""

@@ -11,7 +11,7 @@ from typing import Any
 from agentsim.env.base import EnvAnswer, EnvModule, EnvView
 from agentsim.env.city import CityModule
 from agentsim.env.social import SocialModule
-from agentsim.errors import ConfigError, EnvError
+from agentsim.errors import EnvError
 
 __all__ = ["BUILTIN_MODULES", "EnvRouter", "create_module"]
 
@@ -28,16 +28,12 @@ def create_module(
     base_dir: Path,
     config_path: str = "",
 ) -> EnvModule:
-    """Build the built-in module ``name``; bad options raise ``ConfigError`` naming
-    ``config_path`` (e.g. ``environment.0``) and the option."""
-    cls = BUILTIN_MODULES.get(name)
-    if cls is None:
-        where = f"{config_path}.module" if config_path else "module"
-        raise ConfigError(
-            where,
-            f"unknown environment module {name!r} (known: {', '.join(sorted(BUILTIN_MODULES))})",
-            "use one of the known modules",
-        )
+    """Build the module ``name`` (a reference: see ``agentsim.env.loader``); a bad reference
+    or bad options raise ``ConfigError`` naming ``config_path`` (e.g. ``environment.0``)."""
+    from agentsim.env.loader import resolve_module
+
+    where = f"{config_path}.module" if config_path else "module"
+    cls = resolve_module(name, base_dir=base_dir, where=where)
     return cls(options, seed=seed, base_dir=base_dir, config_path=config_path)
 
 

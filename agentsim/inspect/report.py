@@ -398,6 +398,14 @@ def _summary_md(ov: RunOverview, images: Mapping[str, Path], data: ReportData) -
             f"{ov.tokens:,} ({ov.prompt_tokens:,} prompt, {ov.completion_tokens:,} completion)",
         ),
         ("cost", _fmt(ov.cost) if ov.cost is not None else "- (no prices configured)"),
+        *(
+            (
+                f"model {name}",
+                f"{m['calls']:,} calls, {m['prompt_tokens'] + m['completion_tokens']:,} tokens, "
+                f"{m['errors']:,} errors, cost {_fmt(m['cost'])}",
+            )
+            for name, m in ov.models.items()
+        ),
         ("script calls", _fmt(ov.script_calls)),
         ("skipped steps", _fmt(ov.skipped)),
     ]

@@ -140,7 +140,9 @@ def test_agent_page_shows_timeline_prompt_and_answers_an_interview(
     assert browser.find_elements(By.CSS_SELECTOR, f"{step} .call")
     assert "moved to office-4" in text(browser, f"{step} .action")
     browser.find_element(By.CSS_SELECTOR, f"{step} .show-prompt").click()
-    wait_for(browser, lambda d: "<persona>" in text(d, "#prompt-system"), "the system prompt")
+    wait_for(
+        browser, lambda d: "<available_skills>" in text(d, "#prompt-system"), "the system prompt"
+    )
     assert "tick: 2" in text(browser, "#prompt-user")
 
     before = folder_hash(finished)
@@ -353,3 +355,18 @@ def test_runs_and_run_pages_show_why_a_run_stopped_and_its_lineage(
         wait_for(browser, lambda d: text(d, "#run-lineage") != "", "the lineage")
         assert text(browser, "#run-lineage") == "forked from broken at tick 2"
         assert text(browser, "#run-reason") == ""
+
+
+def test_the_run_page_splits_calls_per_model(browser: Any, tmp_path: Path) -> None:
+    spec = yaml.safe_load(EXPERIMENT.read_text(encoding="utf-8"))
+    spec["models"] = {"fast": {"backend": "scripted"}}
+    spec["agents"][1]["model"] = "fast"
+    spec["workflow"] = [{"run": {"ticks": 2}}]
+    cfg = parse_experiment(yaml.safe_dump(spec), base_dir=EXPERIMENT.parent)
+    ws = tmp_path / "workspace"
+    asyncio.run(Engine(cfg, run_dir=ws / "models-1").run())
+    with serve(ws) as url:
+        browser.get(f"{url}/#/run/models-1")
+        wait_for(browser, lambda d: "model fast" in text(d, "#models"), "the models card")
+        shown = text(browser, "#models")
+        assert "model default" in shown and "calls" in shown

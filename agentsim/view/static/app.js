@@ -124,6 +124,7 @@ async function runPage(run) {
     h("div", { class: "grid", style: "margin-top:14px" },
       h("div", { class: "card" }, h("h2", {}, "Interventions, surveys and hot reloads"), markers),
       h("div", { class: "card" }, h("h2", {}, "Survey answers"), surveys)),
+    modelsCard(data.metrics),
     h("div", { class: "card", style: "margin-top:14px" }, h("h2", {}, "Agents"), agents));
 
   function chart(title, id, series) {
@@ -494,3 +495,23 @@ async function route() {
 
 window.addEventListener("hashchange", route);
 route();
+
+// Calls, tokens and errors per model (a model per group) and per server (base_urls), from
+// metrics.json; nothing when the run has one model on one server.
+function modelsCard(metrics) {
+  const model = (metrics && metrics.model) || {};
+  const rows = [];
+  for (const [name, m] of Object.entries(model.by_model || {})) rows.push([`model ${name}`, m]);
+  for (const [url, m] of Object.entries(model.servers || {})) rows.push([`server ${url}`, m]);
+  for (const [name, m] of Object.entries(model.by_model || {}))
+    for (const [url, s] of Object.entries(m.servers || {})) rows.push([`${name} @ ${url}`, s]);
+  if (!rows.length) return h("span", {});
+  const cell = (v) => h("td", {}, String(v));
+  return h("div", { class: "card", id: "models", style: "margin-top:14px" },
+    h("h2", {}, "Models and servers"),
+    h("table", {},
+      h("tr", {}, ...["", "calls", "tokens", "errors", "retries", "p50 s"].map((t) => h("th", {}, t))),
+      ...rows.map(([label, m]) => h("tr", {}, cell(label), cell(m.calls), cell(m.total_tokens),
+        cell(m.errors), cell(m.retries),
+        cell(m.latency && m.latency.p50 != null ? m.latency.p50.toFixed(3) : "-")))));
+}

@@ -159,7 +159,7 @@ def test_overview_json_shape(finished: Path, capsys: pytest.CaptureFixture[str])
         "run_id", "name", "path", "status", "state", "pid", "alive", "started", "ended",
         "seed", "ticks_done", "ticks_total", "last_time", "agents", "agent_steps",
         "agent_steps_per_s", "model_calls", "script_calls", "prompt_tokens",
-        "completion_tokens", "tokens", "cost", "skipped", "errors", "error_total",
+        "completion_tokens", "tokens", "cost", "models", "skipped", "errors", "error_total",
         "gate_retries", "quarantined", "events", "skills", "skills_hidden", "hot_reloads",
         "checkpoints", "reason", "problems", "parent", "lineage",
     }  # fmt: skip
@@ -404,7 +404,7 @@ def test_prompt_at_tick(finished: Path, capsys: pytest.CaptureFixture[str]) -> N
     code, out, _ = cli(
         capsys, "inspect", str(finished), "--agent", aid, "--tick", str(entry["tick"])
     )
-    assert code == 0 and out.startswith(f"=== system ({entry['system_sha']}) ===\n<persona>")
+    assert code == 0 and out.startswith(f"=== system ({entry['system_sha']}) ===\n<instructions>")
     assert f"=== user (tick {entry['tick']}" in out
 
 

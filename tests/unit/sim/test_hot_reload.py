@@ -44,9 +44,10 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def system_prompts(agent: AgentRecord) -> dict[int, str]:
-    """The system prompt each step of the agent was given, by tick."""
+    """The system prompt and first user message (its skills) each step was given, by tick."""
     steps = [t for t in agent.trace() if "system_sha" in t]
-    return {t["tick"]: agent.prompt_at(t["tick"]).system for t in steps}
+    prompts = (agent.prompt_at(t["tick"]) for t in steps)
+    return {p.tick: f"{p.system}\n{p.user}" for p in prompts}
 
 
 def test_skills_added_edited_and_deleted_mid_run_reach_the_agents(
