@@ -104,3 +104,69 @@ def test_arguments_that_are_not_a_mapping(tmp_path: Path) -> None:
         ConfigError, match=r"arguments must be a mapping of name -> value, got list"
     ):
         parse_intervention_args(FloodArgs, [1], field="workflow.0.intervene.args")  # type: ignore[arg-type]
+
+
+_USER_MODULE = """
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from agentsim.env.base import EnvModule, InterventionArgs
+from agentsim.errors import ConfigError
+
+
+class FloodArgs(InterventionArgs):
+    level: int = Field(ge=0, le=10)
+    zone: str = "all"
+
+
+class Weather(EnvModule):
+    name: ClassVar[str] = "weather"
+    INTERVENTIONS: ClassVar[tuple[str, ...]] = ("flood", "wind")
+    INTERVENTION_ARGS: ClassVar[Mapping[str, type[InterventionArgs]]] = {"flood": FloodArgs}
+
+    def check_intervention(self, action: str, args: Mapping[str, Any], *, field: str) -> None:
+        super().check_intervention(action, args, field=field)
+        if action == "flood" and args.get("zone", "all") not in ("all", "north"):
+            raise ConfigError(f"{field}.args.zone", f"no zone {args['zone']!r}", "use north")
+
+    def intervene(self, action, args, clock):
+        self._intervention_args(action, args)
+        return []
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ("{levl: 3}", r"workflow\.1\.intervene\.args\.levl: unknown argument 'levl' "
+                      r"\(known: level, zone\)"),
+        ("{level: 30}", r"workflow\.1\.intervene\.args\.level: argument 'level': input should "
+                        r"be less than or equal to 10, got 30"),
+        ("{level: 3, zone: south}", r"workflow\.1\.intervene\.args\.zone: no zone 'south'; "
+                                    r"use north"),
+    ],
+    ids=["unknown", "bound", "id"],
+)  # fmt: skip
+def test_a_user_modules_declared_arguments_are_checked_at_load(
+    tmp_path: Path, args: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import re
+
+    from agentsim.cli import main
+
+    (tmp_path / "weather.py").write_text(_USER_MODULE, encoding="utf-8")
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(
+        "name: t\nagents: [{group: a, count: 2}]\n"
+        "environment: [{module: ./weather.py:Weather}]\nmodel: {backend: scripted}\n"
+        "workflow: [{run: {ticks: 1}}, {intervene: {env: weather, action: flood, "
+        f"args: {args}}}}}]\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "run"
+    assert main(["run", str(exp), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err), err
+    assert not out.exists()
