@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -104,7 +105,7 @@ class _ProgressLine:
         line = (
             f"[{bar}] tick {p.tick}/{total}  {p.steps_per_s:,.0f} agent-steps/s  "
             f"model calls {p.model_calls:,}  tokens {p.tokens:,}  "
-            f"{_problems(p.errors, p.degraded, p.gate_retries)}  "
+            f"{_problems(p.errors, p.degraded, p.gate_retries, p.skills_broken)}  "
             f"elapsed {_clock(now - self._started)}  left ~{_clock(per_tick * left)}"
         )
         if self._tty:
@@ -126,13 +127,22 @@ class _ProgressLine:
             self._open_line = False
 
 
-def _problems(errors: int, degraded: int, gate_retries: int) -> str:
+def _notice(progress: _ProgressLine | None, line: str) -> None:
+    """A loading problem on stderr, on a line of its own (not inside the progress line)."""
+    if progress is not None:
+        progress.end()
+    print(f"warning: {line}", file=sys.stderr, flush=True)
+
+
+def _problems(errors: int, degraded: int, gate_retries: int, broken: int = 0) -> str:
     """The progress line's problem counts: degraded steps are each one failed model call."""
     text = f"errors {errors:,}"
     if degraded:
         text += f" (degraded steps / failed model calls {degraded:,})"
     if gate_retries:
         text += f"  gate retries {gate_retries:,}"
+    if broken:
+        text += f"  skills broken by edits {broken:,}"
     return text
 
 
@@ -263,6 +273,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         trace=args.trace,
         preflight=not args.no_preflight,
         fork=fork,
+        notice=functools.partial(_notice, progress),
     )
     try:
         summary = asyncio.run(engine.run(resume=resume))

@@ -24,6 +24,7 @@ class Progress:
     errors: int  # every problem (see ``agentsim.sim.problems``)
     degraded: int = 0  # steps whose model call failed after its retries
     gate_retries: int = 0
+    skills_broken: int = 0  # skills an edit broke mid-run (their last good version stayed)
 
     @classmethod
     def of(cls, metrics: Mapping[str, Any], *, tick: int, total: int) -> Progress:
@@ -40,6 +41,7 @@ class Progress:
             errors=m["errors"],
             degraded=m["degraded"],
             gate_retries=m["gate_retries"],
+            skills_broken=m["problems"].get("skill_broken", 0),
         )
 
 

@@ -361,10 +361,16 @@ def unmet_requirements(
     """Skill id -> why the run cannot serve it ("needs env module social"), for every
     skill whose requirements are not met; in the order of ``descriptors``."""
     descs = list(descriptors)
-    # A required name means the first skill of that name (the precedence order of a view).
+    # A required name means the skill of that name in the requirer's own namespace, else
+    # the first of that name (the precedence order of a view), as activation resolves it.
     by_name: dict[str, SkillDescriptor] = {}
+    by_id = {d.skill_id: d for d in descs}
     for d in descs:
         by_name.setdefault(d.manifest.name, d)
+
+    def required(d: SkillDescriptor, name: str) -> SkillDescriptor | None:
+        return by_id.get(f"{d.namespace}@{name}") or by_name.get(name)
+
     needs: dict[str, list[str]] = {}
     for d in descs:
         own = [f"env module {m}" for m in d.manifest.required_env if m not in provides.env_modules]
@@ -379,7 +385,7 @@ def unmet_requirements(
             hidden_deps = [
                 f"skill {name}"
                 for name in d.manifest.required_skills
-                if (dep := by_name.get(name)) is not None and dep.skill_id in needs
+                if (dep := required(d, name)) is not None and dep.skill_id in needs
             ]
             have = needs.get(d.skill_id, [])
             new = [h for h in hidden_deps if h not in have]

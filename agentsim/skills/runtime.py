@@ -313,8 +313,11 @@ class AgentSkillRuntime:
                 desc.manifest.name, f"its requirements form a cycle: {cycle}"
             )
         for req in desc.manifest.required_skills:
+            # A skill's own namespace first: a namesake elsewhere (a custom copy shadowing a
+            # built-in) never stands in for what a built-in skill requires.
+            own = f"{desc.namespace}@{req}"
             try:
-                dep = self.resolve(req)
+                dep = self.resolve(own if own in self._res().descriptors else req)
             except (SkillNotFoundError, SkillActivationError) as exc:
                 raise SkillActivationError(
                     desc.manifest.name, f"it requires {req!r}, which is not available here ({exc})"

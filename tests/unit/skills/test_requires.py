@@ -268,3 +268,34 @@ def test_a_default_skill_the_run_cannot_serve_is_a_config_error(
         "environment, or remove it from the defaults\n"
     )
     assert not out.exists()
+
+
+async def test_a_required_skill_is_taken_from_the_skills_own_namespace_first(
+    tmp_path: Path,
+) -> None:
+    builtin, custom = tmp_path / "builtin", tmp_path / "custom"
+    make_skill(builtin, "feed", "[opinion]")
+    make_skill(builtin, "opinion")
+    make_skill(custom, "opinion")  # shadows the built-in's bare name
+    make_skill(custom, "notes", "[opinion]")
+    reg = SkillRegistry()
+    reg.scan_builtin(builtin)
+    reg.scan_custom(custom)
+    rt = runtime(reg, tmp_path / "ws")
+    assert (await rt.activate("feed")).newly_active == ("built-in@opinion", "built-in@feed")
+    assert (await rt.activate("notes")).newly_active == ("custom@opinion", "custom@notes")
+
+
+def test_hiding_follows_the_requirers_own_namespace(tmp_path: Path) -> None:
+    builtin, custom = tmp_path / "builtin", tmp_path / "custom"
+    make_skill(builtin, "feed", "[opinion]")
+    make_skill(builtin, "opinion", "[env:social]")  # the one feed uses: needs social
+    make_skill(custom, "opinion")  # a namesake that needs nothing
+    reg = SkillRegistry()
+    reg.scan_builtin(builtin)
+    reg.scan_custom(custom)
+    cat = runtime(reg, tmp_path / "ws", env_modules=["city"]).catalog()
+    assert cat.text.splitlines()[-1] == (
+        "<!-- 2 skills hidden, not available in this run: feed (needs skill opinion), "
+        "built-in@opinion (needs env module social) -->"
+    )
