@@ -217,6 +217,8 @@ _DECLARED: tuple[EventType, ...] = (
             _SKILL,
             _f("ok", bool, "whether it succeeded"),
             _f("exit_code", int, "its exit code"),
+            _f("tier", str, "how it ran: `entrypoint`, `hook`, `wrapper` or `subprocess`"),
+            _f("isolation", str, "its isolation: `inline`, `thread` or `process`"),
         ),
     ),
     EventType(

@@ -537,7 +537,15 @@ class Agent:
                     "log": res.log,
                 }
             )
-        self._emit(st, "script_called", skill=desc.skill_id, ok=res.ok, exit_code=res.exit_code)
+        self._emit(
+            st,
+            "script_called",
+            skill=desc.skill_id,
+            ok=res.ok,
+            exit_code=res.exit_code,
+            tier=res.tier,
+            isolation=res.isolation,
+        )
         self._measured(st, desc.skill_id, res.measures)
         if res.quarantined and res.timed_out:  # the overrun that caused it, not a refusal
             self._emit(
@@ -644,7 +652,14 @@ class Agent:
         self.memory.set_state(state["memory"])
         await self.skills.set_state(state["skills"])
         self._post_hooks = tuple(
-            HookOutcome(skill_id=h["skill"], hook=h["hook"], ok=h["ok"], text=h["text"])
+            HookOutcome(
+                skill_id=h["skill"],
+                hook=h["hook"],
+                ok=h["ok"],
+                text=h["text"],
+                tier=h.get("tier", ""),
+                isolation=h.get("isolation", ""),
+            )
             for h in state.get("post_hooks", [])
         )
         self._last_system_sha = str(state.get("last_system_sha", ""))
