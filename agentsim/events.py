@@ -147,6 +147,7 @@ _DECLARED: tuple[EventType, ...] = (
             _f("steps", int, "agent steps"),
             _f("model_calls", int, "model calls"),
             _f("script_calls", int, "skill script calls"),
+            _f("hook_calls", int, "pre_step and post_step hook calls", optional=True),
             _f("prompt_tokens", int, "prompt tokens"),
             _f("completion_tokens", int, "completion tokens"),
             _f("degraded", int, "degraded steps"),

@@ -51,8 +51,10 @@ def test_a_hanging_hook_costs_a_tick_of_1000_agents_one_timeout(
         code = main(["run", str(exp), "--out", str(tmp_path / "run")])
     finally:
         release.touch()
-    capsys.readouterr()
-    assert code == 0
+    out = capsys.readouterr().out
+    # Every hook call failed: past agent.max_hook_failure_share, "completed with problems".
+    assert code == 3
+    assert "2,000 of 2,000 hook calls failed (100%)" in out
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text("utf-8"))
     tick0, tick1 = metrics["tick_seconds"]
     assert tick0 < 5, metrics["tick_seconds"]  # one 2 s timeout, not 1000 / workers of them
