@@ -35,6 +35,7 @@ _ROW, _TOP_IN, _BOTTOM_IN = 2.6, 0.5, 0.8  # inches per row, above the rows, bel
 _LINE_IN = 0.17  # inches per line of a legend at 8 points
 _MARK_COLOR = "tab:red"  # the vertical lines of interventions and surveys
 _RELOAD_COLOR = "tab:purple"  # and of hot reloads, dotted
+_FORK_COLOR = "tab:green"  # and of the tick a fork left its parent, dash-dotted
 _GROUP_ROWS = 4  # groups drawn as heat maps of their own; summary.md has every group
 _MEASURE_ROWS = 6  # measures drawn, one row each
 _MARKS_LISTED = 6  # legend entries for them; summary.md lists every one
@@ -104,9 +105,17 @@ def _mark(axes: Sequence[Any], markers: Sequence[Marker]) -> list[Any]:
     above = blended_transform_factory(top.transData, top.transAxes)
     for number, (tick, ms) in enumerate(sorted(by_tick.items()), start=1):
         # A tick with only hot reloads is dotted purple; one with any workflow step, red.
-        reload = all(m.kind == "reload" for m in ms)
-        color = _RELOAD_COLOR if reload else _MARK_COLOR
-        style: Literal[":", "--"] = ":" if reload else "--"
+        kinds = {m.kind for m in ms}
+        color = (
+            _FORK_COLOR
+            if "fork" in kinds
+            else _RELOAD_COLOR
+            if kinds == {"reload"}
+            else _MARK_COLOR
+        )
+        style: Literal[":", "--", "-."] = (
+            "-." if "fork" in kinds else ":" if kinds == {"reload"} else "--"
+        )
         for ax in axes:
             ax.axvline(tick - 0.5, color=color, linestyle=style, linewidth=1.2, zorder=3)
         top.text(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +72,7 @@ class Marker:
 
     tick: int
     time: str
-    kind: str  # intervention, survey, interview or reload
+    kind: str  # intervention, survey, interview, reload or fork
     label: str  # short, for the plots: "city.close_place", "survey midday (10 answers)"
     detail: str  # for summary.md: the arguments or the message
 
@@ -235,6 +235,22 @@ def _reload(ev: Mapping[str, Any], tick: int) -> Marker:
         kind="reload",
         label=_cut("skills reloaded: " + ("; ".join(parts) or "no change")),
         detail=f"registry generation {ev.get('generation')}",
+    )
+
+
+def _fork_marker(manifest: Mapping[str, Any], times: Mapping[int, str]) -> Marker | None:
+    """Where a fork left its parent (``manifest.parent``): the ticks before it are the
+    parent's, the ticks from it on the fork's own."""
+    parent = manifest.get("parent")
+    if not isinstance(parent, Mapping) or not isinstance(parent.get("tick"), int):
+        return None
+    tick = parent["tick"]
+    return Marker(
+        tick=tick,
+        time=times.get(tick, ""),
+        kind="fork",
+        label=f"forked from {parent.get('run_id') or parent.get('run')}",
+        detail=f"ticks before {tick} are the parent's ({parent.get('run')})",
     )
 
 
@@ -492,6 +508,9 @@ def write_report(run: Run | str | Path, *, out_dir: Path | None = None) -> Repor
     acc = _Acc()
     overview = summarize(r, each_event=acc.add)  # one read of the log for both
     data = _report_data(acc)
+    fork = _fork_marker(r.manifest(), acc.times)
+    if fork is not None:
+        data = replace(data, markers=tuple(sorted((*data.markers, fork), key=lambda m: m.tick)))
     folder = out_dir if out_dir is not None else r.path / "report"
     folder.mkdir(parents=True, exist_ok=True)
     marks = data.markers

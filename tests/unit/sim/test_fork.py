@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from agentsim.cli import main
+from agentsim.inspect.report import write_report
 from agentsim.inspect.run import open_run
 from agentsim.view import _api
 
@@ -93,6 +94,13 @@ def test_a_fork_with_the_same_workflow_gives_the_parents_bytes(
     data = json.loads(_cli(capsys, "inspect", str(grandchild), "--json")[1])
     assert [p["run_id"] for p in data["lineage"]] == ["child", "parent"]
     assert _api.progress(open_run(child))["parent"] == lineage
+    # The report marks where the fork left its parent, on the plots and in summary.md.
+    rep = write_report(child)
+    (fork,) = [m for m in rep.data.markers if m.kind == "fork"]
+    assert (fork.tick, fork.label) == (3, "forked from parent")
+    assert "| fork | forked from parent | ticks before 3 are the parent's (" in (
+        rep.summary.read_text("utf-8")
+    )
 
 
 @pytest.mark.slow
