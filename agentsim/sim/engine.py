@@ -9,6 +9,7 @@ byte-identical ``events.jsonl`` on every executor.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import json
@@ -53,6 +54,8 @@ __all__ = ["Engine", "Progress", "RunSummary"]
 
 
 # What ``Engine.checkpoint`` saves and ``_restore`` reads back.
+# How often the progress line hears of a survey under way.
+SURVEY_PROGRESS_EVERY = 1.0
 _ENGINE_STATE = ("pos", "clock", "modules", "pending_messages", "metrics")
 
 
@@ -415,11 +418,17 @@ class Engine:
                 )
         elif isinstance(step, SurveyStep):
             chosen = self._select(step.agents, index, "agents")
-            answers = await self.executor.ask(
-                chosen, step.question, tick=tick, when=self.clock.now, views=self._views()
-            )
             kind = "interview" if isinstance(step, InterviewStep) else "survey"
             name = step.name or f"{kind}-{index}"
+            async with asyncio.TaskGroup() as tg:
+                asking = tg.create_task(
+                    self.executor.ask(
+                        chosen, step.question, tick=tick, when=self.clock.now, views=self._views()
+                    )
+                )
+                if self.progress is not None:
+                    tg.create_task(self._survey_progress(asking, f"{kind} {name}", len(chosen)))
+            answers = asking.result()
             assert self.ws is not None
             sdir = self.ws.root / "surveys"
             sdir.mkdir(exist_ok=True)
@@ -450,6 +459,28 @@ class Engine:
                     for r in rows
                 ]
             )
+
+    async def _survey_progress(self, asking: asyncio.Task[Any], what: str, asked: int) -> None:
+        """Report a survey's answers so far every ``SURVEY_PROGRESS_EVERY`` seconds, and once
+        when it is over."""
+        assert self.progress is not None
+        total = self.config.total_ticks()
+        while True:
+            await asyncio.wait([asking], timeout=SURVEY_PROGRESS_EVERY)
+            done = asking.done()
+            answered = asked if done else await self.executor.answered()
+            self.progress(
+                Progress.of(
+                    self._metrics,
+                    tick=self.clock.tick,
+                    total=total,
+                    survey=what,
+                    answered=answered,
+                    asked=asked,
+                )
+            )
+            if done:
+                return
 
     # -- checkpoints -----------------------------------------------------------------------
 
