@@ -263,6 +263,8 @@ def _print_summary(summary: Any) -> None:
     print(
         f"{summary.status}: {summary.run_dir}  ticks={summary.ticks} agents={summary.agents} "
         f"agent-steps={m.get('agent_steps', 0)} model-calls={m.get('model_calls', 0)} "
+        f"prompt-tokens={m.get('prompt_tokens', 0)} "
+        f"(cached {m.get('cached_prompt_tokens', 0)}) "
         f"(gate retries {m.get('gate_retries', 0)}) errors={m.get('errors', 0)}"
     )
     found = {k: n for k, n in m.get("problems", {}).items() if n}

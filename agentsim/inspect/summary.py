@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentsim.inspect.run import Run
+from agentsim.llm.stats import Prices
 from agentsim.sim.problems import gate_retries, problem_of
 
 __all__ = ["EventCounts", "RunOverview", "SkillUse", "error_kind", "summarize", "summarize_events"]
@@ -25,6 +26,7 @@ _TICK_SUMS = (
     "script_calls",
     "prompt_tokens",
     "completion_tokens",
+    "cached_prompt_tokens",
     "errors",
     "degraded",
     "skipped",
@@ -97,6 +99,7 @@ class RunOverview:
     script_calls: int
     prompt_tokens: int
     completion_tokens: int
+    cached_prompt_tokens: int  # part of prompt_tokens: what the server's prefix cache served
     cost: float | None  # None when the experiment configures no prices
     skipped: int
     errors: Mapping[str, int]
@@ -129,6 +132,7 @@ class RunOverview:
             "script_calls": self.script_calls,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
             "tokens": self.tokens,
             "cost": self.cost,
             "skipped": self.skipped,
@@ -235,17 +239,26 @@ def _total_ticks(config: Mapping[str, Any]) -> int | None:
     return ticks if isinstance(ticks, int) else None
 
 
-def _cost(config: Mapping[str, Any], prompt: int, completion: int) -> float | None:
+def _cost(config: Mapping[str, Any], sums: Mapping[str, int]) -> float | None:
     model = config.get("model")
     prices = model.get("prices") if isinstance(model, dict) else None
     if not isinstance(prices, dict):
         return None
     try:
-        per_p = float(prices["prompt_per_1k"])
-        per_c = float(prices["completion_per_1k"])
+        cached = prices.get("cached_prompt_per_1k")
+        price = Prices(
+            prompt_per_1k=float(prices["prompt_per_1k"]),
+            completion_per_1k=float(prices["completion_per_1k"]),
+            cached_prompt_per_1k=None if cached is None else float(cached),
+        )
     except (KeyError, TypeError, ValueError):
         return None
-    return round(prompt / 1000 * per_p + completion / 1000 * per_c, 6)
+    cost = price.cost_of(
+        prompt=sums["prompt_tokens"],
+        completion=sums["completion_tokens"],
+        cached_prompt=sums["cached_prompt_tokens"],
+    )
+    return round(cost, 6)
 
 
 def _passing(
@@ -292,7 +305,8 @@ def summarize(
         script_calls=sums["script_calls"],
         prompt_tokens=sums["prompt_tokens"],
         completion_tokens=sums["completion_tokens"],
-        cost=_cost(config, sums["prompt_tokens"], sums["completion_tokens"]),
+        cached_prompt_tokens=sums["cached_prompt_tokens"],
+        cost=_cost(config, sums),
         skipped=sums["skipped"],
         errors=counts.errors,
         gate_retries=counts.gate_retries,

@@ -108,6 +108,7 @@ class TickResult:
     script_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
     degraded: int = 0
     skipped: int = 0
     elapsed: float = 0.0
@@ -350,6 +351,7 @@ class AgentHost:
             res.script_calls += o.script_calls
             res.prompt_tokens += o.usage.prompt_tokens
             res.completion_tokens += o.usage.completion_tokens
+            res.cached_prompt_tokens += o.usage.cached_prompt_tokens
             res.degraded += o.degraded
             res.skipped += o.skipped
         res.elapsed = time.perf_counter() - t0

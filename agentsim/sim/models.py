@@ -43,6 +43,7 @@ def build_model(
             Prices(
                 prompt_per_1k=cfg.prices.prompt_per_1k,
                 completion_per_1k=cfg.prices.completion_per_1k,
+                cached_prompt_per_1k=cfg.prices.cached_prompt_per_1k,
             )
             if cfg.prices
             else None
