@@ -336,11 +336,13 @@ def build_parser() -> argparse.ArgumentParser:
         "summary or off (default: full)",
     )
     run.set_defaults(func=_cmd_run)
+    from agentsim.env.cli import add_env_commands
     from agentsim.inspect.cli import add_inspect_commands
     from agentsim.skills.cli import add_skills_commands
     from agentsim.view.cli import add_view_command
 
     add_skills_commands(sub)
+    add_env_commands(sub)
     add_inspect_commands(sub)
     add_view_command(sub)
     return parser

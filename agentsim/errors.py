@@ -123,6 +123,10 @@ class SkillActivationError(SkillError):
 class ModelError(AgentsimError):
     """A model call failed (after the backend's own retries)."""
 
+    # True when the last attempt failed in a way worth another try (a timeout, a dropped
+    # connection, 429/5xx): another server of the model may answer it.
+    retryable: bool = False
+
     def __init__(self, message: str, *, attempts: int = 1) -> None:
         super().__init__(message, attempts)
         self.message = message

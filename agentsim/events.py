@@ -198,6 +198,17 @@ _DECLARED: tuple[EventType, ...] = (
         ),
     ),
     EventType(
+        name="measure",
+        writer="agent",
+        doc="a measure a skill recorded for the agent (`ctx.record` or an `AGENTSIM_MEASURE` line)",
+        fields=(
+            _SKILL,
+            _f("name", str, "the measure's name"),
+            _f("value", float, "its value"),
+            _f("group", str, "the agent's group"),
+        ),
+    ),
+    EventType(
         name="hook_decision",
         writer="agent",
         doc="a hook skipped the step or asked for a retry",
@@ -353,6 +364,7 @@ _DECLARED: tuple[EventType, ...] = (
             _f("std", float, "its standard deviation"),
             _f("histogram", list[int], "agents per opinion bin, -1 to +1"),
             _f("groups", dict[str, dict[str, float]], "group -> {n, mean, std}"),
+            _f("group_histograms", dict[str, list[int]], "group -> agents per opinion bin"),
             _f("posts_delivered", int, "posts in the tick"),
             _f("messages_delivered", int, "messages in the tick"),
         ),
@@ -368,13 +380,13 @@ EVENTS: Mapping[str, EventType] = types.MappingProxyType({e.name: e for e in _DE
 _Events = TypeVar("_Events", bound=Sequence[Mapping[str, Any]])
 
 
-def _key_problem(event: Mapping[str, Any]) -> str:
+def _key_problem(event: Mapping[str, Any], declared: Mapping[str, EventType] = EVENTS) -> str:
     """Why ``event``'s type or fields are not declared ("" if they are)."""
     kind = event.get("type")
-    spec = EVENTS.get(kind) if isinstance(kind, str) else None
+    spec = declared.get(kind) if isinstance(kind, str) else None
     if spec is None:
         return (
-            f"event type {kind!r} is not declared (known: {', '.join(sorted(EVENTS))}); "
+            f"event type {kind!r} is not declared (known: {', '.join(sorted(declared))}); "
             "declare it in agentsim/events.py"
         )
     keys = event.keys()
@@ -393,12 +405,13 @@ def _key_problem(event: Mapping[str, Any]) -> str:
     return ""
 
 
-def checked(events: _Events) -> _Events:
-    """``events`` unchanged, once each one's type and field names are declared; raises
+def checked(events: _Events, *, declared: Mapping[str, EventType] = EVENTS) -> _Events:
+    """``events`` unchanged, once each one's type and field names are declared (in
+    ``declared``: ``EVENTS`` and, in a run, its environment modules' own ``EVENTS``); raises
     ``EventError`` naming the first one that is not. (Names only: cheap enough for every
     line of a large run.)"""
     for event in events:
-        problem = _key_problem(event)
+        problem = _key_problem(event, declared)
         if problem:
             raise EventError(problem)
     return events
@@ -429,13 +442,13 @@ def _matches(value: Any, tp: Any) -> bool:
     return isinstance(value, tp)
 
 
-def problems(event: Mapping[str, Any]) -> list[str]:
+def problems(event: Mapping[str, Any], *, declared: Mapping[str, EventType] = EVENTS) -> list[str]:
     """Everything wrong with ``event`` against its declaration (values included); empty
     when it is as declared."""
-    problem = _key_problem(event)
+    problem = _key_problem(event, declared)
     if problem:
         return [problem]
-    spec = EVENTS[event["type"]]
+    spec = declared[event["type"]]
     return [
         f"event {spec.name!r} field {f.name!r} is {event[f.name]!r}, "
         f"not {_type_name(f.type)} as declared in agentsim/events.py"

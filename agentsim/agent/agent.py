@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsim._tokens import estimate_tokens
+from agentsim.agent.agent_json import agent_json, write_agent_json
 from agentsim.agent.memory import Memory, append_lines
 from agentsim.agent.step import (
     AgentSettings,
@@ -44,6 +45,7 @@ class Agent:
     """A resident agent. Small by design: shared things live in the host."""
 
     __slots__ = (
+        "_agent_json",
         "_head",
         "_last_parts_key",
         "_last_skills",
@@ -96,6 +98,9 @@ class Agent:
         # (active skills, step count) of the last skills record handed to the store.
         self._skills_written: tuple[tuple[str, ...], int] | None = None
         self._head: str | None = None  # persona + profile: fixed for the agent's life
+        # (step count, active skills) of the AGENT.json on disk: written when skill code is
+        # about to run and the file is not current, never for a step that runs none.
+        self._agent_json: tuple[int, tuple[str, ...]] | None = None
 
     # -- prompt ----------------------------------------------------------------------------
 
@@ -178,6 +183,8 @@ class Agent:
             await self._react(st, model, settings, seed, hooks=(), feedback="", trace=trace)
             return st.out
         self.step_count += 1
+        if self.skills.has_hooks("pre_step"):
+            self.write_agent_json(inp)
         pre = await self.skills.run_hooks(
             "pre_step", tick=inp.tick, time=inp.time, step_count=self.step_count
         )
@@ -202,6 +209,8 @@ class Agent:
                 if st.out.degraded:
                     post: list[HookOutcome] = []
                     break
+                if self.skills.has_hooks("post_step"):
+                    self.write_agent_json(inp)
                 post = await self.skills.run_hooks(
                     "post_step", tick=inp.tick, time=inp.time, step_count=self.step_count
                 )
@@ -244,6 +253,30 @@ class Agent:
             self._pending_trace.append(json.dumps(trace, ensure_ascii=False, default=str))
         return st.out
 
+    def write_agent_json(self, inp: StepInput) -> None:
+        """Make ``AGENT.json`` current for this step (skills written for AgentSociety2 read
+        it); a no-op when it already is."""
+        key = (self.step_count, self.skills.active)
+        if key == self._agent_json:
+            return
+        write_agent_json(
+            self.workspace,
+            agent_json(
+                agent_id=self.agent_id,
+                group=self.group,
+                profile=self.profile,
+                persona=self.persona,
+                workspace=self.workspace,
+                time_iso=inp.iso,
+                tick=inp.tick,
+                step_count=self.step_count,
+                visible=[d.skill_id for d in self.skills.visible()],
+                activated=key[1],
+                facts=inp.env.facts(self.agent_id) if inp.env is not None else None,
+            ),
+        )
+        self._agent_json = key
+
     def _emit(self, st: StepScratch, kind: str, **data: Any) -> None:
         """Add one of this agent's events to the step's outcome."""
         inp = st.inp
@@ -261,12 +294,18 @@ class Agent:
             **extra,
         )
 
+    def _measured(self, st: StepScratch, skill: str, found: Sequence[tuple[str, float]]) -> None:
+        """A ``measure`` event per measure a script or hook recorded (``ctx.record``)."""
+        for name, value in found:
+            self._emit(st, "measure", skill=skill, name=name, value=value, group=self.group)
+
     def _hook_problems(self, st: StepScratch, outcomes: Sequence[HookOutcome]) -> None:
         """A failed hook is an event (counted as a problem); so is the overrun that got
         its script quarantined."""
         for h in outcomes:
             if h.log:
                 st.logs.append({"skill": h.skill_id, "hook": h.hook, "log": h.log})
+            self._measured(st, h.skill_id, h.measures)
             if h.ok:
                 continue
             lines = (h.error or "").strip().splitlines()
@@ -444,6 +483,7 @@ class Agent:
                 st, {"module": desc.namespace[4:], "action": desc.manifest.name, "args": payload}
             )
         script = args.get("script")
+        self.write_agent_json(st.inp)
         res = await self.skills.call_script(
             desc.skill_id,
             [str(a) for a in argv],
@@ -461,6 +501,7 @@ class Agent:
                 }
             )
         self._emit(st, "script_called", skill=desc.skill_id, ok=res.ok, exit_code=res.exit_code)
+        self._measured(st, desc.skill_id, res.measures)
         if res.quarantined and res.timed_out:  # the overrun that caused it, not a refusal
             self._emit(
                 st,

@@ -9,6 +9,7 @@ which agents finish or the number of hosts.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -21,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from agentsim.env.clock import SimClock
 from agentsim.errors import ConfigError, EnvError
+from agentsim.events import EventType
 
 __all__ = [
     "ActionSpec",
@@ -204,6 +206,11 @@ class EnvView:
         """One or a few short lines for the agent's prompt ("" when there is nothing)."""
         return ""
 
+    def agent_facts(self, agent_id: str) -> Mapping[str, Any]:
+        """What the agent knows of itself from this module, for its ``AGENT.json`` (e.g. the
+        city's ``home`` and ``work``); empty by default."""
+        return {}
+
     def actions(self) -> Mapping[str, str]:
         """Action name -> one-line doc; writes are marked ``[write ...]``."""
         return {a.name: a.describe() for a in self.ACTIONS}
@@ -286,6 +293,8 @@ class EnvModule:
     name: ClassVar[str] = "base"
     INTERVENTIONS: ClassVar[tuple[str, ...]] = ()
     """The actions a workflow's ``intervene`` step may name; checked when the config loads."""
+    EVENTS: ClassVar[tuple[EventType, ...]] = ()
+    """The module's own event types (those not in ``agentsim.events``), for the log check."""
 
     def __init__(
         self,
@@ -309,8 +318,10 @@ class EnvModule:
         return f"{self.config_path}.{option}" if self.config_path else option
 
     def skills_dir(self) -> Path | None:
-        """The folder of this module's env skills (namespace ``env:<name>``), if any."""
-        return None
+        """The folder of this module's env skills (namespace ``env:<name>``), if any: by
+        default the ``skills/`` folder beside the file that defines the class."""
+        here = Path(inspect.getfile(type(self))).parent / "skills"
+        return here if here.is_dir() else None
 
     def setup(self, agents: Sequence[AgentInfo]) -> None:
         """Called once before the first tick with every agent of the run."""

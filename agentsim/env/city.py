@@ -195,13 +195,18 @@ class CityView(EnvView):
         return EnvAnswer(result=result)
 
     def _do_my_places(self, agent_id: str, args: ArgReader, seq: int) -> EnvAnswer:
-        home, work = self.assigned[agent_id]
-        return EnvAnswer(
-            result={
-                "home": self.places[home].to_dict(),
-                "work": self.places[work].to_dict() if work else None,
-            }
-        )
+        return EnvAnswer(result=dict(self.agent_facts(agent_id)))
+
+    def agent_facts(self, agent_id: str) -> Mapping[str, Any]:
+        """The agent's ``home`` and ``work`` (None for agents without a workplace)."""
+        assigned = self.assigned.get(agent_id)
+        if assigned is None:
+            return {}
+        home, work = assigned
+        return {
+            "home": self.places[home].to_dict(),
+            "work": self.places[work].to_dict() if work else None,
+        }
 
     def _do_move_to(self, agent_id: str, args: ArgReader, seq: int) -> EnvAnswer:
         dest = self._place(args)

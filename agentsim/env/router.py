@@ -11,7 +11,7 @@ from typing import Any
 from agentsim.env.base import EnvAnswer, EnvModule, EnvView
 from agentsim.env.city import CityModule
 from agentsim.env.social import SocialModule
-from agentsim.errors import ConfigError, EnvError
+from agentsim.errors import EnvError
 
 __all__ = ["BUILTIN_MODULES", "EnvRouter", "create_module"]
 
@@ -28,16 +28,12 @@ def create_module(
     base_dir: Path,
     config_path: str = "",
 ) -> EnvModule:
-    """Build the built-in module ``name``; bad options raise ``ConfigError`` naming
-    ``config_path`` (e.g. ``environment.0``) and the option."""
-    cls = BUILTIN_MODULES.get(name)
-    if cls is None:
-        where = f"{config_path}.module" if config_path else "module"
-        raise ConfigError(
-            where,
-            f"unknown environment module {name!r} (known: {', '.join(sorted(BUILTIN_MODULES))})",
-            "use one of the known modules",
-        )
+    """Build the module ``name`` (a reference: see ``agentsim.env.loader``); a bad reference
+    or bad options raise ``ConfigError`` naming ``config_path`` (e.g. ``environment.0``)."""
+    from agentsim.env.loader import resolve_module
+
+    where = f"{config_path}.module" if config_path else "module"
+    cls = resolve_module(name, base_dir=base_dir, where=where)
     return cls(options, seed=seed, base_dir=base_dir, config_path=config_path)
 
 
@@ -72,6 +68,13 @@ class EnvRouter:
         """Every module's observation of the agent, one per line, in module order."""
         parts = (view.observe(agent_id) for view in self._views.values())
         return "\n".join(p for p in parts if p)
+
+    def facts(self, agent_id: str) -> dict[str, Any]:
+        """Every module's facts about the agent (``agent_facts``), merged in module order."""
+        out: dict[str, Any] = {}
+        for view in self._views.values():
+            out.update(view.agent_facts(agent_id))
+        return out
 
     def describe(self) -> dict[str, dict[str, str]]:
         """``{module: {action: doc}}`` for the ``ask_env`` tool's schema and enums."""

@@ -242,6 +242,14 @@ class SocialView(EnvView):
         )
 
 
+def _histogram(values: list[float]) -> list[int]:
+    """Agents per opinion bin, ``_BINS`` equal bins from -1 to +1 (+1 in the last)."""
+    counts = [0] * _BINS
+    for v in values:
+        counts[min(_BINS - 1, int((v + 1) / 2 * _BINS))] += 1
+    return counts
+
+
 def _moments(values: Sequence[float]) -> tuple[int, float, float]:
     """Count, mean and population standard deviation (0, 0.0, 0.0 for no values)."""
     n = len(values)
@@ -494,9 +502,7 @@ class SocialModule(EnvModule):
         for group in sorted(by_group):
             gn, gmean, gstd = _moments(by_group[group])
             groups[group] = {"n": gn, "mean": round(gmean, 6), "std": round(gstd, 6)}
-        histogram = [0] * _BINS
-        for v in values:
-            histogram[min(_BINS - 1, int((v + 1) / 2 * _BINS))] += 1
+        group_histograms = {group: _histogram(by_group[group]) for group in sorted(by_group)}
         posts, messages = self._delivered
         self._delivered = [0, 0]
         return [
@@ -506,8 +512,9 @@ class SocialModule(EnvModule):
                 "n": n,
                 "mean": round(mean, 6),
                 "std": round(std, 6),
-                "histogram": histogram,
+                "histogram": _histogram(values),
                 "groups": groups,
+                "group_histograms": group_histograms,
                 "posts_delivered": posts,
                 "messages_delivered": messages,
             }

@@ -3,8 +3,10 @@
 matplotlib's object API on the Agg canvas: no pyplot state, no display. Every figure has
 the same furniture, so fixed margins are used instead of a layout engine (which would
 double the drawing time): the data on the left, legends and notes in a column on the
-right, outside the data. Interventions and surveys happen between two ticks (after tick
-``t - 1`` ended, before tick ``t`` ran), so their vertical lines sit at ``t - 0.5``.
+right, outside the data. The PNG is cut to what was drawn (``bbox_inches="tight"``), so a
+long legend widens the image instead of being cut off at its edge. Interventions, surveys
+and hot reloads happen between two ticks (after tick ``t - 1`` ended, before tick ``t``
+ran), so their vertical lines sit at ``t - 0.5``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from agentsim.inspect.report import Marker, Series
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "activity_plot",
     "city_plot",
+    "measures_plot",
     "opinion_plot",
     "skills_plot",
     "tokens_plot",
@@ -31,6 +34,9 @@ _LEFT, _RIGHT = 0.09, 0.72  # the data; the legend column starts at _RIGHT + 0.0
 _ROW, _TOP_IN, _BOTTOM_IN = 2.6, 0.5, 0.8  # inches per row, above the rows, below them
 _LINE_IN = 0.17  # inches per line of a legend at 8 points
 _MARK_COLOR = "tab:red"  # the vertical lines of interventions and surveys
+_RELOAD_COLOR = "tab:purple"  # and of hot reloads, dotted
+_GROUP_ROWS = 4  # groups drawn as heat maps of their own; summary.md has every group
+_MEASURE_ROWS = 6  # measures drawn, one row each
 _MARKS_LISTED = 6  # legend entries for them; summary.md lists every one
 
 
@@ -97,8 +103,12 @@ def _mark(axes: Sequence[Any], markers: Sequence[Marker]) -> list[Any]:
     top = axes[0]
     above = blended_transform_factory(top.transData, top.transAxes)
     for number, (tick, ms) in enumerate(sorted(by_tick.items()), start=1):
+        # A tick with only hot reloads is dotted purple; one with any workflow step, red.
+        reload = all(m.kind == "reload" for m in ms)
+        color = _RELOAD_COLOR if reload else _MARK_COLOR
+        style: Literal[":", "--"] = ":" if reload else "--"
         for ax in axes:
-            ax.axvline(tick - 0.5, color=_MARK_COLOR, linestyle="--", linewidth=1.2, zorder=3)
+            ax.axvline(tick - 0.5, color=color, linestyle=style, linewidth=1.2, zorder=3)
         top.text(
             tick - 0.5,
             1.01,
@@ -108,11 +118,11 @@ def _mark(axes: Sequence[Any], markers: Sequence[Marker]) -> list[Any]:
             va="bottom",
             fontsize=8,
             fontweight="bold",
-            color=_MARK_COLOR,
+            color=color,
         )
         if number <= _MARKS_LISTED:
             label = f"{number}: before tick {tick}: " + "\n    ".join(m.label for m in ms)
-            handles.append(Line2D([], [], color=_MARK_COLOR, linestyle="--", label=label))
+            handles.append(Line2D([], [], color=color, linestyle=style, label=label))
     if len(by_tick) > _MARKS_LISTED:
         more = f"... {len(by_tick) - _MARKS_LISTED} more (listed in summary.md)"
         handles.append(Line2D([], [], color="none", label=more))
@@ -156,7 +166,7 @@ def _no_data(ax: Any, text: str = "no data") -> None:
 
 
 def _save(frame: _Frame, path: Path) -> Path:
-    frame.fig.savefig(path, dpi=100)
+    frame.fig.savefig(path, dpi=100, bbox_inches="tight", pad_inches=0.2)
     return path
 
 
@@ -301,41 +311,125 @@ def city_plot(s: Series, markers: Sequence[Marker], path: Path) -> Path:
     return _save(frame, path)
 
 
+def measures_plot(
+    measures: Mapping[str, Mapping[str, Series]], markers: Sequence[Marker], path: Path
+) -> Path:
+    """The measures the skills recorded (``ctx.record``): a row per measure, a line per
+    agent group, the group's mean at each tick it was recorded."""
+    names = list(measures)[:_MEASURE_ROWS]
+    groups = sorted({g for name in names for g in measures[name]})
+    lines = len(groups) + _mark_lines(markers)
+    frame = _frame("measures recorded by the skills (mean per group)", rows=len(names),
+                   legend_lines=lines)  # fmt: skip
+    colors = {g: f"C{i % 10}" for i, g in enumerate(groups)}
+    ticks: list[int] = []
+    times: list[str] = []
+    for ax, name in zip(frame.axes, names, strict=True):
+        for group, g in measures[name].items():
+            ax.plot(g.ticks, g.columns["mean"], marker=_marker(len(g.ticks)),
+                    color=colors[group], label=group)  # fmt: skip
+            for t, time in zip(g.ticks, g.times, strict=True):
+                if t not in ticks:
+                    ticks.append(t)
+                    times.append(time)
+        ax.set_ylabel(name, fontsize=9)
+    from matplotlib.lines import Line2D
+
+    from agentsim.inspect.report import Series  # the module that imports this one
+
+    order = sorted(range(len(ticks)), key=ticks.__getitem__)
+    span = Series(
+        ticks=tuple(ticks[i] for i in order), times=tuple(times[i] for i in order), columns={}
+    )
+    handles = [Line2D([], [], color=colors[g], label=f"group {g}") for g in groups]
+    handles += _mark(frame.axes, markers)
+    _time_axis(frame.axes[-1], span, markers)
+    for ax in frame.axes[:-1]:
+        ax.set_xlim(*_x_range(span, markers))
+    _legend(frame.axes[0], handles, own=False)
+    if len(measures) > len(names):
+        frame.fig.text(_RIGHT + 0.015, frame.axes[-1].get_position().y0,
+                       f"{len(measures) - len(names)} more measures\nin the events", fontsize=8,
+                       va="bottom", color="0.25")  # fmt: skip
+    return _save(frame, path)
+
+
+def _heat_map(ax: Any, hist: Series, markers: Sequence[Marker]) -> Any:
+    """Each tick's share of the agents per opinion bin, -1 at the bottom to +1 at the top."""
+    matrix = [list(col) for col in hist.columns.values()]
+    totals = [sum(col) or 1 for col in zip(*matrix, strict=True)] if matrix else []
+    shares = [[v / t for v, t in zip(row, totals, strict=True)] for row in matrix]
+    lo, hi = _x_range(hist, markers)
+    im = ax.imshow(
+        shares or [[0.0]],
+        aspect="auto",
+        origin="lower",
+        extent=(lo, hi, -1, 1),
+        cmap="viridis",
+        vmin=0,
+        vmax=1,
+    )
+    ax.set_xlim(lo, hi)
+    return im
+
+
 def opinion_plot(
     hist: Series,
     stats: Series,
     groups: Mapping[str, Series],
+    group_bins: Mapping[str, Series],
     markers: Sequence[Marker],
     path: Path,
 ) -> Path:
-    """The histogram of all agents as a heat map; below, each group's mean ± std (the whole
-    population's when the log has no groups)."""
-    lines = 2 * max(1, len(groups)) + _mark_lines(markers)
-    frame = _frame("social: opinions over time", rows=2, legend_lines=lines)
-    top, bottom = frame.axes
-    matrix = [list(hist.columns[label]) for label in hist.columns]
-    lo, hi = _x_range(hist, markers)
-    im = top.imshow(matrix, aspect="auto", origin="lower", extent=(lo, hi, -1, 1), cmap="viridis")
+    """Each tick's opinion distribution as a heat map (a column per tick, the share of the
+    agents in each bin): all agents, then each group of its own, so a group that splits in
+    two shows two bands. A log written before ``social_opinions`` carried the groups' bins
+    gets each group's mean ± std instead."""
+    drawn = list(group_bins)[:_GROUP_ROWS]
+    rows = 1 + (len(drawn) if drawn else 1)
+    lines = (0 if drawn else 2 * max(1, len(groups))) + _mark_lines(markers)
+    frame = _frame("social: opinions over time", rows=rows, legend_lines=lines)
+    top, *below = frame.axes
+    im = _heat_map(top, hist, markers)
+    top.set_ylabel("opinion:\nall agents", fontsize=9)
+    if drawn:
+        for ax, name in zip(below, drawn, strict=True):
+            _heat_map(ax, group_bins[name], markers)
+            ax.set_ylabel(f"opinion:\n{name}", fontsize=9)
+        if len(group_bins) > len(drawn):
+            note = f"{len(group_bins) - len(drawn)} more groups\nnot drawn"
+            frame.fig.text(
+                _RIGHT + 0.015,
+                below[-1].get_position().y0,
+                note,
+                fontsize=8,
+                va="bottom",
+                color="0.25",
+            )
+    else:
+        (bottom,) = below
+        series = groups or {"all agents": stats}
+        for name, g in series.items():
+            mean, std = g.columns["mean"], g.columns["std"]
+            (line,) = bottom.plot(
+                g.ticks, mean, label=f"{name}: mean", marker=_marker(len(g.ticks))
+            )
+            bottom.fill_between(
+                g.ticks,
+                [m - d for m, d in zip(mean, std, strict=True)],
+                [m + d for m, d in zip(mean, std, strict=True)],
+                alpha=0.2,
+                color=line.get_color(),
+                label=f"{name}: ± std",
+            )
+        bottom.set_ylim(-1, 1)
+        bottom.axhline(0, color="0.6", linewidth=0.8)
+        bottom.set_ylabel("opinion by group\n(mean ± std)", fontsize=9)
+    # One colour scale for every heat map, beside the first; the legend below it.
     box = top.get_position()
     cax = frame.fig.add_axes((_RIGHT + 0.015, box.y0, 0.015, box.height))
-    frame.fig.colorbar(im, cax=cax, label="agents in the bin")
-    top.set_ylabel("opinion of all agents", fontsize=9)
-    series = groups or {"all agents": stats}
-    for name, g in series.items():
-        mean, std = g.columns["mean"], g.columns["std"]
-        (line,) = bottom.plot(g.ticks, mean, label=f"{name}: mean", marker=_marker(len(g.ticks)))
-        bottom.fill_between(
-            g.ticks,
-            [m - d for m, d in zip(mean, std, strict=True)],
-            [m + d for m, d in zip(mean, std, strict=True)],
-            alpha=0.2,
-            color=line.get_color(),
-            label=f"{name}: ± std",
-        )
-    bottom.set_ylim(-1, 1)
-    bottom.axhline(0, color="0.6", linewidth=0.8)
-    bottom.set_ylabel("opinion by group (mean ± std)", fontsize=9)
+    frame.fig.colorbar(im, cax=cax, label="share of the\nagents in the bin")
     handles = _mark(frame.axes, markers)
-    _time_axis(bottom, hist, markers)
-    _legend(bottom, handles)
+    _time_axis(frame.axes[-1], hist, markers)
+    _legend(frame.axes[-1], handles, own=not drawn)
     return _save(frame, path)

@@ -64,6 +64,12 @@ def _overview_text(d: dict[str, Any], out: TextIO) -> None:
         f"({d['prompt_tokens']:,} prompt, {d['cached_prompt_tokens']:,} of them cached, "
         f"+ {d['completion_tokens']:,} completion)  cost {cost}\n"
     )
+    for name, m in d["models"].items():
+        mcost = "-" if m["cost"] is None else f"{m['cost']:.4f}"
+        w(
+            f"    {name:<10} {m['calls']:,} calls  {m['prompt_tokens'] + m['completion_tokens']:,}"
+            f" tokens  errors {m['errors']:,}  cost {mcost}\n"
+        )
     errors = ", ".join(f"{k} {n:,}" for k, n in d["errors"].items())
     w(f"  errors       {d['error_total']:,}: {errors}\n" if errors else "  errors       none\n")
     if d["gate_retries"]:

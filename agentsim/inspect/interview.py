@@ -68,12 +68,14 @@ class InterviewResult:
         }
 
 
-def _model_config(cfg: Any, run_dir: Path, scratch: Path) -> tuple[Any, str]:
+def _model_config(
+    cfg: Any, run_dir: Path, scratch: Path, *, file: str = "model_cache.sqlite"
+) -> tuple[Any, str]:
     """The run's model settings with the cache moved to a read-only replay in ``scratch``."""
     name = "scripted" if cfg.backend == "scripted" else str(cfg.model)
     if cfg.cache == "off":
         return cfg, name
-    src = Path(cfg.cache_path) if cfg.cache_path else run_dir / "model_cache.sqlite"
+    src = Path(cfg.cache_path) if cfg.cache_path else run_dir / file
     if not src.is_file():
         if cfg.cache == "record":  # nothing recorded yet: call the model directly
             return cfg.model_copy(update={"cache": "off"}), f"{name} (cache: none recorded yet)"
@@ -123,7 +125,7 @@ async def interview(
     from agentsim.env.clock import SimClock
     from agentsim.env.router import EnvRouter
     from agentsim.sim.host import AgentHost, HostSpec, build_registry
-    from agentsim.sim.models import build_model
+    from agentsim.sim.models import build_model, cache_file
     from agentsim.sim.world import build_world
 
     if not question.strip():
@@ -174,7 +176,11 @@ async def interview(
             symlinks=True,
             ignore=lambda _d, names: [n for n in names if n in _NOT_COPIED],
         )
-        model_cfg, model_note = _model_config(config.model, r.path, scratch)
+        # The agent's own model: its group's (``agents[].model``) or the default one.
+        model_name = config.group_models().get(spec.group, "default")
+        model_cfg, model_note = _model_config(
+            config.model_named(model_name), r.path, scratch, file=cache_file(model_name)
+        )
         host_spec = HostSpec(
             host_id=0,
             run_dir=str(scratch),

@@ -67,12 +67,13 @@ class Series:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Marker:
-    """An intervention or a survey of the workflow. It happened before tick ``tick`` ran
-    (after tick ``tick - 1`` ended), at simulated time ``time``."""
+    """An intervention, a survey or interview of the workflow, or a hot reload of the skills.
+    It happened before tick ``tick`` ran (after tick ``tick - 1`` ended), at simulated time
+    ``time``."""
 
     tick: int
     time: str
-    kind: str  # intervention, survey or interview
+    kind: str  # intervention, survey, interview or reload
     label: str  # short, for the plots: "city.close_place", "survey midday (10 answers)"
     detail: str  # for summary.md: the arguments or the message
 
@@ -94,10 +95,14 @@ class ReportData:
     - ``skills``: activations per skill id chosen by the agents during the run;
       ``default_activations``: the default skills activated at agent setup (tick 0), per id
     - ``tokens``: prompt_tokens, cached_prompt_tokens, completion_tokens, model_calls
-    - ``markers``: the interventions and surveys, in log order
+    - ``markers``: the interventions, surveys and hot reloads, in log order
     - ``city``: agents per place id, plus ``in_transit``
     - ``opinions``: agents per opinion bin (``[-1.0,-0.8)`` ...), ``opinion_stats``: mean,
-      std of all agents, ``opinion_groups``: n, mean, std per agent group
+      std of all agents, ``opinion_groups``: n, mean, std per agent group,
+      ``opinion_group_bins``: agents per opinion bin per agent group (none for a log
+      written before ``social_opinions`` carried them)
+    - ``measures``: per measure the skills recorded (``ctx.record``), per agent group, the
+      mean value (``mean``) and how many agents recorded it (``n``) at each tick
     """
 
     activity: Series
@@ -109,6 +114,8 @@ class ReportData:
     opinions: Series | None = None
     opinion_stats: Series | None = None
     opinion_groups: Mapping[str, Series] | None = None
+    opinion_group_bins: Mapping[str, Series] | None = None
+    measures: Mapping[str, Mapping[str, Series]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,6 +139,8 @@ class _Acc:
     answers: dict[tuple[int, str, str], tuple[str, int]] = field(default_factory=dict)
     city: dict[int, Mapping[str, Any]] = field(default_factory=dict)
     social: dict[int, Mapping[str, Any]] = field(default_factory=dict)
+    # measure name -> group -> tick -> [sum, count]
+    measures: dict[str, dict[str, dict[int, list[float]]]] = field(default_factory=dict)
 
     def add(self, ev: Mapping[str, Any]) -> None:
         """Count one event (of any type, in log order)."""
@@ -154,6 +163,16 @@ class _Acc:
             self.social[tick] = ev
         elif kind == "intervention":
             self.markers.append(_intervention(ev, tick))
+        elif kind == "skills_reloaded":
+            self.markers.append(_reload(ev, tick))
+        elif kind == "measure":
+            value = ev.get("value")
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                by_group = self.measures.setdefault(str(ev.get("name")), {})
+                acc = by_group.setdefault(str(ev.get("group") or "all agents"), {})
+                slot = acc.setdefault(tick, [0.0, 0])
+                slot[0] += value
+                slot[1] += 1
         elif kind in ("survey_answer", "interview_answer"):
             key = (tick, str(kind).removesuffix("_answer"), str(ev.get("name", "")))
             if key not in self.answers:
@@ -202,6 +221,21 @@ def _intervention(ev: Mapping[str, Any], tick: int) -> Marker:
         kind="intervention",
         label=f"message to {n} agents" if isinstance(n, int) else "message",
         detail=_cut(repr(str(ev.get("message", "")))),
+    )
+
+
+def _reload(ev: Mapping[str, Any], tick: int) -> Marker:
+    parts = [
+        f"{what} {', '.join(map(str, ev.get(what) or ()))}"
+        for what in ("added", "changed", "removed")
+        if ev.get(what)
+    ]
+    return Marker(
+        tick=tick,
+        time=str(ev.get("time", "")),
+        kind="reload",
+        label=_cut("skills reloaded: " + ("; ".join(parts) or "no change")),
+        detail=f"registry generation {ev.get('generation')}",
     )
 
 
@@ -258,7 +292,7 @@ def _report_data(acc: _Acc) -> ReportData:
         cols = {p: [_num((occ[t].get("occupancy") or {}).get(p, 0)) for t in ticks] for p in places}
         cols["in_transit"] = [_num(occ[t].get("in_transit", 0)) for t in ticks]
         city = series(cols)
-    opinions = stats = groups = None
+    opinions = stats = groups = group_bins = None
     if acc.social:
         n = max(len(ev.get("histogram") or ()) for ev in acc.social.values())
         hists = {t: list(acc.social.get(t, {}).get("histogram") or [0] * n) for t in ticks}
@@ -269,6 +303,7 @@ def _report_data(acc: _Acc) -> ReportData:
             {k: [_num(acc.social.get(t, {}).get(k)) for t in ticks] for k in ("mean", "std")}
         )
         groups = _opinion_groups(acc.social, ticks, acc.times)
+        group_bins = _opinion_group_bins(acc.social, ticks, acc.times)
     return ReportData(
         activity=activity,
         skills=skills,
@@ -281,6 +316,21 @@ def _report_data(acc: _Acc) -> ReportData:
         opinions=opinions,
         opinion_stats=stats,
         opinion_groups=groups,
+        opinion_group_bins=group_bins or None,
+        measures={
+            name: {
+                group: Series(
+                    ticks=tuple(at := [t for t in ticks if t in per_tick]),
+                    times=tuple(acc.times[t] for t in at),
+                    columns={
+                        "mean": tuple(per_tick[t][0] / per_tick[t][1] for t in at),
+                        "n": tuple(per_tick[t][1] for t in at),
+                    },
+                )
+                for group, per_tick in sorted(groups.items())
+            }
+            for name, groups in sorted(acc.measures.items())
+        },
     )
 
 
@@ -299,6 +349,26 @@ def _opinion_groups(
             times=tuple(times[t] for t in at),
             columns={k: tuple(_num(r.get(k)) for r in rows) for k in ("n", "mean", "std")},
         )
+    return out
+
+
+def _opinion_group_bins(
+    social: Mapping[int, Mapping[str, Any]], ticks: Sequence[int], times: Mapping[int, str]
+) -> dict[str, Series]:
+    """Agents per opinion bin per agent group, at the ticks whose ``social_opinions``
+    carries ``group_histograms``."""
+    per_tick = {t: social[t].get("group_histograms") or {} for t in ticks if t in social}
+    out: dict[str, Series] = {}
+    for name in sorted({g for hists in per_tick.values() for g in hists}):
+        at = [t for t, hists in per_tick.items() if isinstance(hists.get(name), list)]
+        if not at:
+            continue
+        n = max(len(per_tick[t][name]) for t in at)
+        cols = {
+            label: tuple(_num((per_tick[t][name] + [0] * n)[i]) for t in at)
+            for i, label in enumerate(_bin_labels(n))
+        }
+        out[name] = Series(ticks=tuple(at), times=tuple(times[t] for t in at), columns=cols)
     return out
 
 
@@ -335,6 +405,14 @@ def _summary_md(ov: RunOverview, images: Mapping[str, Path], data: ReportData) -
             f"cached; {ov.completion_tokens:,} completion)",
         ),
         ("cost", _fmt(ov.cost) if ov.cost is not None else "- (no prices configured)"),
+        *(
+            (
+                f"model {name}",
+                f"{m['calls']:,} calls, {m['prompt_tokens'] + m['completion_tokens']:,} tokens, "
+                f"{m['errors']:,} errors, cost {_fmt(m['cost'])}",
+            )
+            for name, m in ov.models.items()
+        ),
         ("script calls", _fmt(ov.script_calls)),
         ("skipped steps", _fmt(ov.skipped)),
     ]
@@ -348,10 +426,11 @@ def _summary_md(ov: RunOverview, images: Mapping[str, Path], data: ReportData) -
         ]
     else:
         out.append("None.")
-    out += ["", "## Interventions and surveys", ""]
+    out += ["", "## Interventions, surveys and hot reloads", ""]
     if data.markers:
         out += [
-            "Each happened between two ticks, before the tick given; the plots mark them.",
+            "Each happened between two ticks, before the tick given; the plots mark them "
+            "(hot reloads in a dotted line of their own colour).",
             "",
             "| before tick | time | kind | what | details |",
             "|---|---|---|---|---|",
@@ -362,6 +441,23 @@ def _summary_md(ov: RunOverview, images: Mapping[str, Path], data: ReportData) -
         ]
     else:
         out.append("None.")
+    if data.measures:
+        out += [
+            "",
+            "## Measures",
+            "",
+            "Recorded by the skills (`ctx.record`); the measures plot draws each group's mean.",
+            "",
+            "| measure | group | records | ticks | mean at the last tick |",
+            "|---|---|---|---|---|",
+        ]
+        out += [
+            f"| {_cell(name)} | {_cell(group)} | {int(sum(g.columns['n'])):,} | {len(g.ticks)} "
+            f"| {g.columns['mean'][-1]:.4g} |"
+            for name, groups in data.measures.items()
+            for group, g in groups.items()
+            if g.ticks
+        ]
     out += ["", "## Skills", ""]
     if ov.skills:
         out += [
@@ -419,11 +515,14 @@ def write_report(run: Run | str | Path, *, out_dir: Path | None = None) -> Repor
     }
     if data.city is not None:
         images["city"] = _plots.city_plot(data.city, marks, folder / "city_occupancy.png")
+    if data.measures:
+        images["measures"] = _plots.measures_plot(data.measures, marks, folder / "measures.png")
     if data.opinions is not None and data.opinion_stats is not None:
         images["social"] = _plots.opinion_plot(
             data.opinions,
             data.opinion_stats,
             data.opinion_groups or {},
+            data.opinion_group_bins or {},
             marks,
             folder / "social_opinions.png",
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentsim.inspect.run import Run
@@ -110,6 +110,8 @@ class RunOverview:
     skills_hidden: Mapping[str, str]  # skill id -> why this run's catalogs leave it out
     hot_reloads: tuple[Mapping[str, Any], ...]
     checkpoints: tuple[int, ...]
+    # A model per group: name -> calls, tokens and cost (from metrics.json; {} otherwise).
+    models: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def tokens(self) -> int:
@@ -135,6 +137,7 @@ class RunOverview:
             "cached_prompt_tokens": self.cached_prompt_tokens,
             "tokens": self.tokens,
             "cost": self.cost,
+            "models": {k: dict(v) for k, v in self.models.items()},
             "skipped": self.skipped,
             "errors": dict(self.errors),
             "error_total": sum(self.errors.values()),
@@ -239,6 +242,33 @@ def _total_ticks(config: Mapping[str, Any]) -> int | None:
     return ticks if isinstance(ticks, int) else None
 
 
+def _by_model(config: Mapping[str, Any], metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """metrics.json's calls and tokens per model (runs with ``models:``), each with its cost
+    at its own prices."""
+    block = metrics.get("model")
+    parts = block.get("by_model") if isinstance(block, dict) else None
+    if not isinstance(parts, dict):
+        return {}
+    named = config.get("models")
+    out: dict[str, Any] = {}
+    for name, part in sorted(parts.items()):
+        if not isinstance(part, dict):
+            continue
+        cfg = config if name == "default" else {"model": (named or {}).get(name)}
+        p, c = int(part.get("prompt_tokens", 0)), int(part.get("completion_tokens", 0))
+        cached = int(part.get("cached_prompt_tokens", 0))
+        out[name] = {
+            "calls": int(part.get("calls", 0)),
+            "errors": int(part.get("errors", 0)),
+            "prompt_tokens": p,
+            "completion_tokens": c,
+            "cost": _cost(
+                cfg, {"prompt_tokens": p, "completion_tokens": c, "cached_prompt_tokens": cached}
+            ),
+        }
+    return out
+
+
 def _cost(config: Mapping[str, Any], sums: Mapping[str, int]) -> float | None:
     model = config.get("model")
     prices = model.get("prices") if isinstance(model, dict) else None
@@ -289,6 +319,11 @@ def summarize(
     rate = metrics.get("agent_steps_per_s")
     agents = counts.agents
     seed = manifest.get("seed")
+    models = _by_model(config, metrics)
+    cost = _cost(config, sums)
+    if models:  # each model's tokens at its own prices
+        costs = [m["cost"] for m in models.values()]
+        cost = None if None in costs else round(sum(costs), 6)
     return RunOverview(
         run_id=str(manifest.get("run_id") or run.path.name),
         name=str(manifest.get("name") or ""),
@@ -306,7 +341,8 @@ def summarize(
         prompt_tokens=sums["prompt_tokens"],
         completion_tokens=sums["completion_tokens"],
         cached_prompt_tokens=sums["cached_prompt_tokens"],
-        cost=_cost(config, sums),
+        cost=cost,
+        models=models,
         skipped=sums["skipped"],
         errors=counts.errors,
         gate_retries=counts.gate_retries,

@@ -233,6 +233,7 @@ class OpenAIChatModel:
                 if give_up:
                     self.stats.record_error()
                     failure.error.attempts = attempt
+                    failure.error.retryable = True
                     raise failure.error from None
                 delay = self._backoff(attempt, failure.wait)
                 self.stats.record_retry()

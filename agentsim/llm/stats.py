@@ -89,6 +89,7 @@ class ModelStats:
         "latency_sum",
         "prompt_tokens",
         "retries",
+        "servers",
         "usage_missing",
     )
 
@@ -107,6 +108,8 @@ class ModelStats:
         self.latency_min = math.inf
         self.latency_max = 0.0
         self._buckets: dict[int, int] = {}
+        # Several servers for one model: each one's own attempts (calls, errors, latency).
+        self.servers: dict[str, ModelStats] = {}
 
     def __repr__(self) -> str:
         return (
@@ -191,6 +194,11 @@ class ModelStats:
                     "p99": self._quantile(0.99),
                     "buckets": {str(k): v for k, v in sorted(self._buckets.items())},
                 },
+                **(
+                    {"servers": {u: s.snapshot() for u, s in sorted(self.servers.items())}}
+                    if self.servers
+                    else {}
+                ),
             }
 
     def merge(self, other: Mapping[str, Any]) -> None:
@@ -207,6 +215,7 @@ class ModelStats:
             cost = float(other["cost"])
             lat_count, lat_sum = int(latency["count"]), float(latency["sum"])
             lat_min, lat_max = latency["min"], latency["max"]
+            servers = dict(other.get("servers", {}))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ValueError(
                 f"cannot merge model stats: {exc!r} in the snapshot; pass the dict returned by "
@@ -228,3 +237,5 @@ class ModelStats:
                 self.latency_max = max(self.latency_max, float(lat_max))
                 for index, n in buckets.items():
                     self._buckets[index] = self._buckets.get(index, 0) + n
+        for url, part in servers.items():
+            self.servers.setdefault(url, ModelStats()).merge(part)

@@ -5,9 +5,18 @@ from __future__ import annotations
 
 import re
 from datetime import date, datetime, time, timedelta
-from typing import Any, Literal
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_serializer, field_validator, model_serializer, model_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from agentsim.env.clock import parse_duration as _clock_duration
 from agentsim.errors import ConfigError
@@ -45,7 +54,6 @@ _MAX_TOKENS = 1_000_000
 _MAX_SECONDS = 86_400.0  # timeouts: a day
 
 _GROUP_RE = r"^[a-z0-9][a-z0-9_-]*$"
-_MODULE_RE = r"^[a-z][a-z0-9_]*$"
 _URL_RE = r"^https?://\S+$"
 _ENV_VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -155,6 +163,11 @@ class AgentGroup(StrictModel):
     profile: ProfileSpec | None = None
     persona: str | None = None
     skills: GroupSkills = GroupSkills()
+    # One of the experiment's ``models:``; None: the default ``model:``.
+    model: str | None = Field(default=None, pattern=_GROUP_RE, max_length=64)
+    # ``group``: ``<group>-<index:05d>`` (or ``<group>-<row id>``); ``numeric``: the agent's
+    # index in the whole experiment as a decimal string, for skills that call int() on it.
+    ids: Literal["group", "numeric"] = "group"
 
     @model_validator(mode="after")
     def _source(self) -> AgentGroup:
@@ -202,6 +215,10 @@ class ModelConfig(StrictModel):
     backend: Literal["scripted", "openai"] = "scripted"
     model: str | None = None
     base_url: str | None = Field(default=None, pattern=_URL_RE)
+    # Several servers of the model: each request goes to the one with the fewest in flight;
+    # one that fails is taken out for server_backoff seconds (doubling while it fails).
+    base_urls: tuple[Annotated[str, Field(pattern=_URL_RE)], ...] | None = None
+    server_backoff: float = Field(default=2.0, gt=0, le=3600)
     api_key_env: str | None = None
     max_concurrency: int = Field(default=64, ge=1, le=100_000)
     rpm: int | None = Field(default=None, ge=1, le=100_000_000)
@@ -246,12 +263,25 @@ class ModelConfig(StrictModel):
 
     @model_validator(mode="after")
     def _openai_needs(self) -> ModelConfig:
+        if self.base_urls is not None:
+            if self.base_url is not None:
+                raise fail(
+                    "give base_url or base_urls, not both",
+                    "list every server under base_urls",
+                    field="base_urls",
+                )
+            if not self.base_urls:
+                raise fail(
+                    "'base_urls' must not be empty",
+                    "give at least one server, e.g. base_urls: [http://127.0.0.1:8000/v1]",
+                    field="base_urls",
+                )
         if self.backend == "openai":
             for name, example in (
                 ("model", "gpt-4o-mini"),
                 ("base_url", "http://127.0.0.1:8000/v1"),
             ):
-                if getattr(self, name) is None:
+                if getattr(self, name) is None and not (name == "base_url" and self.base_urls):
                     raise fail(
                         f"'{name}' is required when backend is openai",
                         f"add {name}: {example}",
@@ -268,10 +298,39 @@ class AgentLoopConfig(StrictModel):
 
 
 class EnvModuleConfig(StrictModel):
-    """An environment module; every key but ``module`` is an option the module validates."""
+    """An environment module; every key but ``module`` is an option the module validates.
 
-    module: str = Field(pattern=_MODULE_RE)
+    ``module`` is a reference (``agentsim.env.loader``): a built-in or installed name,
+    ``package.module:Class`` or ``./file.py:Class``; it is resolved when the config loads
+    (against the validation context's ``base_dir``), so that ``name`` and ``interventions``
+    are the class's own."""
+
+    module: str = Field(min_length=1, max_length=1000)
     options: dict[str, Any] = Field(default_factory=dict)
+    _name: str = PrivateAttr(default="")
+    _interventions: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="after")
+    def _resolve(self, info: ValidationInfo) -> EnvModuleConfig:
+        from agentsim.env.loader import resolve_module
+
+        base = Path((info.context or {}).get("base_dir", "."))
+        try:
+            cls = resolve_module(self.module, base_dir=base)
+        except ConfigError as exc:
+            raise fail(exc.problem, exc.fix, field="module") from None
+        self._name = cls.name
+        self._interventions = tuple(cls.INTERVENTIONS)
+        return self
+
+    @property
+    def name(self) -> str:
+        """The module's name (its class's ``name``): the key of ``ask_env`` and ``env:``."""
+        return self._name or self.module
+
+    @property
+    def interventions(self) -> tuple[str, ...]:
+        return self._interventions
 
     @model_validator(mode="before")
     @classmethod
@@ -319,6 +378,5 @@ PATTERN_HINTS = {
         "use letters, digits, '.', '_' and '-' (up to 64, starting with a letter or digit)"
     ),
     _GROUP_RE: "use lower-case letters, digits, '_' and '-', starting with a letter or digit",
-    _MODULE_RE: "use lower-case letters, digits and '_', starting with a letter",
     _URL_RE: "use an http:// or https:// URL such as http://127.0.0.1:8000/v1",
 }

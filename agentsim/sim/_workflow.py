@@ -26,6 +26,12 @@ MAX_TICKS = 1_000_000
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
+def _is_id(value: object) -> bool:
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, str) or (isinstance(value, int) and value >= 0)
+
+
 class AgentSelector(StrictModel):
     """Which agents a step addresses: ``all``, ``[ids]``, ``{group: g}`` or ``{sample: n}``."""
 
@@ -41,8 +47,9 @@ class AgentSelector(StrictModel):
             return data  # already the long form (built in Python, not written in YAML)
         if data == "all":
             return {"kind": "all"}
-        if isinstance(data, list | tuple) and data and all(isinstance(x, str) for x in data):
-            return {"kind": "ids", "ids": tuple(data)}
+        if isinstance(data, list | tuple) and data and all(_is_id(x) for x in data):
+            # Integers are the ids of ``ids: numeric`` groups, written as YAML numbers.
+            return {"kind": "ids", "ids": tuple(str(x) for x in data)}
         if isinstance(data, dict) and len(data) == 1:
             ((key, val),) = data.items()
             if key == "group" and isinstance(val, str):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,7 +32,6 @@ from pydantic import (
 )
 
 from agentsim.env.base import unknown_intervention
-from agentsim.env.router import BUILTIN_MODULES
 from agentsim.errors import ConfigError
 from agentsim.sim._config_errors import StrictModel, apply_overrides, fail, to_config_error
 from agentsim.sim._config_yaml import MAX_CONFIG_BYTES, read_yaml_mapping
@@ -67,6 +67,7 @@ from agentsim.sim._workflow import (
 )
 
 __all__ = [
+    "DEFAULT_MODEL",
     "IGNORED_ENV",
     "MAX_AGENTS",
     "MAX_TICKS",
@@ -97,6 +98,8 @@ __all__ = [
 ]
 
 ENV_PREFIX = "AGENTSIM_"
+DEFAULT_MODEL = "default"
+"""The name of the ``model:`` block among the named ``models:`` (metrics, inspect)."""
 IGNORED_ENV: frozenset[str] = frozenset(
     {
         # Set by the runtime for skill scripts and worker processes; never config fields.
@@ -124,6 +127,7 @@ class ExperimentConfig(StrictModel):
     agents: tuple[AgentGroup, ...]
     skills: SkillsConfig = SkillsConfig()
     model: ModelConfig = ModelConfig()
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
     agent: AgentLoopConfig = AgentLoopConfig()
     environment: tuple[EnvModuleConfig, ...] = ()
     executor: ExecutorConfig = ExecutorConfig()
@@ -149,10 +153,25 @@ class ExperimentConfig(StrictModel):
                 field="ticks",
             )
         _unique([g.group for g in self.agents], "agents", "group", "agent group")
-        _unique([m.module for m in self.environment], "environment", "module", "module")
+        _unique([m.name for m in self.environment], "environment", "module", "module")
         self._check_sizes()
         groups = {g.group for g in self.agents}
-        modules = [m.module for m in self.environment]
+        for i, g in enumerate(self.agents):
+            if g.model is not None and g.model not in self.models:
+                raise fail(
+                    f"model {g.model!r} is not defined "
+                    f"(models: {', '.join(sorted(self.models)) or 'none'})",
+                    "define it under models: (a block like model:) or fix the name",
+                    field=f"agents.{i}.model",
+                )
+        for name in self.models:
+            if name == DEFAULT_MODEL or not re.match(r"^[a-z0-9][a-z0-9_-]*$", name):
+                raise fail(
+                    f"model name {name!r} is reserved or not a name",
+                    "use lower-case letters, digits, '_' and '-', other than 'default'",
+                    field=f"models.{name}",
+                )
+        modules = {m.name: m.interventions for m in self.environment}
         for i, item in enumerate(self.workflow or ()):
             step = item.step
             if isinstance(step, RunStep):
@@ -218,6 +237,19 @@ class ExperimentConfig(StrictModel):
             return beside
         return p.absolute()
 
+    def group_models(self) -> dict[str, str]:
+        """Group -> the name of its model (``default`` for ``model:``)."""
+        return {g.group: g.model or DEFAULT_MODEL for g in self.agents}
+
+    def model_named(self, name: str) -> ModelConfig:
+        """The model block ``name`` (``default``: ``model:``)."""
+        return self.model if name == DEFAULT_MODEL else self.models[name]
+
+    def used_models(self) -> dict[str, ModelConfig]:
+        """The model blocks some group uses, by name, the default first."""
+        names = sorted(set(self.group_models().values()), key=lambda n: (n != DEFAULT_MODEL, n))
+        return {n: self.model_named(n) for n in names}
+
     def steps(self) -> tuple[Step, ...]:
         """The workflow as steps; a plain ``ticks: N`` is one ``RunStep``."""
         if self.workflow is None:
@@ -241,9 +273,10 @@ class ExperimentConfig(StrictModel):
         return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _check_intervention(step: InterveneStep, modules: Sequence[str], where: str) -> None:
-    """The module is configured and has the action (an unknown module is reported when the
-    modules are built, before the run folder is made)."""
+def _check_intervention(
+    step: InterveneStep, modules: Mapping[str, tuple[str, ...]], where: str
+) -> None:
+    """The module is configured and has the action."""
     if step.env not in modules:
         raise fail(
             f"environment module {step.env!r} is not configured "
@@ -251,11 +284,11 @@ def _check_intervention(step: InterveneStep, modules: Sequence[str], where: str)
             "add it under environment: or fix the name",
             field=f"{where}.env",
         )
-    cls = BUILTIN_MODULES.get(step.env or "")
-    if cls is not None and step.action not in cls.INTERVENTIONS:
-        problem, _, fix = unknown_intervention(
-            cls.name, step.action or "", cls.INTERVENTIONS
-        ).partition("; ")
+    known = modules[step.env or ""]
+    if step.action not in known:
+        problem, _, fix = unknown_intervention(step.env or "", step.action or "", known).partition(
+            "; "
+        )
         raise fail(problem, fix, field=f"{where}.action")
 
 
@@ -334,6 +367,13 @@ def parse_experiment(
     if isinstance(model, dict) and isinstance(model.get("api_key_env"), str):
         # The key's own variable may carry the prefix; it is a secret, never an override.
         ignored = ignored | {model["api_key_env"]}
+    models = data.get("models")
+    if isinstance(models, dict):
+        ignored = ignored | {
+            m["api_key_env"]
+            for m in models.values()
+            if isinstance(m, dict) and isinstance(m.get("api_key_env"), str)
+        }
     overridden = apply_overrides(
         ExperimentConfig,
         data,
@@ -343,7 +383,7 @@ def parse_experiment(
         free_form=EnvModuleConfig,
     )
     try:
-        config = ExperimentConfig.model_validate(data)
+        config = ExperimentConfig.model_validate(data, context={"base_dir": Path(base_dir)})
     except ValidationError as exc:
         raise to_config_error(
             ExperimentConfig, exc, source=source, overridden=overridden, hints=PATTERN_HINTS

@@ -22,8 +22,9 @@ from typing import Any
 
 from agentsim.env.base import EnvModule, EnvView, profile_extras
 from agentsim.env.clock import SimClock
+from agentsim.env.loader import module_code
 from agentsim.errors import ConfigError, SkillNotFoundError, StorageError
-from agentsim.events import checked
+from agentsim.events import EVENTS, checked
 from agentsim.sim.checkpoints import (
     Checkpoint,
     latest_checkpoint,
@@ -118,6 +119,9 @@ class Engine:
                 concurrent=True,
                 flush_every=cfg.output.flush_every,
                 resume=resume,
+                env_code=module_code([type(m) for m in self.modules.values()]),
+                models=dict(cfg.models),
+                group_models=cfg.group_models(),
             )
             for i in range(n)
         ]
@@ -150,6 +154,11 @@ class Engine:
                         f"default skill {name!r} is not available in this run: it {why}",
                         "add what it needs under environment, or remove it from the defaults",
                     )
+
+    async def _preflight(self) -> None:
+        """Check each model some group uses (its own server, key and model)."""
+        for name, model in self.config.used_models().items():
+            await preflight_model(model, run_dir=self.run_dir, name=name)
 
     async def _start(self, *, resume: bool) -> list[dict[str, Any]]:
         cfg = self.config
@@ -204,7 +213,7 @@ class Engine:
                     self.ws, config_hash=cfg.config_hash(), engine_keys=_ENGINE_STATE
                 )
                 if self.preflight:
-                    await preflight_model(cfg.model, run_dir=self.run_dir)
+                    await self._preflight()
             except BaseException:
                 self.ws.release()  # nothing was written: the folder is free for the next try
                 raise
@@ -213,7 +222,7 @@ class Engine:
             check_run_dir(self.run_dir)
             self._prepare()
             if self.preflight:
-                await preflight_model(cfg.model, run_dir=self.run_dir)
+                await self._preflight()
             self.ws = RunWorkspace.create(self.run_dir)
         ws = self.ws
         status = "failed"
@@ -378,7 +387,9 @@ class Engine:
     def _emit(self, events: Sequence[dict[str, Any]]) -> None:
         assert self.ws is not None
         # Every line of the log goes through its declaration (agentsim/events.py).
-        self._metrics["events"] += self.ws.append_events(checked(events))
+        self._metrics["events"] += self.ws.append_events(
+            checked(events, declared=self._world.events if self._world else EVENTS)
+        )
 
     def _select(self, selector: AgentSelector, index: int, option: str) -> list[str]:
         """The agents workflow step ``index`` addresses; ``option`` is where its selector sits

@@ -21,6 +21,7 @@ from typing import Any
 
 from agentsim.agent.agent import Agent, AgentSettings, StepInput, StepOutcome, step_seed
 from agentsim.env.base import EnvView, Intent
+from agentsim.env.loader import ModuleCode
 from agentsim.env.router import EnvRouter
 from agentsim.errors import AgentsimError
 from agentsim.llm.base import ChatModel
@@ -83,6 +84,11 @@ class HostSpec:
     # skills are not activated (``set_state`` activates the saved ones), and the host must
     # hold the same agents as before (its shard holds their history).
     resume: bool = False
+    # The experiment's own environment modules, for views unpickled in another process.
+    env_code: ModuleCode = field(default_factory=ModuleCode)
+    # Named models (``models:``) and the groups that use them; other groups use ``model``.
+    models: Mapping[str, ModelConfig] = field(default_factory=dict)
+    group_models: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,7 +131,7 @@ class AgentHost:
         registry: SkillRegistry | None = None,
         model: ChatModel | None = None,
     ) -> None:
-        from agentsim.sim.models import build_model
+        from agentsim.sim.models import build_model, cache_file
 
         self.spec = spec
         # A host refreshes only a registry of its own; a shared one is the engine's to refresh.
@@ -147,16 +153,31 @@ class AgentHost:
             stats=self.stats,
             max_react_turns=spec.settings.max_react_turns,
         )
+        self._specs = {a.agent_id: a for a in agents}
+        # One model (limiter, stats, cache) per named model this host's agents use.
+        used = sorted({spec.group_models.get(a.group, "default") for a in agents} - {"default"})
+        self.named_stats = {name: ModelStats() for name in used}
+        self.named_models: dict[str, ChatModel] = {
+            name: build_model(
+                spec.models[name],
+                run_dir=run_dir,
+                hosts=spec.hosts,
+                stats=self.named_stats[name],
+                max_react_turns=spec.settings.max_react_turns,
+                cache_file=cache_file(name),
+            )
+            for name in used
+        }
         self.agents: dict[str, Agent] = {}
         self._unflushed = 0
-        self._specs = {a.agent_id: a for a in agents}
         self._agents_dir = run_dir / "agents"
         self.store = HostStore(run_dir, spec.host_id)
         # Agents with a skills folder of their own (``custom/skills`` in their workspace).
         self._own_views: dict[str, SkillOverlay] = {}
         # (skill, script) quarantines already reported: concurrent steps may all overrun.
         self._quarantines: set[tuple[str, str]] = set()
-        per_host = max(1, spec.model.max_concurrency // spec.hosts)
+        slots = spec.model.max_concurrency + sum(spec.models[n].max_concurrency for n in used)
+        per_host = max(1, slots // spec.hosts)
         self._steps_done = 0  # steps finished, for ``answered``
         self._answered_base = 0
         self._in_flight = asyncio.Semaphore(
@@ -269,7 +290,7 @@ class AgentHost:
                 async with limit:
                     return await agent.step(
                         inp,
-                        model=self.model,
+                        model=self._model_of(agent.agent_id),
                         settings=self.spec.settings,
                         seed=step_seed(self.spec.seed, agent.agent_id, inp.tick),
                     )
@@ -425,14 +446,28 @@ class AgentHost:
             if agent is not None:
                 await agent.set_state(st)
 
+    def _model_of(self, agent_id: str) -> ChatModel:
+        spec = self._specs.get(agent_id)
+        name = self.spec.group_models.get(spec.group, "default") if spec else "default"
+        return self.named_models.get(name, self.model)
+
     def model_stats(self) -> dict[str, Any]:
-        return self.stats.snapshot()
+        """All calls of the host; with named models, also ``by_model`` (name -> calls)."""
+        if not self.named_stats:
+            return self.stats.snapshot()
+        by_model = {"default": self.stats.snapshot()}
+        by_model.update((n, s.snapshot()) for n, s in self.named_stats.items())
+        total = ModelStats()
+        for snap in by_model.values():
+            total.merge(snap)
+        return {**total.snapshot(), "by_model": by_model}
 
     async def close(self) -> None:
         self.flush(force=True)
-        closer = getattr(self.model, "aclose", None)
-        if closer is not None:
-            await closer()
+        for model in (self.model, *self.named_models.values()):
+            closer = getattr(model, "aclose", None)
+            if closer is not None:
+                await closer()
 
 
 async def _activate_defaults(

@@ -86,9 +86,16 @@ def merge_model_stats(snapshots: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The hosts' ``ModelStats`` snapshots as one block (calls, retries, errors, tokens,
     latency) and the number of hosts it sums."""
     total = ModelStats()
+    named: dict[str, ModelStats] = {}
     for snap in snapshots:
+        snap = dict(snap)
+        for name, part in snap.pop("by_model", {}).items():
+            named.setdefault(name, ModelStats()).merge(part)
         total.merge(snap)
-    return {**total.snapshot(), "hosts": len(snapshots)}
+    block = {**total.snapshot(), "hosts": len(snapshots)}
+    if named:  # a model per group: the same counters for each model, by name
+        block["by_model"] = {n: named[n].snapshot() for n in sorted(named)}
+    return block
 
 
 def public_metrics(metrics: dict[str, Any]) -> dict[str, Any]:

@@ -10,11 +10,17 @@ from agentsim.llm.base import ChatModel, Completion, Message, ToolSchema
 from agentsim.llm.cache import CachedModel
 from agentsim.llm.limiter import RateLimiter
 from agentsim.llm.openai import OpenAIChatModel
+from agentsim.llm.pool import ServerPool
 from agentsim.llm.scripted import ScriptedModel
 from agentsim.llm.stats import ModelStats, Prices
 from agentsim.sim.config import ModelConfig
 
-__all__ = ["build_model"]
+__all__ = ["build_model", "cache_file"]
+
+
+def cache_file(name: str) -> str:
+    """The run folder's record/replay file of the model ``name`` (``default``: ``model:``)."""
+    return "model_cache.sqlite" if name == "default" else f"model_cache-{name}.sqlite"
 
 
 def build_model(
@@ -24,6 +30,7 @@ def build_model(
     hosts: int = 1,
     stats: ModelStats | None = None,
     max_react_turns: int = 4,
+    cache_file: str = "model_cache.sqlite",
 ) -> ChatModel:
     """The model of one host. Limits are split evenly between hosts so that the run as a
     whole respects the configured concurrency and rates."""
@@ -33,7 +40,7 @@ def build_model(
         inner = scripted if stats is None else _Counted(scripted, stats)
         name = "scripted"
     else:
-        assert cfg.model is not None and cfg.base_url is not None  # checked by the config
+        assert cfg.model is not None and (cfg.base_url or cfg.base_urls)  # checked by the config
         limiter = RateLimiter(
             max_concurrency=max(1, cfg.max_concurrency // hosts),
             rpm=cfg.rpm / hosts if cfg.rpm else None,
@@ -48,22 +55,38 @@ def build_model(
             if cfg.prices
             else None
         )
-        inner = OpenAIChatModel(
-            model=cfg.model,
-            base_url=cfg.base_url,
-            api_key_env=cfg.api_key_env,
-            timeout=cfg.timeout,
-            max_retries=cfg.max_retries,
-            limiter=limiter,
-            temperature=cfg.temperature,
-            max_tokens=cfg.max_tokens,
-            prices=prices,
-            stats=stats,
+        servers = [
+            OpenAIChatModel(
+                model=cfg.model,
+                base_url=url,
+                api_key_env=cfg.api_key_env,
+                timeout=cfg.timeout,
+                # With several servers the pool retries, on another server.
+                max_retries=cfg.max_retries if cfg.base_urls is None else 0,
+                limiter=limiter,
+                temperature=cfg.temperature,
+                max_tokens=cfg.max_tokens,
+                prices=prices,
+                stats=stats if cfg.base_urls is None else None,
+            )
+            for url in (cfg.base_urls or (cfg.base_url or "",))
+        ]
+        inner = (
+            servers[0]
+            if cfg.base_urls is None
+            else ServerPool(
+                servers,
+                stats=stats,
+                prices=prices,
+                max_retries=cfg.max_retries,
+                backoff_base=cfg.server_backoff,
+                backoff_max=max(cfg.server_backoff, 60.0),
+            )
         )
         name = cfg.model
     if cfg.cache == "off":
         return inner
-    path = Path(cfg.cache_path) if cfg.cache_path else run_dir / "model_cache.sqlite"
+    path = Path(cfg.cache_path) if cfg.cache_path else run_dir / cache_file
     if cfg.cache == "replay" and not cfg.cache_fallthrough:
         inner = None  # replay needs no model at all
     return CachedModel(

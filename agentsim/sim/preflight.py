@@ -17,21 +17,22 @@ def needs_preflight(cfg: ModelConfig) -> bool:
     return cfg.backend == "openai" and not (cfg.cache == "replay" and not cfg.cache_fallthrough)
 
 
-async def preflight_model(cfg: ModelConfig, *, run_dir: Path) -> None:
+async def preflight_model(cfg: ModelConfig, *, run_dir: Path, name: str = "default") -> None:
     """Check the model of ``cfg`` as the run will build it (through its cache, when it has
     one). A missing key variable is a ``ConfigError``; a server that fails the check a
     ``PreflightError`` (exit code 2) naming what to fix."""
-    from agentsim.sim.models import build_model
+    from agentsim.sim.models import build_model, cache_file
 
     if not needs_preflight(cfg):
         return
-    model = build_model(cfg, run_dir=run_dir)
+    model = build_model(cfg, run_dir=run_dir, cache_file=cache_file(name))
     try:
         check = getattr(model, "preflight", None)
         if check is not None:
             await check()
     except ModelError as exc:
-        raise PreflightError(f"{exc} (--no-preflight skips this check)") from None
+        which = "" if name == "default" else f"model {name!r} (models.{name}): "
+        raise PreflightError(f"{which}{exc} (--no-preflight skips this check)") from None
     finally:
         closer = getattr(model, "aclose", None)
         if closer is not None:

@@ -2,7 +2,9 @@
 
 ``resolve_agents(config)`` turns the ``agents:`` groups of an experiment into one compact
 ``AgentSpec`` per agent, deterministically for the experiment seed. Ids are
-``<group>-<index:05d>``, or ``<group>-<row id>`` when a profile file row has an ``id``.
+``<group>-<index:05d>``, or ``<group>-<row id>`` when a profile file row has an ``id``; a
+group with ``ids: numeric`` numbers its agents by their index in the whole experiment
+(``"0"``, ``"1"``, ...), the integer ids AgentSociety2's skills expect.
 Template profiles (``agentsim.sim._templates``) depend only on the seed and the agent's id,
 never on how many other agents there are or their order.
 """
@@ -165,14 +167,18 @@ def _file_rows(path: Path, field: str) -> list[tuple[int, dict[str, Any]]]:
 # --- resolution --------------------------------------------------------------------------
 
 
-def _group_specs(config: ExperimentConfig, gi: int, group: AgentGroup) -> Iterator[AgentSpec]:
+def _group_specs(
+    config: ExperimentConfig, gi: int, group: AgentGroup, first: int
+) -> Iterator[AgentSpec]:
+    """The group's agents; ``first`` is the global index of its first agent (numeric ids)."""
+    numeric = group.ids == "numeric"
     fields = dict(group.profile.fields) if group.profile else {}
     prefix = f"{group.persona} " if group.persona else ""
     default, disabled = group.skills.default, group.skills.disabled
     if group.count is not None:
         template = known_template((group.profile.template if group.profile else None) or "generic")
         for index in range(group.count):
-            agent_id = f"{group.group}-{index:05d}"
+            agent_id = str(first + index) if numeric else f"{group.group}-{index:05d}"
             profile, sentence = sample(template, config.seed, agent_id)
             if fields:
                 profile.update(fields)
@@ -193,25 +199,11 @@ def _group_specs(config: ExperimentConfig, gi: int, group: AgentGroup) -> Iterat
     path = config.resolve_path(group.profiles)
     seen: dict[str, int] = {}
     for index, (lineno, row) in enumerate(_file_rows(path, field)):
-        raw_id = row.pop("id", None)
-        if raw_id is None:
-            suffix = f"{index:05d}"
+        if numeric:
+            # The row's own id stays in the profile: the agent's id is its global index.
+            agent_id = str(first + index)
         else:
-            suffix = str(raw_id)
-            if not _ID_RE.match(suffix):
-                raise ConfigError(
-                    field,
-                    f"{path}:{lineno}: id {suffix!r} cannot be part of an agent id",
-                    "use letters, digits, '.', '_' and '-', starting with a letter or digit",
-                )
-        if suffix in seen:
-            raise ConfigError(
-                field,
-                f"{path}:{lineno}: duplicate id {suffix!r} (first on line {seen[suffix]})",
-                "give every row a unique id",
-            )
-        seen[suffix] = lineno
-        agent_id = f"{group.group}-{suffix}"
+            agent_id = f"{group.group}-{_row_suffix(row, index, lineno, seen, path, field)}"
         given = row.pop("persona", None)
         row.update(fields)
         sentence = str(given) if given else persona_sentence(row, fallback_name=agent_id)
@@ -226,12 +218,37 @@ def _group_specs(config: ExperimentConfig, gi: int, group: AgentGroup) -> Iterat
         )
 
 
+def _row_suffix(
+    row: dict[str, Any], index: int, lineno: int, seen: dict[str, int], path: Path, field: str
+) -> str:
+    """The part of a file row's agent id after ``<group>-``: its ``id`` column, or its index."""
+    raw_id = row.pop("id", None)
+    if raw_id is None:
+        suffix = f"{index:05d}"
+    else:
+        suffix = str(raw_id)
+        if not _ID_RE.match(suffix):
+            raise ConfigError(
+                field,
+                f"{path}:{lineno}: id {suffix!r} cannot be part of an agent id",
+                "use letters, digits, '.', '_' and '-', starting with a letter or digit",
+            )
+    if suffix in seen:
+        raise ConfigError(
+            field,
+            f"{path}:{lineno}: duplicate id {suffix!r} (first on line {seen[suffix]})",
+            "give every row a unique id",
+        )
+    seen[suffix] = lineno
+    return suffix
+
+
 def resolve_agents(config: ExperimentConfig) -> list[AgentSpec]:
     """Every agent of the experiment, group by group, in a deterministic order."""
     specs: list[AgentSpec] = []
     owner: dict[str, str] = {}
     for gi, group in enumerate(config.agents):
-        for spec in _group_specs(config, gi, group):
+        for spec in _group_specs(config, gi, group, len(specs)):
             if spec.agent_id in owner:
                 # Possible when a file id looks like another group's generated id.
                 raise ConfigError(

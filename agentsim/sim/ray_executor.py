@@ -19,6 +19,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from agentsim.env.base import EnvView
+from agentsim.env.loader import ModuleCode
 from agentsim.errors import ExecutorError
 from agentsim.sim.host import AgentHost, HostSpec, TickInput, TickResult
 from agentsim.sim.profiles import AgentSpec
@@ -32,6 +33,7 @@ class _HostActor:
     """An ``AgentHost`` inside an async actor (all methods are coroutines)."""
 
     def __init__(self, spec: HostSpec, agents: list[AgentSpec]) -> None:
+        spec.env_code.load()  # before any view of the experiment's own modules arrives
         self.host = AgentHost(spec, agents)
 
     async def setup(self, extra: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -104,21 +106,27 @@ class RayExecutor:
         self._started_ray = False
         self._failure: str | None = None  # the first failure: later calls must not mask it
 
-    def _init(self) -> None:
+    def _init(self, code: ModuleCode) -> bool:
+        """Start or join Ray; True when this call did (its job ships ``code`` to every
+        node), False when Ray was running already."""
         if ray.is_initialized():
-            return
+            return False
         try:
             if self.address or os.environ.get("RAY_ADDRESS"):
-                ray.init(address=self.address, log_to_driver=False)
+                ray.init(
+                    address=self.address, log_to_driver=False, runtime_env=code.job_runtime_env()
+                )
             else:
                 # A local cluster listens on loopback only.
                 ray.init(
+                    runtime_env=code.job_runtime_env(),
                     include_dashboard=False,
                     log_to_driver=False,
                     object_store_memory=256 * 1024 * 1024,
                     _node_ip_address="127.0.0.1",
                 )
                 self._started_ray = True
+            return True
         except (ConnectionError, RayError, RuntimeError) as exc:
             raise ExecutorError(
                 f"cannot connect to Ray at {self.address or os.environ.get('RAY_ADDRESS')}: "
@@ -183,9 +191,13 @@ class RayExecutor:
         del registry
         if not self.resume_hint and specs:
             self.resume_hint = f"agentsim run --resume {specs[0].run_dir}"
-        self._init()
+        # The experiment's own module code reaches every actor through the runtime env.
+        code = specs[0].env_code if specs else ModuleCode()
+        options: dict[str, Any] = {"num_cpus": self.num_cpus_per_host}
+        if not self._init(code) and (runtime_env := code.actor_runtime_env()):
+            options["runtime_env"] = runtime_env
         self.actors = [
-            _HostActor.options(num_cpus=self.num_cpus_per_host).remote(s, list(b))  # type: ignore[attr-defined]
+            _HostActor.options(**options).remote(s, list(b))  # type: ignore[attr-defined]
             for s, b in zip(specs, blocks, strict=True)
         ]
         await self._wait([a.pid.remote() for a in self.actors], "host start-up")

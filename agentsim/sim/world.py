@@ -8,17 +8,19 @@ interview once drifted: it offered skills the run had hidden).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agentsim.agent.agent import AgentSettings
 from agentsim.env import create_module
 from agentsim.env.base import AgentInfo, EnvModule
+from agentsim.errors import ConfigError
+from agentsim.events import EVENTS, EventType
 from agentsim.sim.config import ExperimentConfig
 from agentsim.sim.host import SkillSources
 from agentsim.sim.profiles import AgentSpec, resolve_agents
 from agentsim.skills.scan import builtin_skills_dir
 
-__all__ = ["World", "build_world", "skill_sources"]
+__all__ = ["World", "build_world", "declared_events", "skill_sources"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,6 +32,8 @@ class World:
     modules: Mapping[str, EnvModule]
     skills: SkillSources
     settings: AgentSettings
+    # Every event type the run may log: the runtime's and its modules' own.
+    events: Mapping[str, EventType] = field(default_factory=lambda: EVENTS)
 
 
 def skill_sources(config: ExperimentConfig, modules: Mapping[str, EnvModule]) -> SkillSources:
@@ -54,7 +58,7 @@ def build_world(config: ExperimentConfig, *, trace: str = "full") -> World:
     agents = tuple(resolve_agents(config))
     modules: dict[str, EnvModule] = {}
     for i, m in enumerate(config.environment):
-        modules[m.module] = create_module(
+        modules[m.name] = create_module(
             m.module,
             m.options,
             seed=config.seed,
@@ -76,4 +80,24 @@ def build_world(config: ExperimentConfig, *, trace: str = "full") -> World:
         modules=modules,
         skills=skill_sources(config, modules),
         settings=settings,
+        events=declared_events(modules),
     )
+
+
+def declared_events(modules: Mapping[str, EnvModule]) -> Mapping[str, EventType]:
+    """``agentsim.events.EVENTS`` and the modules' own event types; a module that declares
+    a type already declared is a ``ConfigError`` naming both."""
+    declared: dict[str, EventType] = dict(EVENTS)
+    owner = dict.fromkeys(EVENTS, "agentsim.events")
+    for i, (name, mod) in enumerate(modules.items()):
+        for event in type(mod).EVENTS:
+            if event.name in declared:
+                raise ConfigError(
+                    f"environment.{i}.module",
+                    f"module {name!r} declares event type {event.name!r}, which "
+                    f"{owner[event.name]} declares already",
+                    f"give the module's event types names of their own (e.g. prefixed {name}_)",
+                )
+            declared[event.name] = event
+            owner[event.name] = f"module {name!r}"
+    return declared

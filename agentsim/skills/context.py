@@ -27,6 +27,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from agentsim.skills import measures
+
 __all__ = [
     "CONTEXT_ENV_VAR",
     "DEFAULT_ALLOW",
@@ -126,6 +128,14 @@ class SkillScriptContext:
     def state_dir(self, *parts: str) -> Path:
         """``workspace_root/state/<skill_name with _>/<parts>``; creates nothing."""
         return self.workspace_root.joinpath("state", self.skill_name.replace("-", "_"), *parts)
+
+    def record(self, name: str, value: float) -> None:
+        """Record a measure of this agent at this tick (``ctx.record("trust", 0.4)``): it
+        becomes a ``measure`` event, a column of ``open_run(...).events()`` and a plot of the
+        report. Written as one line to the call's standard output, which the runner takes
+        out before the output is read, so it works the same in every tier. A bad name or a
+        value that is not a finite number raises ``ValueError``."""
+        print(measures.line(name, value), flush=True)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable fields (without ``env``), as shipped to subprocess scripts."""

@@ -134,8 +134,11 @@ def _requirement(value: str) -> str:
     if kind == "env":
         from agentsim.env.router import BUILTIN_MODULES  # only skills that need one pay
 
-        if what not in BUILTIN_MODULES:
-            known = sorted(BUILTIN_MODULES)
+        known = sorted(BUILTIN_MODULES)
+        # Any module name may be one of the user's own (a run without it hides the skill);
+        # a near miss of a built-in one is a typo.
+        mistyped = what not in BUILTIN_MODULES and difflib.get_close_matches(what, known, n=1)
+        if not re.match(r"^[a-z][a-z0-9_]*$", what) or mistyped:
             raise ValueError(
                 f"{value!r} names no environment module; {_close(what, known)}"
                 f"known modules: {', '.join(known)}"

@@ -140,6 +140,11 @@ class AgentSkillRuntime:
         return self._own_view if self._own_view is not None else self._space.view
 
     @property
+    def space(self) -> SkillSpace:
+        """The per-process part this runtime shares with the host's other agents."""
+        return self._space
+
+    @property
     def hook_output_cap(self) -> int:
         """Characters of one hook's output shown in ``<skill_hooks>``."""
         return self._space.hook_output_cap
@@ -532,6 +537,10 @@ class AgentSkillRuntime:
             env=self._space.env,
         )
 
+    def has_hooks(self, hook_type: str) -> bool:
+        """Whether an active skill declares ``hook_type`` (settled like the hook plan)."""
+        return bool(self._hook_plan(hook_type))
+
     async def run_hooks(
         self, hook_type: str, *, tick: int, time: datetime, step_count: int
     ) -> list[HookOutcome]:
@@ -556,6 +565,7 @@ class AgentSkillRuntime:
                 isolation=desc.manifest.isolation,
                 timeout=desc.manifest.timeout,
                 env=desc.manifest.env,
+                hook=hook_type,
             )
             if res.ok:
                 text, decision = parse_hook_output(
@@ -570,6 +580,7 @@ class AgentSkillRuntime:
                         decision=decision,
                         elapsed=res.elapsed,
                         log=res.log,
+                        measures=res.measures,
                     )
                 )
             else:
@@ -587,6 +598,7 @@ class AgentSkillRuntime:
                         # the quarantine has timed out.
                         quarantined=res.quarantined and res.timed_out,
                         log=res.log,
+                        measures=res.measures,
                     )
                 )
         return outcomes

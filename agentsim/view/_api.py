@@ -74,7 +74,23 @@ def run_row(run: Run, total: int | None) -> dict[str, Any]:
         "agents": len(run.agents),
         "errors": int(metrics.get("errors") or 0),
         "degraded": int(metrics.get("degraded") or 0),
+        "problems": problems(metrics, manifest),
     }
+
+
+def problems(metrics: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[str]:
+    """What went wrong in a run, a short phrase each (none for a clean run): the problem
+    counts of ``metrics.json`` that are not zero, and why the run stopped if it failed."""
+    counts = metrics.get("problems")
+    out = [
+        f"{n:,} {kind.replace('_', ' ')}"
+        for kind, n in sorted((counts or {}).items() if isinstance(counts, Mapping) else ())
+        if isinstance(n, int) and n
+    ]
+    reason = manifest.get("reason") or manifest.get("error")
+    if reason:
+        out.append(f"stopped: {reason}")
+    return out
 
 
 # The event types the Run page reads.
@@ -83,6 +99,7 @@ _LOGGED = (
     "script_called",
     "hook_gate_failed",
     "skill_activated",
+    "measure",
     "survey_answer",
     "intervention",
     "skills_reloaded",
@@ -121,6 +138,7 @@ def run_summary(run: Run) -> dict[str, Any]:
     by_skill: defaultdict[str, list[int]] = defaultdict(list)
     markers: list[dict[str, Any]] = []
     surveys: dict[str, dict[str, Any]] = {}
+    measured: dict[tuple[str, str], dict[int, list[float]]] = {}  # (name, group) -> tick
     table = run.events(types=_LOGGED)
     for t, etype, text in zip(
         table["tick"].to_pylist(),
@@ -139,6 +157,13 @@ def run_summary(run: Run) -> dict[str, Any]:
                 failed.append(t)
         elif etype == "skill_activated":
             by_skill[str(data.get("skill"))].append(t)
+        elif etype == "measure":
+            value = data.get("value")
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                key = (str(data.get("name")), str(data.get("group") or "all agents"))
+                slot = measured.setdefault(key, {}).setdefault(t, [0.0, 0])
+                slot[0] += value
+                slot[1] += 1
         elif etype == "survey_answer":
             name = str(data.get("name"))
             survey = surveys.setdefault(name, {"name": name, "tick": t, "answers": 0})
@@ -167,6 +192,11 @@ def run_summary(run: Run) -> dict[str, Any]:
             {"tick": survey["tick"], "kind": "survey", "label": f"survey {survey['name']}"}
         )
     markers.sort(key=lambda m: m["tick"])
+    measures: dict[str, dict[str, list[float | None]]] = {}
+    for (name, group), per_tick in sorted(measured.items()):
+        measures.setdefault(name, {})[group] = [
+            per_tick[t][0] / per_tick[t][1] if t in per_tick else None for t in range(n)
+        ]
     return {
         "ticks": n,
         "labels": {
@@ -179,6 +209,7 @@ def run_summary(run: Run) -> dict[str, Any]:
         "markers": markers,
         "surveys": list(surveys.values()),
         "reloads": [m for m in markers if m["kind"] == "reload"],
+        "measures": measures,
     }
 
 

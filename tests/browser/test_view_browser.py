@@ -172,6 +172,55 @@ def test_a_run_without_social_says_so_instead_of_drawing(browser: Any, tmp_path:
         assert browser.execute_script(shown, "opinions") is False
 
 
+def test_a_run_without_a_city_draws_no_map_and_every_colour_has_a_legend(
+    browser: Any, tmp_path: Path
+) -> None:
+    spec = yaml.safe_load(EXPERIMENT.read_text(encoding="utf-8"))
+    spec["environment"] = [m for m in spec["environment"] if m["module"] == "social"]
+    for group in spec["agents"]:
+        group["skills"] = {"default": ["social-feed"]}
+    spec["workflow"] = [{"run": {"ticks": 2}}]
+    cfg = parse_experiment(yaml.safe_dump(spec), base_dir=EXPERIMENT.parent)
+    ws = tmp_path / "workspace"
+    asyncio.run(Engine(cfg, run_dir=ws / "social-1").run())
+    with serve(ws) as url:
+        browser.get(f"{url}/#/world/social-1")
+        wait_for(browser, lambda d: "tick 2 done" in text(d, "#tick-counter"), "the world view")
+        shown = "return document.getElementById(arguments[0]).offsetParent !== null;"
+        # No city: no map, no occupancy ("in transit 20"), a line that says why.
+        assert browser.execute_script(shown, "map-card") is False
+        assert browser.execute_script(shown, "occupancy-card") is False
+        assert "No module of this run has places to draw (modules: social)" in text(
+            browser, "#no-map"
+        )
+        # The follow graph's colours are the groups; the heat map says what its shades are.
+        assert text(browser, "#graph-legend").split("\n") == ["group posters", "group workers"]
+        assert "mean opinion" in text(browser, "#opinions-legend")
+        assert browser.execute_script(INKED, "opinions") > 100
+
+
+def test_the_runs_page_marks_a_run_with_problems(browser: Any, finished: Path) -> None:
+    import json
+    import shutil
+
+    ws = finished.parent / "problems-ws"
+    shutil.copytree(finished / "small-1", ws / "broken-1")
+    metrics = json.loads((ws / "broken-1" / "metrics.json").read_text("utf-8"))
+    metrics["problems"] = {**metrics["problems"], "hook_failed": 7}
+    (ws / "broken-1" / "metrics.json").write_text(json.dumps(metrics), "utf-8")
+    shutil.copytree(finished / "small-1", ws / "clean-1")
+    with serve(ws) as url:
+        browser.get(f"{url}/#/")
+        row = 'tr[data-run="broken-1"]'
+        wait_for(browser, lambda d: text(d, f"{row} .ticks") == "6 / 6", "the runs")
+        assert text(browser, f"{row} .problems") == "⚠ problems"
+        title = browser.execute_script(
+            "return document.querySelector(arguments[0]).title;", f"{row} .problems"
+        )
+        assert title == "7 hook failed"
+        assert text(browser, 'tr[data-run="clean-1"] .problems') == ""
+
+
 @pytest.mark.parametrize(
     ("path", "expected"),
     [
@@ -251,3 +300,18 @@ def test_a_running_run_is_followed_without_a_reload(
         wait_for(browser, lambda d: text(d, 'tr[data-run="live-1"] .ticks') == "4 / 6", "4 / 6")
         paced.finish()
         wait_for(browser, lambda d: text(d, 'tr[data-run="live-1"] .status') == "completed", "end")
+
+
+def test_the_run_page_splits_calls_per_model(browser: Any, tmp_path: Path) -> None:
+    spec = yaml.safe_load(EXPERIMENT.read_text(encoding="utf-8"))
+    spec["models"] = {"fast": {"backend": "scripted"}}
+    spec["agents"][1]["model"] = "fast"
+    spec["workflow"] = [{"run": {"ticks": 2}}]
+    cfg = parse_experiment(yaml.safe_dump(spec), base_dir=EXPERIMENT.parent)
+    ws = tmp_path / "workspace"
+    asyncio.run(Engine(cfg, run_dir=ws / "models-1").run())
+    with serve(ws) as url:
+        browser.get(f"{url}/#/run/models-1")
+        wait_for(browser, lambda d: "model fast" in text(d, "#models"), "the models card")
+        shown = text(browser, "#models")
+        assert "model default" in shown and "calls" in shown

@@ -19,6 +19,9 @@ from agentsim.skills.context import SkillScriptContext, safe_env
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
 SCRIPTS = FIXTURES / "scripts"
+ENVMODS = FIXTURES / "envmods"
+"""Environment modules of a user's own: ``market/`` (an experiment with a module file beside
+it) and ``site/`` (a package with an ``agentsim.env_modules`` entry point: put it on sys.path)."""
 
 SECRET_ENVIRON = {
     "PATH": os.environ.get("PATH", "/usr/bin"),
@@ -168,3 +171,32 @@ def write_script(folder: Path, name: str, text: str) -> Path:
     path = folder / name
     path.write_text(text)
     return path
+
+
+def read_events(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's ``events.jsonl``, one dict a line."""
+    lines = (run_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def user_modules_experiment(*, ticks: int, executor: str = "local", hosts: int = 1) -> str:
+    """An experiment with both user modules of ``ENVMODS`` (the market by its file, relative
+    to ``ENVMODS / "market"``, the epidemic by its entry point), each group using one's skill."""
+    return f"""
+name: user-modules
+seed: 11
+clock: {{start: "2026-03-02T08:00:00", tick: 1h}}
+ticks: {ticks}
+agents:
+  - group: shoppers
+    count: 3
+    skills: {{default: [market-shopping]}}
+  - group: careful
+    count: 3
+    skills: {{default: [check-health]}}
+environment:
+  - {{module: ./envs/market.py:Market}}
+  - {{module: epidemic, initially_ill: 2, spread: 0.9}}
+executor: {{kind: {executor}, hosts: {hosts}}}
+output: {{formats: [jsonl]}}
+"""

@@ -5,7 +5,7 @@ needs one. Every child gets its own session so that a timeout kills the whole pr
 (a script's own children included), not only the Python process we started.
 
 ``python -m agentsim.skills.scripts.child`` is the child of ``process`` isolation (``main``):
-it reads a pickled request ``{script, argv, ctx, output_cap}`` from stdin, runs the script
+it reads a pickled request ``{script, argv, ctx, output_cap, hook}`` from stdin, runs the script
 inline with a fresh ``ScriptRunner`` (the parent enforces the timeout by killing the process
 group) and writes the ``ScriptResult`` as one JSON object to the original stdout. Anything
 written to file descriptor 1 by the script (or by C code it calls) goes to stderr instead,
@@ -149,6 +149,7 @@ async def run_in_child(
     output_cap: int,
     limit: float,
     isolated: bool,
+    hook: str | None = None,
 ) -> tuple[Outcome, Tier] | None:
     """Run script ``path`` in a fresh Python process in the agent's workspace, with the
     context's scrubbed environment; its process group is killed at ``limit``.
@@ -164,7 +165,13 @@ async def run_in_child(
     if isolated:
         cmd = [python, "-m", "agentsim.skills.scripts.child"]
         stdin = pickle.dumps(
-            {"script": path, "argv": list(argv), "ctx": ctx, "output_cap": output_cap}
+            {
+                "script": path,
+                "argv": list(argv),
+                "ctx": ctx,
+                "output_cap": output_cap,
+                "hook": hook,
+            }
         )
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (_package_root(), env.get("PYTHONPATH")) if p
@@ -245,7 +252,8 @@ def serve(request: bytes) -> str:
 
     data: dict[str, Any] = pickle.loads(request)
     runner = ScriptRunner(output_cap=data["output_cap"], default_timeout=math.inf)
-    result = asyncio.run(runner.run(data["script"], data["argv"], data["ctx"]))
+    call = runner.run(data["script"], data["argv"], data["ctx"], hook=data.get("hook"))
+    result = asyncio.run(call)
     return json.dumps(result.to_dict(), ensure_ascii=False)
 
 

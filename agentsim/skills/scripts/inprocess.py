@@ -64,6 +64,7 @@ from agentsim.skills.context import _CURRENT, SkillScriptContext
 
 __all__ = [
     "CACHE",
+    "HOOK_FUNCTIONS",
     "WRAPPER_LOCK",
     "FolderStamp",
     "LoadedScript",
@@ -78,7 +79,10 @@ __all__ = [
 
 # -- what a tier returns --------------------------------------------------------------
 
-Tier = Literal["entrypoint", "wrapper", "subprocess"]
+# ``hook``: a lifecycle hook function (``async def pre_step()``) called by name.
+Tier = Literal["entrypoint", "wrapper", "subprocess", "hook"]
+# Functions a script may define to be called by name as its skill's lifecycle hooks.
+HOOK_FUNCTIONS = ("pre_step", "post_step")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -429,6 +433,11 @@ class LoadedScript:
     code: CodeType | None = None
     package: str | None = None
     reason: str | None = None
+    # (name, function) of the lifecycle hook functions the module defines itself.
+    hooks: tuple[tuple[str, Callable[..., Any]], ...] = ()
+
+    def hook(self, name: str) -> Callable[..., Any] | None:
+        return next((fn for n, fn in self.hooks if n == name), None)
 
 
 # Process-wide: every runner (and so every agent) of this process shares one import.
@@ -509,6 +518,14 @@ def _may_define_entrypoint(tree: ast.Module) -> bool:
     return False
 
 
+def _defines_hook(tree: ast.Module) -> bool:
+    # Top-level definitions only: a hook function is called by name on the module.
+    return any(
+        isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in HOOK_FUNCTIONS
+        for node in tree.body
+    )
+
+
 def _module_name(package: str, path: str) -> str:
     stem = os.path.splitext(os.path.basename(path))[0]
     return f"{package}.{stem if stem.isidentifier() else '_' + package_name(stem)[-8:]}"
@@ -525,7 +542,7 @@ def load(path: str, stamp: FolderStamp) -> LoadedScript:
     except (SyntaxError, ValueError) as exc:
         return LoadedScript(stamp=stamp, tier="subprocess", reason=format_exc(exc))
     package = _package(os.path.dirname(path), stamp)
-    if not _may_define_entrypoint(tree):
+    if not (_may_define_entrypoint(tree) or _defines_hook(tree)):
         return LoadedScript(stamp=stamp, tier="wrapper", code=code, package=package)
     name = _module_name(package, path)
     spec = importlib.util.spec_from_file_location(name, path)
@@ -541,15 +558,21 @@ def load(path: str, stamp: FolderStamp) -> LoadedScript:
     except (Exception, SystemExit) as exc:
         sys.modules.pop(name, None)
         return LoadedScript(stamp=stamp, tier="subprocess", reason=format_exc(exc))
+    hooks = tuple(
+        (n, f)
+        for n in HOOK_FUNCTIONS
+        if callable(f := getattr(module, n, None)) and getattr(f, "__module__", None) == name
+    )
     fn = getattr(module, "entrypoint", None)
     if not callable(fn):
-        return LoadedScript(stamp=stamp, tier="wrapper", code=code, package=package)
+        return LoadedScript(stamp=stamp, tier="wrapper", code=code, package=package, hooks=hooks)
     return LoadedScript(
         stamp=stamp,
         tier="entrypoint",
         fn=fn,
         is_async=inspect.iscoroutinefunction(fn),
         package=package,
+        hooks=hooks,
     )
 
 

@@ -10,6 +10,12 @@ A script is one of its skill's own ``.py`` files (resolved, it must stay inside
 ``wrapper``
     A plain script: its code runs as ``__main__`` in a fresh namespace with ``sys.argv`` set
     (one at a time: ``sys.argv`` is a process global); what it prints is its output.
+``hook``
+    A lifecycle hook call (``run(..., hook="pre_step")``) to a script that defines a function
+    of that name: the function (sync or ``async``, no parameters) is called instead, isolated
+    and timed like an entrypoint; it reads its payload with ``agentsim.skills.hooks
+    .hook_context()``. Without such a function the hook is an ordinary call with
+    ``--args-json PAYLOAD``.
 ``subprocess``
     The module cannot be imported (syntax error, missing dependency, an absolute sibling
     import): ``python script.py argv...`` with cwd = the agent's workspace and ``ctx.env``
@@ -35,6 +41,7 @@ later calls fail at once (``quarantined=True``) until its folder's files change.
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import sys
@@ -45,7 +52,10 @@ from typing import Any, Literal
 
 from agentsim._paths import is_inside
 from agentsim.errors import SkillError
+from agentsim.skills import measures
 from agentsim.skills.context import SkillScriptContext, safe_env
+from agentsim.skills.hooks import hook_caller
+from agentsim.skills.measures import Measure
 from agentsim.skills.scripts.child import run_in_child
 from agentsim.skills.scripts.inprocess import (
     CACHE,
@@ -97,6 +107,7 @@ class ScriptResult:
     truncated: bool = False
     log: str = ""
     quarantined: bool = False
+    measures: tuple[Measure, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict, for traces."""
@@ -168,7 +179,7 @@ class ScriptRunner:
         # script path -> (stamp, skill id, overruns) for the file version that overran
         self._overruns: dict[str, tuple[FolderStamp | None, str, int]] = {}
         self._counts = dict.fromkeys(
-            ("imports", "entrypoint", "wrapper", "subprocess", "timeouts", "errors"), 0
+            ("imports", "entrypoint", "wrapper", "subprocess", "hook", "timeouts", "errors"), 0
         )
 
     # -- public ---------------------------------------------------------------------------
@@ -181,6 +192,7 @@ class ScriptRunner:
             "calls_entrypoint": c["entrypoint"],
             "calls_wrapper": c["wrapper"],
             "calls_subprocess": c["subprocess"],
+            "calls_hook": c["hook"],
             "timeouts": c["timeouts"],
             "errors": c["errors"],
             "quarantined": len(self.quarantined()),
@@ -209,8 +221,12 @@ class ScriptRunner:
         isolation: Isolation = "inline",
         timeout: float | None = None,  # noqa: ASYNC109 - the contract's name; enforced inside
         env: Iterable[str] = (),
+        hook: str | None = None,
     ) -> ScriptResult:
         """Run ``script`` for the agent described by ``ctx``; always returns a result.
+
+        ``hook`` names the lifecycle hook this call is (``pre_step`` / ``post_step``): a
+        function of that name in the script is called instead (the ``hook`` tier).
 
         ``env`` names the variables the skill declares: they are added to ``ctx.env`` (and
         so to a subprocess's environment) from ``environ``. Only ``KeyboardInterrupt``,
@@ -249,8 +265,8 @@ class ScriptRunner:
         refused = self._refuse_quarantined(path, stamp, start, isolation)
         if refused is not None:
             return refused
-        result = await self._dispatch(path, stamp, argv, ctx, isolation, limit, start)
-        return self._settle(path, stamp, ctx, result)
+        result = await self._dispatch(path, stamp, argv, ctx, isolation, limit, start, hook)
+        return _measured(self._settle(path, stamp, ctx, result))
 
     # -- dispatch -------------------------------------------------------------------------
 
@@ -263,9 +279,10 @@ class ScriptRunner:
         isolation: Isolation,
         limit: float,
         start: float,
+        hook: str | None = None,
     ) -> ScriptResult:
         if isolation == "process":
-            return await self._in_child(path, argv, ctx, limit, start, isolation)
+            return await self._in_child(path, argv, ctx, limit, start, isolation, hook)
         try:
             entry = await self._entry(path, stamp, limit)
         except TimeoutError:
@@ -273,6 +290,11 @@ class ScriptRunner:
         if entry.tier == "subprocess":
             return await self._in_child(path, argv, ctx, limit, start, isolation)
         tier: Tier = entry.tier
+        fn = entry.hook(hook) if hook is not None else None
+        call = hook_caller(fn, hook, argv, ctx) if fn is not None and hook is not None else None
+        if call is not None:
+            is_async = inspect.iscoroutinefunction(call)
+            entry, tier = replace(entry, fn=call, is_async=is_async), "hook"
         try:
             if entry.is_async and isolation == "inline" and entry.fn is not None:
                 called = time.perf_counter()
@@ -352,9 +374,11 @@ class ScriptRunner:
         limit: float,
         start: float,
         isolation: Isolation,
+        hook: str | None = None,
     ) -> ScriptResult:
         """A fresh Python process, killed on timeout: ``process`` isolation (``python -m
-        agentsim.skills.scripts.child``) or the subprocess tier (``python script.py``)."""
+        agentsim.skills.scripts.child``, which calls ``hook``'s function when the script has
+        one) or the subprocess tier (``python script.py``)."""
         isolated = isolation == "process"
         tier: Tier = "entrypoint" if isolated else "subprocess"
         try:
@@ -366,6 +390,7 @@ class ScriptRunner:
                 output_cap=self.output_cap,
                 limit=limit,
                 isolated=isolated,
+                hook=hook,
             )
         except OSError as exc:
             return self._start_failed(path, ctx, exc, start, tier, isolation)
@@ -511,3 +536,15 @@ def _demote(path: str, entry: LoadedScript, reason: str) -> None:
     with folder_lock(os.path.dirname(path)):
         if CACHE.get(path) is entry:
             CACHE[path] = replace(entry, tier="subprocess", code=None, reason=reason)
+
+
+def _measured(result: ScriptResult) -> ScriptResult:
+    """``result`` with the measure lines (``agentsim.skills.measures``) taken out of its
+    output and log, and the measures they recorded in ``measures``."""
+    if measures.PREFIX not in result.output and measures.PREFIX not in result.log:
+        return result  # the common case, without a call
+    output, found = measures.split(result.output)
+    log, logged = measures.split(result.log)
+    if not found and not logged:
+        return result
+    return replace(result, output=output, log=log, measures=(*found, *logged))

@@ -39,7 +39,12 @@ function showError(err) {
 }
 
 function statusCell(row) {
-  return h("span", { class: `status ${row.state}` }, row.state);
+  const status = h("span", { class: `status ${row.state}` }, row.state);
+  const problems = row.problems || [];
+  if (!problems.length) return status;
+  // A run with problems says so beside its state; the tooltip lists them.
+  return h("span", {}, status, " ",
+    h("span", { class: "problems", title: problems.join("\n") }, "⚠ problems"));
 }
 
 function tickText(row) {
@@ -73,7 +78,8 @@ async function runsPage() {
     const key = JSON.stringify(data.runs);
     if (key === shown) return;
     shown = key;
-    body.replaceChildren(...data.runs.map((r) => h("tr", { "data-run": r.id },
+    body.replaceChildren(...data.runs.map((r) => h("tr", {
+      "data-run": r.id, class: (r.problems || []).length ? "with-problems" : null },
       h("td", {}, h("a", { href: `#/run/${enc(r.id)}` }, r.id)), h("td", {}, statusCell(r)),
       h("td", { class: "num ticks" }, tickText(r)), h("td", {}, progressBar(r)),
       h("td", { class: "num" }, r.agents), h("td", { class: "num" }, r.errors),
@@ -101,6 +107,7 @@ async function runPage(run) {
     h("div", { class: "grid", style: "margin-top:14px" },
       h("div", { class: "card" }, h("h2", {}, "Interventions, surveys and hot reloads"), markers),
       h("div", { class: "card" }, h("h2", {}, "Survey answers"), surveys)),
+    modelsCard(data.metrics),
     h("div", { class: "card", style: "margin-top:14px" }, h("h2", {}, "Agents"), agents));
 
   function chart(title, id, series) {
@@ -119,6 +126,21 @@ async function runPage(run) {
     chart("Skills activated per tick", "chart-skills", (c) =>
       window.charts.heatMap(c, Object.entries(data.skills).map(([label, values]) => ({ label, values })))),
   ];
+  // The measures the skills recorded (ctx.record): a chart each, a line per group (the mean).
+  const measureCards = h("div", { class: "grid", id: "measures", style: "margin-top:14px" });
+  grid.after(measureCards);
+  function drawMeasures() {
+    measureCards.replaceChildren(...Object.entries(data.measures || {}).map(([name, groups]) => {
+      const canvas = h("canvas", { class: "chart", "data-measure": name });
+      const legend = h("div", { class: "legend" });
+      const card = h("div", { class: "card" }, h("h2", {}, `Measure: ${name} (mean per group)`),
+        canvas, legend);
+      measureCards.append(card);
+      window.charts.lineChart(canvas, legend, Object.entries(groups).map(
+        ([group, values]) => ({ label: `group ${group}`, values })), data.markers);
+      return card;
+    }));
+  }
 
   function render() {
     document.getElementById("run-status").replaceChildren(statusCell(data));
@@ -126,6 +148,7 @@ async function runPage(run) {
     counter.dataset.ticks = String(data.ticks_done);
     setLive(data.state);
     draws.forEach((d) => d());
+    drawMeasures();
     markers.replaceChildren(...data.markers.map((m) => h("li", { class: `marker-${m.kind}` },
       `tick ${m.tick} · ${m.kind}: ${m.label}`)));
     if (!data.markers.length) markers.append(h("li", { class: "muted" }, "None."));
@@ -199,17 +222,23 @@ async function worldPage(run) {
   const occ = h("tbody");
   const graph = h("canvas", { id: "graph" }), opinions = h("canvas", { id: "opinions" });
   const graphInfo = h("p", { class: "muted" }), opinionsInfo = h("p", { class: "muted" });
+  const graphLegend = h("div", { class: "legend", id: "graph-legend" });
+  const opinionsLegend = h("div", { class: "legend", id: "opinions-legend" });
+  const mapCard = h("div", { class: "card", id: "map-card" },
+    h("div", { class: "toolbar" }, play, slider, label), canvas,
+    h("div", { class: "legend", id: "map-legend" }));
+  const occCard = h("div", { class: "card", id: "occupancy-card" }, h("h2", {}, "Occupancy at this tick"),
+    h("table", { id: "occupancy" }, h("thead", {}, h("tr", {}, h("th", {}, "place"),
+      h("th", {}, "category"), h("th", { class: "num" }, "agents"))), occ));
+  const noMap = h("p", { class: "muted", id: "no-map" });
   page.replaceChildren(
     h("h1", {}, `World of ${run}`),
     h("p", {}, counter, " · ", h("span", { class: "muted", id: "world-agents" })),
-    h("div", { class: "card" }, h("div", { class: "toolbar" }, play, slider, label), canvas),
-    h("div", { class: "grid", style: "margin-top:14px" },
-      h("div", { class: "card" }, h("h2", {}, "Occupancy at this tick"),
-        h("table", { id: "occupancy" }, h("thead", {}, h("tr", {}, h("th", {}, "place"),
-          h("th", {}, "category"), h("th", { class: "num" }, "agents"))), occ)),
-      h("div", { class: "card" }, h("h2", {}, "Follow graph"), graph, graphInfo),
-      h("div", { class: "card" }, h("h2", {}, "Opinion distribution over ticks (mean in orange)"), opinions,
-        opinionsInfo)));
+    noMap, mapCard,
+    h("div", { class: "grid", style: "margin-top:14px" }, occCard,
+      h("div", { class: "card" }, h("h2", {}, "Follow graph"), graph, graphLegend, graphInfo),
+      h("div", { class: "card" }, h("h2", {}, "Opinion distribution over ticks"), opinions,
+        opinionsLegend, opinionsInfo)));
   const map = new window.world.WorldMap(canvas, data);
 
   function lastTick() { return Math.max(0, data.run.ticks_done - 1); }
@@ -223,6 +252,16 @@ async function worldPage(run) {
     if (transit) occ.append(h("tr", {}, h("td", {}, "in transit"), h("td"), h("td", { class: "num" }, transit)));
   }
   function renderStatic() {
+    // The map and the occupancy only for a run whose modules have places (no city: no map).
+    const places = data.places.length > 0;
+    mapCard.hidden = !places;
+    occCard.hidden = !places;
+    noMap.textContent = places ? "" : `No module of this run has places to draw (modules: ${
+      data.modules.join(", ") || "none"}); the tick slider is on the map of a run with a city.`;
+    const cats = [...new Set(data.places.map((p) => p.category))];
+    document.getElementById("map-legend").replaceChildren(
+      ...cats.map((c) => window.charts.swatch(window.world.categoryColor(c), c)),
+      window.charts.swatch("#9aa1ab", "in transit (outside its last place)"));
     counter.textContent = `tick ${data.run.ticks_done} done · ${data.run.state}`;
     counter.dataset.ticks = String(data.run.ticks_done);
     setLive(data.run.state);
@@ -236,8 +275,15 @@ async function worldPage(run) {
       ? `who follows whom: ${g.nodes} agents reached from ${data.agents[0]} (${g.edges} links), ` +
         `coloured by group (${Object.keys(g.groups).join(", ")})`
       : "No module of this run has a follow graph.";
+    graphLegend.replaceChildren(...Object.entries(g.groups).map(
+      ([name, color]) => window.charts.swatch(color, `group ${name}`)));
+    opinionsLegend.replaceChildren(
+      window.charts.swatch("rgba(130,80,223,0.2)", "few agents in the bin"),
+      window.charts.swatch("rgba(130,80,223,1)", "most agents in the bin"),
+      window.charts.swatch("#e8710a", "mean opinion"));
     // A run without them shows a line saying so, not an empty drawing.
-    graph.hidden = !data.edges.length;
+    graph.hidden = graphLegend.hidden = !data.edges.length;
+    opinionsLegend.hidden = !data.opinions.length;
     opinions.hidden = !data.opinions.length;
     opinionsInfo.textContent = data.opinions.length ? "" : "No module of this run logs opinions.";
     window.world.drawOpinions(opinions, data.opinions);
@@ -429,3 +475,23 @@ async function route() {
 
 window.addEventListener("hashchange", route);
 route();
+
+// Calls, tokens and errors per model (a model per group) and per server (base_urls), from
+// metrics.json; nothing when the run has one model on one server.
+function modelsCard(metrics) {
+  const model = (metrics && metrics.model) || {};
+  const rows = [];
+  for (const [name, m] of Object.entries(model.by_model || {})) rows.push([`model ${name}`, m]);
+  for (const [url, m] of Object.entries(model.servers || {})) rows.push([`server ${url}`, m]);
+  for (const [name, m] of Object.entries(model.by_model || {}))
+    for (const [url, s] of Object.entries(m.servers || {})) rows.push([`${name} @ ${url}`, s]);
+  if (!rows.length) return h("span", {});
+  const cell = (v) => h("td", {}, String(v));
+  return h("div", { class: "card", id: "models", style: "margin-top:14px" },
+    h("h2", {}, "Models and servers"),
+    h("table", {},
+      h("tr", {}, ...["", "calls", "tokens", "errors", "retries", "p50 s"].map((t) => h("th", {}, t))),
+      ...rows.map(([label, m]) => h("tr", {}, cell(label), cell(m.calls), cell(m.total_tokens),
+        cell(m.errors), cell(m.retries),
+        cell(m.latency && m.latency.p50 != null ? m.latency.p50.toFixed(3) : "-")))));
+}

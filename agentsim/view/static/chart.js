@@ -32,18 +32,21 @@ function fmt(v) {
   return String(Math.round(v * 100) / 100);
 }
 
-// series: [{label, values}], markers: [{tick, kind, label}]; x is the tick index.
+// series: [{label, values}], markers: [{tick, kind, label}]; x is the tick index. A value
+// of null (a tick without one) leaves a gap; negative values extend the axis below 0.
 function lineChart(canvas, legend, series, markers, height = 180) {
   const { ctx, width } = fitCanvas(canvas, height);
   const pad = { l: 44, r: 10, t: 10, b: 22 };
   const n = Math.max(1, ...series.map((s) => s.values.length));
-  const ymax = niceMax(Math.max(0, ...series.flatMap((s) => s.values)));
+  const all = series.flatMap((s) => s.values).filter((v) => v !== null);
+  const ymax = niceMax(Math.max(0, ...all));
+  const low = Math.min(0, ...all), ymin = low < 0 ? -niceMax(-low) : 0;
   const x = (t) => pad.l + (n <= 1 ? 0.5 : t / (n - 1)) * (width - pad.l - pad.r);
-  const y = (v) => height - pad.b - (v / ymax) * (height - pad.t - pad.b);
+  const y = (v) => height - pad.b - ((v - ymin) / (ymax - ymin)) * (height - pad.t - pad.b);
   ctx.strokeStyle = "#d9dde3"; ctx.fillStyle = "#6b7380"; ctx.font = "11px system-ui";
   ctx.lineWidth = 1;
   for (let i = 0; i <= 4; i++) {
-    const v = (ymax * i) / 4;
+    const v = ymin + ((ymax - ymin) * i) / 4;
     ctx.beginPath(); ctx.moveTo(pad.l, y(v)); ctx.lineTo(width - pad.r, y(v)); ctx.stroke();
     ctx.fillText(fmt(v), 4, y(v) + 4);
   }
@@ -58,9 +61,16 @@ function lineChart(canvas, legend, series, markers, height = 180) {
   series.forEach((s, i) => {
     ctx.strokeStyle = PALETTE[i % PALETTE.length]; ctx.lineWidth = 1.6;
     ctx.beginPath();
-    s.values.forEach((v, t) => (t ? ctx.lineTo(x(t), y(v)) : ctx.moveTo(x(t), y(v))));
+    let drawing = false;
+    s.values.forEach((v, t) => {
+      if (v === null) { drawing = false; return; }
+      drawing ? ctx.lineTo(x(t), y(v)) : ctx.moveTo(x(t), y(v));
+      drawing = true;
+    });
     ctx.stroke();
-    if (n === 1) { ctx.fillStyle = ctx.strokeStyle; ctx.fillRect(x(0) - 2, y(s.values[0]) - 2, 4, 4); }
+    if (n === 1 && s.values[0] !== null) {
+      ctx.fillStyle = ctx.strokeStyle; ctx.fillRect(x(0) - 2, y(s.values[0]) - 2, 4, 4);
+    }
   });
   if (legend) {
     legend.replaceChildren(...series.map((s, i) => swatch(PALETTE[i % PALETTE.length], s.label)));

@@ -190,6 +190,9 @@ def test_setup_assigns_home_and_workplace_from_the_occupation(tmp_path: Path) ->
         "hours": "00:00-24:00",
     }
     assert ask(view, "where_am_i")["place"]["id"] == "home-1"
+    # The same facts go to the agent's AGENT.json; an agent the city does not know has none.
+    assert view.agent_facts("a1") == ask(view, "my_places", "a1")
+    assert view.agent_facts("nobody") == {}
 
 
 def test_missing_workplace_category_falls_back_to_an_office(tmp_path: Path) -> None:

@@ -123,6 +123,9 @@ def test_router_routes_to_the_module() -> None:
     assert "home" in router.ask("p000", "city", "my_places", {}, seq=0).result
     answer = router.ask("p000", "social", "post", {"text": "hi"}, seq=3)
     assert answer.intent is not None and answer.intent.module == "social"
+    # Facts for AGENT.json: the city's places; the social module has none.
+    assert router.facts("p000") == router.ask("p000", "city", "my_places", {}, seq=0).result
+    assert EnvRouter({}).facts("p000") == {}
 
 
 def test_router_names_the_known_modules() -> None:

@@ -438,6 +438,7 @@ def test_tick_events_summarise_opinions_and_deliveries(clock: SimClock) -> None:
         "groups": {
             "g": {"n": 5, "mean": 0.0, "std": round(statistics.pstdev([-1, -0.5, 0, 0.5, 1]), 6)}
         },
+        "group_histograms": {"g": [1, 0, 1, 0, 0, 1, 0, 1, 0, 1]},
         "posts_delivered": 1,
         "messages_delivered": 2,
     }

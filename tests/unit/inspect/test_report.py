@@ -59,6 +59,16 @@ environment:
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
+def assert_nothing_cut_off(png: Path) -> None:
+    """Nothing drawn touches the image's edges: a legend or label cut off at an edge leaves
+    its frame or its text in the outermost pixels, which are otherwise the white margin."""
+    from matplotlib.image import imread
+
+    img = imread(png)[:, :, :3]
+    for edge in (img[0], img[-1], img[:, 0], img[:, -1]):
+        assert edge.min() > 0.99, f"{png.name}: something is drawn on its edge"
+
+
 def make_run(root: Path, text: str) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "exp.yaml").write_text(text, encoding="utf-8")
@@ -151,6 +161,13 @@ def test_social_report_opinions_match_the_events(social_run: Path) -> None:
         weighted = sum(g.columns["n"][i] * g.columns["mean"][i] for g in groups.values()) / 7
         assert weighted == pytest.approx(snap["mean"], abs=1e-5)
     assert groups["activists"].columns["mean"][0] == pytest.approx(0.9)
+    # Each group's own distribution, a heat map row each: the bins add up to the group.
+    bins_by_group = rep.data.opinion_group_bins
+    assert bins_by_group is not None and set(bins_by_group) == {"activists", "citizens"}
+    for i, snap in enumerate(snaps):
+        for name, g in bins_by_group.items():
+            assert [g.columns[b][i] for b in g.columns] == snap["group_histograms"][name]
+            assert sum(g.columns[b][i] for b in g.columns) == snap["groups"][name]["n"]
 
 
 def test_unfinished_ticks_are_left_out(city_run: Path, tmp_path: Path) -> None:
@@ -215,6 +232,9 @@ def test_summary_of_a_run_with_many_skills_errors_and_prices(tmp_path: Path) -> 
     assert "| cost | 2.0 |" in text and "| agent_error: ValueError | 1 |" in text
     assert "| script_failed | 1 |" in text and "| custom@s11 | 22 | 0 | 0 | 0 |" in text
     assert "- tick 1: generation 2; added -; changed custom@s01; removed -" in text
+    # The reload is a marker of the plots and of the table of what happened between ticks.
+    assert "| 1 |  | reload | skills reloaded: changed custom@s01 | registry generation 2 |" in text
+    assert [m.kind for m in rep.data.markers] == ["reload"]
     assert "(skill plot: the 10 most activated of 11)" in text  # s00: none
     assert "| ticks | 2 of 2 (last: not a time) |" in text
 
@@ -266,7 +286,7 @@ def test_report_command_writes_the_plots_and_lists_interventions_and_surveys(
     assert names == ["activity.png", "city_occupancy.png", "skills.png", "summary.md", "tokens.png"]
     assert all(p.read_bytes()[:8] == PNG for p in out_dir.glob("*.png"))
     text = (out_dir / "summary.md").read_text("utf-8")
-    section = text.split("## Interventions and surveys\n", 1)[1].split("\n## ", 1)[0]
+    section = text.split("## Interventions, surveys and hot reloads\n", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| 3 ")]
     assert rows == [
         '| 3 | 2026-03-02T09:00:00 | intervention | city.close_place | {"place": "park-1"} |',
@@ -301,3 +321,47 @@ def test_markers_and_default_activations_from_synthetic_events() -> None:
         ("intervention", "message to 3 agents", "'m'"),
     ]
     assert {(m.tick, m.time) for m in data.markers} == {(1, "T1")}
+
+
+def test_no_plot_is_cut_off_at_its_edges_with_long_labels(tmp_path: Path) -> None:
+    """Long skill ids, group names and intervention labels widen the legend column: every
+    PNG keeps all of it inside the image."""
+    root = tmp_path / "long"
+    (root / "agents").mkdir(parents=True)
+    (root / "manifest.json").write_text(json.dumps({"status": "completed"}))
+    long_skill = "custom@a-skill-whose-identifier-is-much-longer-than-the-legend-column"
+    long_group = "respondents-who-joined-in-the-second-wave-of-the-panel"
+    events: list[dict[str, Any]] = []
+    for t in range(4):
+        time = f"2026-03-02T{8 + t:02d}:00:00"
+        events += [
+            {"type": "skill_activated", "tick": t, "skill": long_skill},
+            {
+                "type": "intervention",
+                "tick": t,
+                "env": "city",
+                "action": "close_place_for_a_very_long_reason_indeed",
+                "args": {"place": "park-0"},
+            },
+            {
+                "type": "city_occupancy",
+                "tick": t,
+                "occupancy": {"a-place-kind-with-a-long-long-name-0": 3},
+                "in_transit": 1,
+            },
+            {
+                "type": "social_opinions",
+                "tick": t,
+                "histogram": [2, 0, 0, 2],
+                "mean": 0.0,
+                "std": 0.9,
+                "groups": {long_group: {"n": 4, "mean": 0.0, "std": 0.9}},
+                "group_histograms": {long_group: [2, 0, 0, 2]},
+            },
+            {"type": "tick_end", "tick": t, "time": time, "steps": 4, "prompt_tokens": 10},
+        ]
+    (root / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    rep = write_report(root)
+    assert set(rep.images) == {"activity", "skills", "tokens", "city", "social"}
+    for png in rep.images.values():
+        assert_nothing_cut_off(png)

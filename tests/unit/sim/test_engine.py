@@ -94,9 +94,13 @@ def test_run_folder_layout(completed: tuple[RunSummary, Path]) -> None:
         d = run_dir / "agents" / aid
         # What skills read stays in the agent's folder; the rest is in the host's shards.
         assert sorted(p.name for p in d.iterdir() if p.name != "state") == [
+            "AGENT.json",
             "memory.jsonl",
             "profile.json",
         ]
+        agent_json = json.loads((d / "AGENT.json").read_text())
+        assert (agent_json["agent_id"], agent_json["tick"]) == (aid, 5)
+        assert agent_json["current_time"] == "2026-03-02T11:00:00"  # the last tick, 5
         assert json.loads((d / "profile.json").read_text())["agent_id"] == aid
         assert (d / "memory.jsonl").read_text().splitlines()
         trace = list(run.agent(aid).trace())

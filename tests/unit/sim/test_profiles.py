@@ -292,3 +292,50 @@ def test_sample_is_seeded_and_clamped(specs: list[AgentSpec]) -> None:
     assert len(streams) > 1
     many = AgentSelector.model_validate({"sample": 50})
     assert select_agents(many, specs, seed=5) == [s.agent_id for s in specs]
+
+
+# --- ids: numeric --------------------------------------------------------------------------
+
+
+def test_numeric_ids_are_global_indexes_across_groups(tmp_path: Path) -> None:
+    (tmp_path / "p.jsonl").write_text(
+        '{"id": 41, "name": "Ann"}\n{"id": 42, "name": "Bo"}\n', encoding="utf-8"
+    )
+    config = config_of(
+        "  - {group: a, count: 2}\n"
+        "  - {group: b, count: 3, ids: numeric}\n"
+        "  - {group: c, profiles: p.jsonl, ids: numeric}\n",
+        base_dir=tmp_path,
+    )
+    specs = resolve_agents(config)
+    assert [s.agent_id for s in specs] == ["a-00000", "a-00001", "2", "3", "4", "5", "6"]
+    assert [int(s.agent_id) for s in specs[2:]] == [2, 3, 4, 5, 6]
+    # A file row's own id stays in its profile; the agent's id is its index.
+    assert specs[5].profile["id"] == 41
+    assert specs[5].profile["name"] == "Ann"
+    # The profile of a numeric id is drawn like any other: same seed, same agent.
+    assert resolve_agents(config)[3].profile == specs[3].profile
+
+
+def test_ids_option_rejects_unknown_values() -> None:
+    with pytest.raises(ConfigError) as err:
+        config_of("  - {group: a, count: 2, ids: integer}\n")
+    assert str(err.value).startswith(
+        "agents.0.ids: 'integer' is not allowed; must be one of group, numeric"
+    )
+
+
+def test_numeric_ids_are_selected_by_yaml_numbers() -> None:
+    text = (
+        "name: x\nseed: 0\nworkflow:\n  - run: {ticks: 1}\n"
+        '  - survey: {name: s, question: "ok?", agents: [2, 0]}\n'
+        "agents:\n  - {group: a, count: 3, ids: numeric}\n"
+    )
+    config = parse_experiment(text, base_dir=Path("."))
+    survey = config.workflow[1].survey
+    assert survey is not None
+    assert select_agents(survey.agents, resolve_agents(config), seed=0) == ["0", "2"]
+    bad = text.replace("[2, 0]", "[2, true]")
+    with pytest.raises(ConfigError) as err:
+        parse_experiment(bad, base_dir=Path("."))
+    assert "[2, True] is not an agent selection" in str(err.value)

@@ -74,6 +74,26 @@ def test_runs_lists_each_run_with_status_ticks_agents_and_errors(client: TestCli
     assert (row["ticks_done"], row["total_ticks"], row["agents"], row["errors"]) == (6, 6, 20, 0)
 
 
+def test_a_run_with_problems_lists_them_and_a_clean_run_none(
+    client: TestClient, workspace: Path, tmp_path: Path
+) -> None:
+    assert get(client, "/api/runs")["runs"][0]["problems"] == []
+    ws = tmp_path / "ws"
+    shutil.copytree(workspace / RUN, ws / "bad")
+    metrics = json.loads((ws / "bad" / "metrics.json").read_text("utf-8"))
+    metrics["problems"].update(hook_failed=601, script_failed=2)
+    (ws / "bad" / "metrics.json").write_text(json.dumps(metrics), encoding="utf-8")
+    manifest = json.loads((ws / "bad" / "manifest.json").read_text("utf-8"))
+    manifest.update(status="failed", reason="social.broadcast: unknown argument 'txt'")
+    (ws / "bad" / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    [row] = get(TestClient(create_app(ws)), "/api/runs")["runs"]
+    assert row["problems"] == [
+        "601 hook failed",
+        "2 script failed",
+        "stopped: social.broadcast: unknown argument 'txt'",
+    ]
+
+
 def test_run_page_has_metrics_per_tick_skills_markers_and_surveys(client: TestClient) -> None:
     data = get(client, f"/api/runs/{RUN}")
     assert data["ticks"] == 6
