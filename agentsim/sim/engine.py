@@ -431,15 +431,23 @@ class Engine:
             chosen = self._select(step.agents, index, "agents")
             kind = "interview" if isinstance(step, InterviewStep) else "survey"
             name = step.name or f"{kind}-{index}"
-            async with asyncio.TaskGroup() as tg:
-                asking = tg.create_task(
-                    self.executor.ask(
-                        chosen, step.question, tick=tick, when=self.clock.now, views=self._views()
-                    )
+            what = f"{kind} {name}"
+            # The reporter only reads; the ask's own error (if any) is the one raised.
+            reporter = (
+                asyncio.create_task(self._survey_progress(what, len(chosen)))
+                if self.progress is not None
+                else None
+            )
+            try:
+                answers = await self.executor.ask(
+                    chosen, step.question, tick=tick, when=self.clock.now, views=self._views()
                 )
-                if self.progress is not None:
-                    tg.create_task(self._survey_progress(asking, f"{kind} {name}", len(chosen)))
-            answers = asking.result()
+            finally:
+                if reporter is not None:
+                    reporter.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await reporter
+            self._report_survey(what, len(chosen), len(chosen))
             assert self.ws is not None
             sdir = self.ws.root / "surveys"
             sdir.mkdir(exist_ok=True)
@@ -471,27 +479,31 @@ class Engine:
                 ]
             )
 
-    async def _survey_progress(self, asking: asyncio.Task[Any], what: str, asked: int) -> None:
-        """Report a survey's answers so far every ``SURVEY_PROGRESS_EVERY`` seconds, and once
-        when it is over."""
-        assert self.progress is not None
-        total = self.config.total_ticks()
+    async def _survey_progress(self, what: str, asked: int) -> None:
+        """Report a survey's answers so far every ``SURVEY_PROGRESS_EVERY`` seconds until
+        cancelled (when the survey is over)."""
         while True:
-            await asyncio.wait([asking], timeout=SURVEY_PROGRESS_EVERY)
-            done = asking.done()
-            answered = asked if done else await self.executor.answered()
-            self.progress(
-                Progress.of(
-                    self._metrics,
-                    tick=self.clock.tick,
-                    total=total,
-                    survey=what,
-                    answered=answered,
-                    asked=asked,
-                )
-            )
-            if done:
+            await asyncio.sleep(SURVEY_PROGRESS_EVERY)
+            try:
+                answered = await self.executor.answered()
+            except Exception:  # a host that fails shows in the survey's own result
                 return
+            self._report_survey(what, answered, asked)
+
+    def _report_survey(self, what: str, answered: int, asked: int) -> None:
+        if self.progress is None:
+            return
+        total = self.config.total_ticks()
+        self.progress(
+            Progress.of(
+                self._metrics,
+                tick=self.clock.tick,
+                total=total,
+                survey=what,
+                answered=answered,
+                asked=asked,
+            )
+        )
 
     # -- checkpoints -----------------------------------------------------------------------
 

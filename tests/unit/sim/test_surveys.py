@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
+import agentsim.sim.engine as engine_module
 from agentsim.sim.config import parse_experiment
 from agentsim.sim.engine import Engine, Progress
+from agentsim.sim.executors import LocalExecutor
 from agentsim.testing.openai_server import OpenAITestServer
 
 _YAML = """
@@ -47,6 +49,7 @@ def _engine(
     name: str = "run",
     step_timeout: float | None = None,
     progress: Any = None,
+    executor: Any = None,
 ) -> Engine:
     text = _YAML.format(
         base_url=base_url, count=count, concurrency=concurrency, kind=kind, out=tmp / "ws"
@@ -54,7 +57,9 @@ def _engine(
     if step_timeout is not None:
         text += f"executor: {{step_timeout: {step_timeout}}}\n"
     cfg = parse_experiment(text, base_dir=tmp)
-    return Engine(cfg, run_dir=tmp / name, stop=threading.Event(), progress=progress)
+    return Engine(
+        cfg, run_dir=tmp / name, stop=threading.Event(), progress=progress, executor=executor
+    )
 
 
 @pytest.mark.slow
@@ -72,7 +77,8 @@ async def test_a_500_agent_survey_asks_in_parallel_under_the_limiter(tmp_path: P
     assert len(timeline) == agents  # one question per agent, no tick ran
     took = max(done for _, done in timeline) - min(arrived for arrived, _ in timeline)
     ideal = latency * agents / slots  # 3.1 s; one agent at a time would take 100 s
-    assert took < ideal + 5.0, f"the survey took {took:.1f} s (ideal {ideal:.1f} s)"
+    # A generous margin for a loaded 2-core machine, yet far from serial.
+    assert took < ideal + 12.0, f"the survey took {took:.1f} s (ideal {ideal:.1f} s)"
     assert most == slots  # the limiter's slots, all used, never more
     rows = (tmp_path / "run" / "surveys" / "midday.jsonl").read_text().splitlines()
     ids = [r.split('"agent_id": "')[1].split('"')[0] for r in rows]
@@ -114,3 +120,44 @@ async def test_each_interview_answer_has_its_own_timeout(tmp_path: Path) -> None
     assert len(rows) == 6 and all('"answer": "error"' in r for r in rows)
     events = (tmp_path / "run" / "events.jsonl").read_text()
     assert events.count('"type": "interview_answer"') == 6
+
+
+class _BlindExecutor(LocalExecutor):
+    """Hosts that cannot say how far a survey is (as a Ray host that just died)."""
+
+    async def answered(self) -> int:
+        raise RuntimeError("host gone")
+
+
+@pytest.mark.slow
+async def test_progress_that_cannot_be_read_never_fails_the_survey(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine_module, "SURVEY_PROGRESS_EVERY", 0.05)
+    seen: list[Progress] = []
+    async with OpenAITestServer(latency=0.3) as srv:
+        engine = _engine(
+            tmp_path,
+            srv.base_url,
+            count=4,
+            concurrency=4,
+            progress=seen.append,
+            executor=_BlindExecutor(),
+        )
+        summary = await engine.run()
+    assert summary.status == "completed"
+    assert [(p.survey, p.answered, p.asked) for p in seen] == [("survey midday", 4, 4)]
+
+
+@pytest.mark.slow
+async def test_progress_reports_answers_while_they_come_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine_module, "SURVEY_PROGRESS_EVERY", 0.05)
+    seen: list[Progress] = []
+    async with OpenAITestServer(latency=0.2) as srv:
+        engine = _engine(tmp_path, srv.base_url, count=8, concurrency=2, progress=seen.append)
+        assert (await engine.run()).status == "completed"
+    counts = [p.answered for p in seen]
+    assert counts[-1] == 8 and len(counts) > 2  # reports between the first and the last
+    assert counts == sorted(counts) and all(p.asked == 8 for p in seen)
