@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import signal
 import sys
@@ -101,7 +102,7 @@ class _ProgressLine:
         line = (
             f"[{bar}] tick {p.tick}/{total}  {doing}  "
             f"model calls {p.model_calls:,}  tokens {p.tokens:,}  "
-            f"{_problems(p.errors, p.degraded, p.gate_retries)}  "
+            f"{_problems(p.errors, p.degraded, p.gate_retries, p.skills_broken)}  "
             f"elapsed {_clock(now - self._started)}  left ~{_clock(per_tick * left)}"
         )
         if self._tty:
@@ -123,13 +124,22 @@ class _ProgressLine:
             self._open_line = False
 
 
-def _problems(errors: int, degraded: int, gate_retries: int) -> str:
+def _notice(progress: _ProgressLine | None, line: str) -> None:
+    """A loading problem on stderr, on a line of its own (not inside the progress line)."""
+    if progress is not None:
+        progress.end()
+    print(f"warning: {line}", file=sys.stderr, flush=True)
+
+
+def _problems(errors: int, degraded: int, gate_retries: int, broken: int = 0) -> str:
     """The progress line's problem counts: degraded steps are each one failed model call."""
     text = f"errors {errors:,}"
     if degraded:
         text += f" (degraded steps / failed model calls {degraded:,})"
     if gate_retries:
         text += f"  gate retries {gate_retries:,}"
+    if broken:
+        text += f"  skills broken by edits {broken:,}"
     return text
 
 
@@ -220,6 +230,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         max_ticks=args.ticks,
         trace=args.trace,
         preflight=not args.no_preflight,
+        notice=functools.partial(_notice, progress),
     )
     try:
         summary = asyncio.run(engine.run(resume=resume))

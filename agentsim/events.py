@@ -104,6 +104,28 @@ _DECLARED: tuple[EventType, ...] = (
             _f("skill_diagnostics", int, "problems found while scanning the skills"),
             _f("modules", list[str], "environment modules, sorted"),
             _f("skills_hidden", dict[str, str], "skill id -> why every catalog leaves it out"),
+            _f(
+                "skills_refused",
+                dict[str, str],
+                "`namespace@folder` -> why its SKILL.md was refused (`file:line: problem`)",
+            ),
+            _f(
+                "skills_shadowed",
+                dict[str, str],
+                "skill id -> the id of the same name that wins the bare name",
+            ),
+        ),
+    ),
+    EventType(
+        name="skill_broken",
+        writer="sim",
+        doc="a hot reload found a skill's SKILL.md broken by an edit; its last good version "
+        "stays active until the file is fixed (counted as a problem)",
+        fields=(
+            _SKILL,
+            _f("file", str, "the SKILL.md"),
+            _f("line", int, "the line of the problem, 1-based"),
+            _f("message", str, "what is wrong and how to fix it"),
         ),
     ),
     EventType(

@@ -1,10 +1,22 @@
 """The agent: one ReAct step per tick over its skills, its memory and the environment.
 
-Each step: pre_step hooks -> messages (system: persona + catalog + active bodies; user:
-observation + memory + ``<skill_hooks>``) -> up to ``max_react_turns`` model calls with
+Each step: pre_step hooks -> messages -> up to ``max_react_turns`` model calls with
 tools -> post_step hooks (a ``retry`` decision gives the model another round, at most
 ``max_hook_retries`` times) -> memory and trace. A model that fails after its retries
 degrades the step (recorded, the agent keeps its plan) instead of stopping the run.
+
+The messages are laid out for an inference server's prefix cache: what many agents share
+comes first and is byte-stable, what is one agent's next, the turn last.
+
+- system: the instructions and the catalog (``<available_skills>``, the same text for every
+  agent that sees the same skills). Chat templates render the tool schemas right after it.
+- the first user message opens with the agent's part, stable from step to step until its
+  active skills change: the bodies of its active skills (sorted by name; a
+  ``<skill_content>`` block marks its skill active), ``<active_skills>`` naming the active
+  skills that have no body, ``<persona>`` and ``<profile>``, and over a catalog budget its own
+  ``<more_skills>`` picks; then the turn: observation, messages, feedback, memory, question,
+  ``<skill_hooks>``.
+- the later turns of a ReAct step only append (assistant tool calls, tool results).
 """
 
 from __future__ import annotations
@@ -123,21 +135,42 @@ class Agent:
         return "\n".join(self.system_parts(read_only=read_only))
 
     def system_parts(self, *, read_only: bool = False) -> tuple[str, ...]:
-        """The system prompt's parts, joined by newlines: who the agent is, the catalog, the
-        bodies of active skills (when any), the instructions. Stored apart (by content hash),
-        since thousands of agents share all but the first."""
+        """The system prompt's parts, joined by newlines: the instructions and the catalog.
+        Nothing in it is the agent's own: every agent that sees the same skills sends the
+        same bytes. Stored apart (by content hash)."""
+        return self._prompt_head(read_only)[0]
+
+    def agent_prompt(self) -> str:
+        """The agent's part, at the start of its first user message (module docstring)."""
+        return self._prompt_head(False)[1]
+
+    def _prompt_head(self, read_only: bool) -> tuple[tuple[str, str], str]:
+        """(system parts, the agent's part): one catalog render for both."""
+        cat = self.skills.catalog(self._situation())
         head = self._head
         if head is None:
             # Encoded once: the profile does not change during a run, and encoding it
-            # every step cost more than the rest of the system prompt together.
+            # every step cost more than the rest of the prompt together.
             profile = json.dumps(self.profile, sort_keys=True, ensure_ascii=False)
             head = self._head = f"<persona>{self.persona}</persona>\n<profile>{profile}</profile>"
-        parts = [head, self.skills.catalog(self._situation()).text]
-        bodies = self.skills.bodies()
-        if bodies:
-            parts.append(bodies)
-        parts.append(READ_ONLY_INSTRUCTIONS if read_only else INSTRUCTIONS)
-        return tuple(parts)
+        skills = self.skills
+        parts: list[str] = []
+        active = skills.active
+        if active:
+            named = sorted((skills.handle_of(sid), sid) for sid in active)
+            bodies = skills.bodies(sid for _, sid in named)
+            if bodies:
+                parts.append(bodies)
+            # A <skill_content> block says its skill is active; the list names the rest
+            # (skills whose body is empty), so the prompt says it once per skill.
+            bare = [n for n, sid in named if f'<skill_content name="{n}">' not in bodies]
+            if bare:
+                parts.append(f"<active_skills>{', '.join(bare)}</active_skills>")
+        parts.append(head)
+        if cat.agent_text:
+            parts.append(cat.agent_text)
+        instructions = READ_ONLY_INSTRUCTIONS if read_only else INSTRUCTIONS
+        return (instructions, cat.text), "\n".join(parts)
 
     def user_prompt(
         self,
@@ -334,17 +367,19 @@ class Agent:
         inp = st.inp
         read_only = inp.read_only
         observation = inp.env.observe(self.agent_id) if inp.env is not None else ""
-        system_parts = self.system_parts(read_only=read_only)
+        system_parts, mine = self._prompt_head(read_only)
         system = "\n".join(system_parts)
         mem_tokens = settings.memory_prompt_tokens
-        user = self.user_prompt(
+        turn = self.user_prompt(
             inp, hooks, feedback=feedback, memory_tokens=mem_tokens, observation=observation
         )
-        if estimate_tokens(system) + estimate_tokens(user) > settings.prompt_cap_tokens:
+        fixed = estimate_tokens(system) + estimate_tokens(mine)
+        if fixed + estimate_tokens(turn) > settings.prompt_cap_tokens:
             # Over the cap: memory is the part we can drop without losing the task.
-            user = self.user_prompt(
+            turn = self.user_prompt(
                 inp, hooks, feedback=feedback, memory_tokens=0, observation=observation
             )
+        user = f"{mine}\n{turn}"
         # The parts' hashes (cached per part) tell whether the prompt changed; the sha of
         # the whole text is computed only when it did.
         hashes = [part_hash(t) for t in system_parts]
@@ -455,8 +490,8 @@ class Agent:
         warn = "".join(f"\nwarning: {w}" for w in res.warnings)
         if not res.newly_active:
             return f"{res.handle} is already active; its instructions are in your context{warn}"
-        # The system prompt of this step was built before the activation: the new bodies
-        # come back here, and join the system prompt from the next step on.
+        # This step's prompt was built before the activation: the new bodies come back
+        # here, and join the agent's part of the prompt from the next step on.
         bodies = self.skills.bodies(res.newly_active)
         return f"activated {res.handle}{warn}\n{bodies}"
 

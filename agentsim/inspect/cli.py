@@ -91,6 +91,15 @@ def _overview_text(d: dict[str, Any], out: TextIO) -> None:
         n = len(d["skills_hidden"])
         why = ", ".join(f"{sid} ({reason})" for sid, reason in d["skills_hidden"].items())
         w(f"  hidden       {n} skill{'s' if n != 1 else ''} not offered: {why}\n")
+    for key, why in d["skills_refused"].items():
+        w(f"  refused      {key}: {why}\n")
+    for loser, winner in d["skills_shadowed"].items():
+        w(f"  collision    {winner} wins the name over {loser}\n")
+    for b in d["skills_broken"]:
+        w(
+            f"  broken       {b['skill']} at tick {b['tick']}: {b['file']}:{b['line']}: "
+            f"{b['message']} (its last good version stayed active)\n"
+        )
     for r in d["hot_reloads"]:
         parts = [f"{k} {', '.join(r[k])}" for k in ("added", "changed", "removed") if r.get(k)]
         what = "; ".join(parts) or "-"

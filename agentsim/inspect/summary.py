@@ -110,6 +110,11 @@ class RunOverview:
     skills_hidden: Mapping[str, str]  # skill id -> why this run's catalogs leave it out
     hot_reloads: tuple[Mapping[str, Any], ...]
     checkpoints: tuple[int, ...]
+    # From run_start: ``namespace@folder`` -> why it was refused; id -> the id that wins
+    # its bare name. From skill_broken events: tick, skill, file, line, message.
+    skills_refused: Mapping[str, str] = field(default_factory=dict)
+    skills_shadowed: Mapping[str, str] = field(default_factory=dict)
+    skills_broken: tuple[Mapping[str, Any], ...] = ()
     # A model per group: name -> calls, tokens and cost (from metrics.json; {} otherwise).
     models: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
@@ -146,6 +151,9 @@ class RunOverview:
             "events": dict(self.events),
             "skills": {k: v.to_dict() for k, v in self.skills.items()},
             "skills_hidden": dict(self.skills_hidden),
+            "skills_refused": dict(self.skills_refused),
+            "skills_shadowed": dict(self.skills_shadowed),
+            "skills_broken": [dict(b) for b in self.skills_broken],
             "hot_reloads": [dict(r) for r in self.hot_reloads],
             "checkpoints": list(self.checkpoints),
         }
@@ -166,6 +174,9 @@ class EventCounts:
     skills: Mapping[str, SkillUse]
     skills_hidden: Mapping[str, str]  # from run_start
     hot_reloads: tuple[Mapping[str, Any], ...]
+    skills_refused: Mapping[str, str] = field(default_factory=dict)  # from run_start
+    skills_shadowed: Mapping[str, str] = field(default_factory=dict)  # from run_start
+    skills_broken: tuple[Mapping[str, Any], ...] = ()  # skill_broken events
 
 
 def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
@@ -181,6 +192,9 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
     agents: int | None = None
     last_time: str | None = None
     hidden: dict[str, str] = {}
+    refused: dict[str, str] = {}
+    shadowed: dict[str, str] = {}
+    broken: list[Mapping[str, Any]] = []
     for ev in events:
         last_time = ev.get("time") or last_time
         kind = str(ev.get("type"))
@@ -210,6 +224,12 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
             agents = ev["agents"] if isinstance(ev.get("agents"), int) else agents
             if isinstance(ev.get("skills_hidden"), dict):
                 hidden = {str(k): str(v) for k, v in ev["skills_hidden"].items()}
+            if isinstance(ev.get("skills_refused"), dict):
+                refused = {str(k): str(v) for k, v in ev["skills_refused"].items()}
+            if isinstance(ev.get("skills_shadowed"), dict):
+                shadowed = {str(k): str(v) for k, v in ev["skills_shadowed"].items()}
+        elif kind == "skill_broken":
+            broken.append({k: ev.get(k) for k in ("tick", "skill", "file", "line", "message")})
         retries += gate_retries(ev)
         ek = error_kind(ev)
         if ek is not None:
@@ -226,6 +246,9 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
         skills=dict(sorted(skills.items())),
         skills_hidden=hidden,
         hot_reloads=tuple(reloads),
+        skills_refused=refused,
+        skills_shadowed=shadowed,
+        skills_broken=tuple(broken),
     )
 
 
@@ -350,6 +373,9 @@ def summarize(
         events=counts.events,
         skills=counts.skills,
         skills_hidden=counts.skills_hidden,
+        skills_refused=counts.skills_refused,
+        skills_shadowed=counts.skills_shadowed,
+        skills_broken=counts.skills_broken,
         hot_reloads=counts.hot_reloads,
         checkpoints=tuple(t for t, _ in run.checkpoints()),
     )

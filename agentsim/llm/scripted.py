@@ -31,6 +31,9 @@ __all__ = ["ScriptedModel"]
 _Choice = tuple[str, dict[str, Any]]
 
 _SUGGESTED = "SUGGESTED:"
+# The catalog's note on skills it left out (in the agent's part of the prompt, or after
+# the shared catalog).
+_LEFT_OUT = re.compile(r"<!-- [0-9]+ more skills? not listed")
 _CATALOG_ENTRY = re.compile(
     r'<skill name="([^"]*)" id="([^"]*)"( status="deprecated")?( active="true")?>([^<]*)</skill>'
 )
@@ -213,6 +216,7 @@ class _Step:
         self.sources: list[tuple[str, bool]] = []  # (text, is a tool result), in order seen
         calls: list[list[Any]] = []  # [name, args, raw arguments, result, in_turn]
         by_id: dict[str, int] = {}
+        seen_user = False
         for m in messages:
             role = m.get("role")
             content = m.get("content")
@@ -234,7 +238,13 @@ class _Step:
                 if _SUGGESTED in text:
                     self.sources.append((text, True))
             elif role == "user":
-                text = self.last_user = content
+                # The agent's own part opens the first user message: it is context, like
+                # the system prompt, and the turn starts at the observation.
+                start = content.find("<observation>")
+                if start > 0 and not seen_user:
+                    self.system += "\n" + content[:start]
+                text = self.last_user = content[start:] if start > 0 else content
+                seen_user = True
                 for c in calls:
                     c[4] = 0
                 obs, blocks = _user_parts(text)
@@ -348,7 +358,11 @@ class ScriptedModel:
         if uniform(seed, step.last_user) >= self.activation_rate:
             return None
         skills = _catalog(section(step.system, "available_skills") or "")
+        skills += _catalog(section(step.system, "more_skills") or "")
         active = {s.name for s in skills if s.active} | {n for n, _ in _skill_contents(step.system)}
+        listed = section(step.system, "active_skills")
+        if listed:
+            active.update(html.unescape(n.strip()) for n in listed.split(","))
         candidates = [s for s in skills if s.name not in active]
         searched = [c for c in step.calls if c.name == "search_skills"]
         for c in searched:
@@ -366,8 +380,7 @@ class ScriptedModel:
                 best = (score, s.name)
         if best is not None:
             return "activate_skill", {"name": best[1]}
-        end = step.system.find("</available_skills>")
-        left_out = end >= 0 and "not listed" in step.system[end : end + 120]
+        left_out = _LEFT_OUT.search(step.system) is not None
         if left_out and not searched and "search_skills" in step.offered and query:
             return "search_skills", {"query": query}
         return None

@@ -16,7 +16,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +49,39 @@ from agentsim.sim.progress import Progress, RunSummary
 from agentsim.sim.workspace import RunWorkspace, atomic_write_text, check_run_dir
 from agentsim.sim.world import World, build_world
 from agentsim.skills.catalog import RunProvides, unmet_requirements
+from agentsim.skills.frontmatter import Diagnostic
+from agentsim.skills.registry import RegistrySnapshot
+from agentsim.skills.scan import namespace_rank
 from agentsim.store.layout import run_hosts
 
-__all__ = ["Engine", "Progress", "RunSummary"]
+__all__ = ["Engine", "Progress", "RunSummary", "loading_notices"]
+
+
+def loading_notices(refused: Mapping[str, str], shadowed: Mapping[str, str]) -> list[str]:
+    """The lines that tell a run's user which skills it refused and which names collide."""
+    lines = [f"skill {key} refused: {why}" for key, why in refused.items()]
+    lines += [
+        f"skill name collision: {winner} wins the name {winner.partition('@')[2]!r} over "
+        f"{loser} (call that one by its id)"
+        for loser, winner in shadowed.items()
+    ]
+    return lines
+
+
+def _refusal(snap: RegistrySnapshot, wanted: str) -> Diagnostic | None:
+    """The first error of the refused skill folder ``wanted`` names (an id or a bare name,
+    in precedence order), or None when no refused folder has that name."""
+    namespace, sep, name = wanted.rpartition("@")
+    spaces = (
+        [namespace]
+        if sep
+        else sorted({s.namespace for s in snap.scans}, key=lambda ns: (namespace_rank(ns), ns))
+    )
+    for ns in spaces:
+        found = snap.problem_of(ns, name)
+        if found is not None:
+            return found
+    return None
 
 
 # What ``Engine.checkpoint`` saves and ``_restore`` reads back.
@@ -74,6 +104,7 @@ class Engine:
         max_ticks: int | None = None,
         trace: str = "full",
         preflight: bool = False,
+        notice: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self.run_dir = run_dir
@@ -85,6 +116,9 @@ class Engine:
         # ``agentsim run`` checks the model server before writing anything (see
         # ``agentsim.sim.preflight``); code that builds its own engine chooses.
         self.preflight = preflight
+        # Where loading problems are told as they are found (``agentsim run``: stderr):
+        # refused and shadowed skills at the start, skills an edit broke at each tick.
+        self.notice = notice
         self.reason: str | None = None
         self.clock = SimClock(config.clock.start, config.clock.tick)
         self.modules: dict[str, EnvModule] = {}
@@ -129,7 +163,7 @@ class Engine:
     def _prepare(self) -> None:
         """Everything that can reject the configuration, before anything is written."""
         cfg = self.config
-        world = build_world(cfg, trace=self.trace)
+        world = build_world(cfg, trace=self.trace, check_paths=True)
         self.agents = list(world.agents)
         self.modules = dict(world.modules)
         self._world = world
@@ -141,6 +175,13 @@ class Engine:
                 try:
                     desc = self.registry.resolve(name)
                 except SkillNotFoundError as exc:
+                    broken = _refusal(self.registry.snapshot(), name)
+                    if broken is not None:
+                        raise ConfigError(
+                            f"agents.{gi}.skills.default",
+                            f"default skill {name!r} is broken: {broken}",
+                            f"fix its SKILL.md (agentsim skills validate {broken.file})",
+                        ) from None
                     close = f" (close matches: {', '.join(exc.close)})" if exc.close else ""
                     raise ConfigError(
                         f"agents.{gi}.skills.default",
@@ -177,6 +218,10 @@ class Engine:
         if resume:
             return []
         diag = [str(d) for d in self.registry.diagnostics]
+        snap = self.registry.snapshot()
+        refused = {key: str(d) for key, d in snap.refused().items()}
+        shadowed = snap.shadowed()
+        self._tell(loading_notices(refused, shadowed))
         start = {
             "tick": 0,
             "time": self.clock.now.isoformat(),
@@ -189,6 +234,8 @@ class Engine:
             "modules": sorted(self.modules),
             # What every catalog of this run leaves out, and why (``inspect`` shows it).
             "skills_hidden": self._skills_hidden,
+            "skills_refused": refused,
+            "skills_shadowed": shadowed,
         }
         for e in events:
             e.setdefault("time", start["time"])
@@ -340,6 +387,7 @@ class Engine:
                         "removed": sorted(res.removed),
                     }
                 )
+            run_events += self._broken_events(res.broken, tick, iso)
         messages = {aid: tuple(m) for aid, m in self._pending_messages.items()}
         self._pending_messages.clear()
         results = await self.executor.step_tick(
@@ -365,7 +413,7 @@ class Engine:
             e.setdefault("tick", tick)
             e.setdefault("time", iso)
             e.setdefault("agent_id", None)
-        summary = add_tick(self._metrics, results, agent_events)
+        summary = add_tick(self._metrics, results, [*run_events, *agent_events])
         tick_end = {"tick": tick, "time": iso, "type": "tick_end", "agent_id": None, **summary}
         self._emit([*run_events, *agent_events, *env_events, tick_end])
         self.clock.advance()
@@ -378,6 +426,32 @@ class Engine:
         if self.progress is not None:
             total = self.config.total_ticks()
             self.progress(Progress.of(self._metrics, tick=self.clock.tick, total=total))
+
+    def _tell(self, lines: Sequence[str]) -> None:
+        if self.notice is not None:
+            for line in lines:
+                self.notice(line)
+
+    def _broken_events(self, broken: Sequence[str], tick: int, iso: str) -> list[dict[str, Any]]:
+        """A ``skill_broken`` event (and a notice) per skill an edit broke this tick."""
+        problems = self.registry.snapshot().broken()
+        out = []
+        for sid in sorted(broken):
+            diag = problems[sid]
+            self._tell([f"skill {sid} is broken: {diag}; its last good version stays active"])
+            out.append(
+                {
+                    "tick": tick,
+                    "time": iso,
+                    "type": "skill_broken",
+                    "agent_id": None,
+                    "skill": sid,
+                    "file": diag.file,
+                    "line": diag.line,
+                    "message": diag.message,
+                }
+            )
+        return out
 
     def _run_event(self, kind: str, **data: Any) -> dict[str, Any]:
         """An event of the run itself (no agent's), at the current tick."""

@@ -174,6 +174,9 @@ class AgentHost:
         self.store = HostStore(run_dir, spec.host_id)
         # Agents with a skills folder of their own (``custom/skills`` in their workspace).
         self._own_views: dict[str, SkillOverlay] = {}
+        # Default skills (as the group names them) that a reload took away, by agent: they
+        # are activated again as soon as their folder has them back.
+        self._lost_defaults: dict[str, list[str]] = {}
         # (skill, script) quarantines already reported: concurrent steps may all overrun.
         self._quarantines: set[tuple[str, str]] = set()
         slots = spec.model.max_concurrency + sum(spec.models[n].max_concurrency for n in used)
@@ -267,7 +270,47 @@ class AgentHost:
                     }
                     for sid in gone
                 ]
+                self._note_lost_defaults(aid, gone)
+            back = await self._restore_defaults(aid, agent)
+            if back:
+                events.setdefault(aid, []).extend(
+                    {
+                        "tick": tick,
+                        "time": when.isoformat(),
+                        "type": "skill_activated",
+                        "agent_id": aid,
+                        "skill": sid,
+                        "default": True,
+                    }
+                    for sid in back
+                )
         return events
+
+    def _note_lost_defaults(self, aid: str, gone: Sequence[str]) -> None:
+        names = {sid: sid.partition("@")[2] for sid in gone}
+        for default in self._specs[aid].default_skills:
+            bare = default.partition("@")[2] or default
+            if any(default in (sid, name) or bare == name for sid, name in names.items()):
+                lost = self._lost_defaults.setdefault(aid, [])
+                if default not in lost:
+                    lost.append(default)
+
+    async def _restore_defaults(self, aid: str, agent: Agent) -> list[str]:
+        """Activate again the agent's lost default skills that are back; their ids."""
+        lost = self._lost_defaults.get(aid)
+        if not lost:
+            return []
+        back: list[str] = []
+        for name in list(lost):
+            try:
+                res = await agent.skills.activate(name)
+            except AgentsimError:
+                continue  # not back yet
+            lost.remove(name)
+            back.extend(res.newly_active)
+        if not lost:
+            del self._lost_defaults[aid]
+        return back
 
     def _refresh_own_view(self, agent: Agent) -> tuple[str, ...]:
         """Rescan the agent's own ``custom/skills`` folder; the ids it added or changed."""

@@ -23,6 +23,8 @@ PROBLEMS: Mapping[str, str] = {
     "hook_gate_failed": "a post_step quality gate still asked for a retry after "
     "agent.max_hook_retries retries",
     "skill_quarantined": "a skill script was quarantined after repeated timeouts",
+    "skill_broken": "an edit broke a skill's SKILL.md mid-run (its last good version stayed "
+    "active)",
 }
 
 

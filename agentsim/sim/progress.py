@@ -22,6 +22,7 @@ class Progress:
     errors: int  # every problem (see ``agentsim.sim.problems``)
     degraded: int = 0  # steps whose model call failed after its retries
     gate_retries: int = 0
+    skills_broken: int = 0  # skills an edit broke mid-run (their last good version stayed)
     # While a survey or an interview runs: what ("survey midday"), answers so far, asked.
     survey: str | None = None
     answered: int = 0
@@ -52,6 +53,7 @@ class Progress:
             errors=m["errors"],
             degraded=m["degraded"],
             gate_retries=m["gate_retries"],
+            skills_broken=m["problems"].get("skill_broken", 0),
             survey=survey,
             answered=answered,
             asked=asked,

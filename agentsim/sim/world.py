@@ -7,6 +7,7 @@ interview once drifted: it offered skills the run had hidden).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -20,7 +21,18 @@ from agentsim.sim.host import SkillSources
 from agentsim.sim.profiles import AgentSpec, resolve_agents
 from agentsim.skills.scan import builtin_skills_dir
 
-__all__ = ["World", "build_world", "declared_events", "skill_sources"]
+__all__ = [
+    "DEFAULT_CUSTOM_SKILLS",
+    "World",
+    "build_world",
+    "custom_skill_roots",
+    "declared_events",
+    "skill_sources",
+]
+
+DEFAULT_CUSTOM_SKILLS = "custom/skills"
+"""Searched in every run when it exists (beside the YAML, else in the working folder, as any
+relative path): dropping a skill there is enough."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,13 +48,38 @@ class World:
     events: Mapping[str, EventType] = field(default_factory=lambda: EVENTS)
 
 
-def skill_sources(config: ExperimentConfig, modules: Mapping[str, EnvModule]) -> SkillSources:
-    """Where a run of ``config`` with the environment ``modules`` finds its skills."""
+def custom_skill_roots(config: ExperimentConfig, *, check: bool = True) -> tuple[str, ...]:
+    """The custom skill folders of ``config``: each ``skills.paths`` entry, then
+    ``custom/skills`` when it exists and is not listed. With ``check``, an entry that is not
+    a folder raises ``ConfigError`` naming ``skills.paths.<i>``."""
+    roots: list[str] = []
+    for i, raw in enumerate(config.skills.paths):
+        path = config.resolve_path(raw)
+        if check and not path.is_dir():
+            what = "is not a folder" if path.exists() else "does not exist"
+            raise ConfigError(
+                f"skills.paths.{i}",
+                f"skills folder {raw!r} {what} (looked for {path})",
+                "create it, fix the path, or remove the entry",
+            )
+        roots.append(str(path.absolute()))  # hosts may run in another folder (Ray)
+    default = config.resolve_path(DEFAULT_CUSTOM_SKILLS).absolute()
+    known = {os.path.realpath(r) for r in roots}
+    if default.is_dir() and os.path.realpath(default) not in known:
+        roots.append(str(default))
+    return tuple(roots)
+
+
+def skill_sources(
+    config: ExperimentConfig, modules: Mapping[str, EnvModule], *, check: bool = False
+) -> SkillSources:
+    """Where a run of ``config`` with the environment ``modules`` finds its skills (``check``:
+    see ``custom_skill_roots``)."""
     cfg = config.skills
     builtin = builtin_skills_dir() if cfg.builtin else None
     return SkillSources(
         builtin=str(builtin) if builtin else None,
-        custom=tuple(str(config.resolve_path(p)) for p in cfg.paths),
+        custom=custom_skill_roots(config, check=check),
         env=tuple((str(d), n) for n, m in modules.items() if (d := m.skills_dir()) is not None),
         catalog_budget_tokens=cfg.catalog_budget_tokens,
         trusted_namespaces=cfg.trusted_namespaces,
@@ -50,11 +87,14 @@ def skill_sources(config: ExperimentConfig, modules: Mapping[str, EnvModule]) ->
     )
 
 
-def build_world(config: ExperimentConfig, *, trace: str = "full") -> World:
+def build_world(
+    config: ExperimentConfig, *, trace: str = "full", check_paths: bool = False
+) -> World:
     """The agents of ``config``, its environment modules (set up with those agents, as
     before a first tick), where its skills come from, and the agents' step settings
     (``trace`` as the run records it). Bad module options raise ``ConfigError`` naming
-    ``environment.<i>``."""
+    ``environment.<i>``; with ``check_paths`` (a new run) so does a ``skills.paths`` entry
+    that is not a folder."""
     agents = tuple(resolve_agents(config))
     modules: dict[str, EnvModule] = {}
     for i, m in enumerate(config.environment):
@@ -78,7 +118,7 @@ def build_world(config: ExperimentConfig, *, trace: str = "full") -> World:
     return World(
         agents=agents,
         modules=modules,
-        skills=skill_sources(config, modules),
+        skills=skill_sources(config, modules, check=check_paths),
         settings=settings,
         events=declared_events(modules),
     )

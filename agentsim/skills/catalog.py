@@ -1,9 +1,11 @@
 """The skill catalog an agent sees: ``<available_skills>`` under a token budget.
 
-Under budget every visible skill is listed. Over budget, skills are ranked by BM25 relevance
-of their name + description to the agent's current situation (its observation, profile and
-recent memory), activated skills are always kept, and the block ends with how many skills
-were left out and how to reach them (``search_skills``). Nothing is cut silently.
+Under budget every visible skill is listed, in catalog order, the same text for every agent
+(a prefix cache can then share it). Over budget, a shared head in catalog order takes half the
+budget; each agent's own part then lists its active skills the head left out, then the rest
+ranked by BM25 relevance of their name + description to the agent's situation, and ends with
+how many skills were left out and how to reach them (``search_skills``). Nothing is cut
+silently. Which skills are active is the agent's part of the prompt, not a mark here.
 
 The BM25 index is built once per set of skills and shared by every agent of the process.
 Token counts are estimated as ``ceil(len(text) / 4)``: no tokenizer, no model, no network.
@@ -201,14 +203,27 @@ class CatalogIndex:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RenderedCatalog:
+    """A catalog in two parts. ``text``, the ``<available_skills>`` block, is the same for
+    every agent that sees the same skills (no per-agent marks, catalog order): it belongs to
+    the part of the prompt many agents share. ``agent_text`` is one agent's: over budget,
+    the ``<more_skills>`` picked for it (its active skills the shared head left out, then
+    the most relevant others) and how many were left out; empty when everything fits."""
+
     text: str
-    shown: tuple[str, ...]  # skill ids, in the order listed
+    shown: tuple[str, ...]  # skill ids, in the order listed: the shared head, then the picks
     omitted: int
     tokens: int
+    head: int = 0  # how many of ``shown`` are in the shared head
+    agent_text: str = ""
 
 
 _OPEN = "<available_skills>"
 _CLOSE = "</available_skills>"
+_MORE_OPEN = "<more_skills>"
+_MORE_CLOSE = "</more_skills>"
+# Over budget, the share of the budget that goes to the shared head (in catalog order); the
+# rest goes to each agent's picks.
+HEAD_SHARE = 0.5
 
 
 def _omitted_note(omitted: int) -> str:
@@ -222,24 +237,24 @@ def render_selection(
     index: CatalogIndex,
     shown: Sequence[str],
     *,
-    active: Sequence[str],
+    head: int,
     omitted: int,
     note: str = "",
-) -> str:
-    """The text of a catalog whose selection (``shown`` ids, ``omitted`` count) is known:
-    agents keep only their selection and re-render it, which costs a join, not a ranking.
-    ``note`` is a last line (the skills this run hides)."""
-    active_set = set(active)
-    lines = [_OPEN]
-    for sid in shown:
-        line = index.entries[index.by_id[sid]].line
-        lines.append(line.replace(">", ' active="true">', 1) if sid in active_set else line)
-    lines.append(_CLOSE)
-    if omitted:
-        lines.append(_omitted_note(omitted))
+) -> tuple[str, str]:
+    """(shared text, agent text) of a catalog whose selection is known (``shown`` ids, the
+    first ``head`` of them in the shared head, ``omitted`` left out): agents keep only their
+    selection and re-render it, which costs a join, not a ranking. ``note`` is the shared
+    block's last line (the skills this run hides)."""
+    entries, by_id = index.entries, index.by_id
+    lines = [_OPEN, *(entries[by_id[sid]].line for sid in shown[:head]), _CLOSE]
     if note:
         lines.append(note)
-    return "\n".join(lines)
+    more: list[str] = []
+    if len(shown) > head:
+        more = [_MORE_OPEN, *(entries[by_id[sid]].line for sid in shown[head:]), _MORE_CLOSE]
+    if omitted:
+        more.append(_omitted_note(omitted))
+    return "\n".join(lines), "\n".join(more)
 
 
 def render_catalog(
@@ -253,63 +268,73 @@ def render_catalog(
 ) -> RenderedCatalog:
     """Render the catalog of ``index`` minus ``hidden`` ids within ``budget_tokens``.
 
-    ``note`` is a last line (the skills this run hides, and why); its tokens count.
+    ``note`` is a last line of the shared block (the skills this run hides, and why); its
+    tokens count.
 
-    ``active`` ids are always listed first (marked ``active="true"``); the budget then goes to
-    the most relevant of the rest. If the active skills alone exceed the budget they are still
-    listed: the model must know what it has loaded.
+    When every visible skill fits, all are listed in catalog order, whatever is active. Over
+    budget, the shared head gets ``HEAD_SHARE`` of the budget in catalog order; the agent's
+    part lists its ``active`` skills the head left out (always: the model must know what it
+    has loaded, even over budget), then the most relevant to ``query`` of the rest, and how
+    many were left out.
     """
     entries = index.entries
     visible = len(entries) - sum(1 for h in hidden if h in index.by_id)
     frame = estimate_tokens(_OPEN) + estimate_tokens(_CLOSE) + 2
     if note:
         frame += estimate_tokens(note) + 1
-    active_set = set(active)
-    if not active_set and not hidden and index.total_tokens + frame <= budget_tokens:
-        text = "\n".join([_OPEN, *(e.line for e in entries), _CLOSE])
+    hidden_tokens = sum(entries[index.by_id[h]].tokens for h in hidden if h in index.by_id)
+    if index.total_tokens - hidden_tokens + frame <= budget_tokens:
+        every = tuple(e.skill_id for e in entries if e.skill_id not in hidden)
+        text, _ = render_selection(index, every, head=len(every), omitted=0, note=note)
         return RenderedCatalog(
             text=text,
-            shown=tuple(e.skill_id for e in entries),
+            shown=every,
             omitted=0,
-            tokens=index.total_tokens + frame,
+            tokens=index.total_tokens - hidden_tokens + frame,
+            head=len(every),
         )
-    lines: list[str] = [_OPEN]
+    # Room for the agent's frame and the "omitted" note, reserved before anything is listed.
+    used = frame + estimate_tokens(_MORE_OPEN + _MORE_CLOSE) + 2
+    used += estimate_tokens(_omitted_note(visible)) + 1
+    head_budget = used + int((budget_tokens - used) * HEAD_SHARE)
     shown: list[str] = []
-    used = frame
+    for e in entries:
+        if e.skill_id in hidden:
+            continue
+        if used + e.tokens > head_budget:
+            break  # the head is a prefix of the catalog order: stable for every agent
+        shown.append(e.skill_id)
+        used += e.tokens
+    head = len(shown)
+    listed = set(shown)
     for sid in active:
         i = index.by_id.get(sid)
-        if i is None or sid in hidden:
+        if i is None or sid in hidden or sid in listed:
             continue
-        e = entries[i]
-        lines.append(e.line.replace(">", ' active="true">', 1))
         shown.append(sid)
-        used += e.tokens + 4
-    rest_tokens = index.total_tokens - sum(entries[index.by_id[s]].tokens for s in shown)
-    if used + rest_tokens <= budget_tokens:
-        order: Iterable[int] = range(len(entries))
-    else:
-        # Reserve room for the "omitted" note, then fill by relevance.
-        used += estimate_tokens(_omitted_note(visible)) + 1
-        order = index.ranking(query) if query else range(len(entries))
+        listed.add(sid)
+        used += entries[i].tokens
+    order: Iterable[int] = index.ranking(query) if query else range(len(entries))
     for i in order:
         e = entries[i]
-        if e.skill_id in active_set or e.skill_id in hidden:
+        if e.skill_id in listed or e.skill_id in hidden:
             continue
         if used + e.tokens > budget_tokens:
             if budget_tokens - used < index.min_tokens:
                 break  # nothing else can fit
             continue
-        lines.append(e.line)
         shown.append(e.skill_id)
         used += e.tokens
     omitted = visible - len(shown)
-    lines.append(_CLOSE)
-    if omitted:
-        lines.append(_omitted_note(omitted))
-    if note:
-        lines.append(note)
-    text = "\n".join(lines)
-    return RenderedCatalog(text=text, shown=tuple(shown), omitted=omitted, tokens=used)
+    text, agent_text = render_selection(index, shown, head=head, omitted=omitted, note=note)
+    return RenderedCatalog(
+        text=text,
+        shown=tuple(shown),
+        omitted=omitted,
+        tokens=used,
+        head=head,
+        agent_text=agent_text,
+    )
 
 
 # -- what a run cannot serve -----------------------------------------------------------
@@ -336,10 +361,16 @@ def unmet_requirements(
     """Skill id -> why the run cannot serve it ("needs env module social"), for every
     skill whose requirements are not met; in the order of ``descriptors``."""
     descs = list(descriptors)
-    # A required name means the first skill of that name (the precedence order of a view).
+    # A required name means the skill of that name in the requirer's own namespace, else
+    # the first of that name (the precedence order of a view), as activation resolves it.
     by_name: dict[str, SkillDescriptor] = {}
+    by_id = {d.skill_id: d for d in descs}
     for d in descs:
         by_name.setdefault(d.manifest.name, d)
+
+    def required(d: SkillDescriptor, name: str) -> SkillDescriptor | None:
+        return by_id.get(f"{d.namespace}@{name}") or by_name.get(name)
+
     needs: dict[str, list[str]] = {}
     for d in descs:
         own = [f"env module {m}" for m in d.manifest.required_env if m not in provides.env_modules]
@@ -354,7 +385,7 @@ def unmet_requirements(
             hidden_deps = [
                 f"skill {name}"
                 for name in d.manifest.required_skills
-                if (dep := by_name.get(name)) is not None and dep.skill_id in needs
+                if (dep := required(d, name)) is not None and dep.skill_id in needs
             ]
             have = needs.get(d.skill_id, [])
             new = [h for h in hidden_deps if h not in have]

@@ -29,11 +29,10 @@ class _BadInput(Exception):
 
 
 def default_roots() -> tuple[Path | None, Path]:
-    """(built-in root, custom root): ``./skills`` or the folder shipped with the package,
-    and ``./custom/skills``."""
-    here = Path.cwd() / "skills"
-    builtin = here if here.is_dir() else builtin_skills_dir()
-    return builtin, Path.cwd() / "custom" / "skills"
+    """(built-in root, custom root): agentsim's own built-in skills (wherever the command
+    runs: a ``skills/`` folder of the current directory is not agentsim's) and
+    ``./custom/skills``."""
+    return builtin_skills_dir(), Path.cwd() / "custom" / "skills"
 
 
 def _registry(args: argparse.Namespace) -> SkillRegistry:
@@ -86,10 +85,13 @@ def _cmd_list(args: argparse.Namespace) -> int:
         and (args.status is None or d.manifest.status == args.status)
     )
     summary = _summary(everything, registry.diagnostics)
+    shadowed = registry.snapshot().shadowed()
     if args.json:
         out = {
             "skills": [d.to_dict() for d in shown],
             "summary": summary,
+            # skill id -> the id that wins its bare name
+            "shadowed": shadowed,
             "diagnostics": [d.to_dict() for d in registry.diagnostics],
         }
         print(json.dumps(out, indent=2))
@@ -97,6 +99,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
     width = max((len(d.skill_id) for d in shown), default=8)
     for desc in shown:
         flag = " [deprecated]" if desc.manifest.status == "deprecated" else ""
+        if desc.skill_id in shadowed:
+            flag += f" [shadowed by {shadowed[desc.skill_id]}]"
         text = (
             desc.manifest.description
             if len(desc.manifest.description) <= 80

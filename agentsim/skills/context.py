@@ -126,8 +126,10 @@ class SkillScriptContext:
             object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
 
     def state_dir(self, *parts: str) -> Path:
-        """``workspace_root/state/<skill_name with _>/<parts>``; creates nothing."""
-        return self.workspace_root.joinpath("state", self.skill_name.replace("-", "_"), *parts)
+        """``workspace_root/state/<namespace>/<skill_name>/<parts>``; creates nothing. Two
+        skills of one name in different namespaces never share it (``env:x`` -> ``env-x``)."""
+        namespace = self.skill_id.rpartition("@")[0].replace(":", "-")
+        return self.workspace_root.joinpath("state", namespace, self.skill_name, *parts)
 
     def record(self, name: str, value: float) -> None:
         """Record a measure of this agent at this tick (``ctx.record("trust", 0.4)``): it

@@ -31,6 +31,8 @@ MAX_SKILL_MD_BYTES = 1 << 20
 
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _FENCE = re.compile(r"^---[ \t]*$", re.M)
+# A document marker at the start of a line, as YAML sees one (also inside a quoted value).
+_MARKER = re.compile(r"^(?:---|\.\.\.)(?=[ \t]|$)", re.M)
 # O_NONBLOCK: opening a FIFO named SKILL.md must not wait for a writer.
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -177,12 +179,14 @@ class KeyLines:
     expand into billions of values for whatever walks the result (a JSON Schema check).
     """
 
-    __slots__ = ("_lines", "_offset", "_root")
+    __slots__ = ("_flow", "_lines", "_offset", "_plain", "_root")
 
     def __init__(self, root: yaml.Node | None, offset: int) -> None:
         self._root = root
         self._offset = offset
         self._lines: dict[KeyPath, int] | None = None
+        self._flow: list[tuple[KeyPath, int]] = []
+        self._plain: dict[KeyPath, str] = {}  # unquoted scalars YAML reads as non-strings
 
     def walk(self) -> dict[KeyPath, int]:
         if self._lines is not None:
@@ -195,6 +199,15 @@ class KeyLines:
             if id(node) in seen:
                 raise _AliasError(node.start_mark.line + self._offset)
             seen.add(id(node))
+            if (
+                isinstance(node, yaml.ScalarNode)
+                and not node.style  # plain: None, or "" from the C loader
+                and node.tag != "tag:yaml.org,2002:str"
+            ):
+                self._plain[path] = node.value  # as written: off, yes, 123
+            if isinstance(node, yaml.CollectionNode) and node.flow_style:
+                self._flow.append((path, node.start_mark.line + self._offset))
+                # What sits inside is flow style too: reported once, at the outermost.
             if isinstance(node, yaml.MappingNode):
                 for key, value in node.value:
                     name = key.value if isinstance(key, yaml.ScalarNode) else str(key.value)
@@ -210,6 +223,22 @@ class KeyLines:
 
     def get(self, path: KeyPath) -> int | None:
         return self.walk().get(path)
+
+    def literal(self, path: KeyPath) -> str | None:
+        """The text of the unquoted scalar at ``path`` that YAML read as a boolean, number or
+        null (``off``, ``123``), or None."""
+        self.walk()
+        return self._plain.get(path)
+
+    def flow(self) -> list[tuple[KeyPath, int]]:
+        """(path, line) of each outermost flow-style collection (``[a, b]``, ``{k: v}``)."""
+        self.walk()
+        found = sorted(self._flow, key=lambda item: item[1])
+        return [
+            (path, line)
+            for path, line in found
+            if not any(path[: len(p)] == p and path != p for p, _ in found)
+        ]
 
 
 def _yaml_load(fm: str, offset: int) -> tuple[Any, KeyLines]:
@@ -229,6 +258,15 @@ def _unclosed_quote(exc: yaml.YAMLError) -> bool:
         isinstance(exc, yaml.scanner.ScannerError)
         and "quoted scalar" in (exc.context or "")
         and "end of stream" in (exc.problem or "")
+    )
+
+
+def _marker_in_quote(exc: yaml.YAMLError) -> bool:
+    """A '---' or '...' line inside a quoted value (YAML reads it as a document marker)."""
+    return (
+        isinstance(exc, yaml.scanner.ScannerError)
+        and "quoted scalar" in (exc.context or "")
+        and "document indicator" in (exc.problem or "")
     )
 
 
@@ -326,11 +364,14 @@ def read_frontmatter(text: str, *, source: str) -> Frontmatter:
             # Earlier '---' lines sat inside a quoted value: indenting them keeps the value
             # (flow scalars drop continuation-line indentation) and stops YAML reading them
             # as document markers.
-            fm = _FENCE.sub(lambda m: " " + m.group(0), fm)
+            fm = _MARKER.sub(lambda m: " " + m.group(0), fm)
         try:
             data, lines = _yaml_load(fm, 2)
             break
         except yaml.YAMLError as exc:
+            if _marker_in_quote(exc) and not retried:
+                retried = True
+                continue
             later = _next_fence(text, fence[1]) if _unclosed_quote(exc) else None
             if later is not None:
                 fence, retried = later, True

@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,14 +62,25 @@ __all__ = [
     "render_skill_md",
 ]
 
-_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+def _name_char(c: str) -> bool:
+    # The spec's "unicode lowercase alphanumeric": letters without an upper-case form in
+    # the name (lowercase or caseless, like 'é' or '日'), and digits.
+    return c == "-" or (c.isalnum() and c == c.lower())
 
 
 def name_problem(value: str) -> str | None:
     """Why ``value`` is not a valid skill name (Agent Skills rules), or None."""
     if len(value) > 64:
         return f"{value!r} is {len(value)} characters long, over the limit of 64"
-    if not _NAME.fullmatch(value):
+    if (
+        not value
+        or unicodedata.normalize("NFKC", value) != value
+        or not all(map(_name_char, value))
+        or value.startswith("-")
+        or value.endswith("-")
+        or "--" in value
+    ):
         return (
             f"{value!r} is not a valid skill name; use lowercase letters, digits and single "
             "hyphens (like 'daily-guidance')"
@@ -187,7 +199,7 @@ class SkillManifest(BaseModel):
     name: SkillName
     description: Annotated[StrictStr, Field(max_length=1024), AfterValidator(_description)]
     license: Annotated[StrictStr, Field(max_length=1024)] | None = None
-    compatibility: Annotated[StrictStr, Field(max_length=500)] | None = None
+    compatibility: Annotated[StrictStr, Field(min_length=1, max_length=500)] | None = None
     metadata: dict[StrictStr, StrictStr] | None = None
     allowed_tools: Annotated[tuple[StrictStr, ...] | None, BeforeValidator(_split_tools)] = Field(
         default=None, alias="allowed-tools", strict=False
@@ -290,7 +302,15 @@ class ParsedSkill:
 
 
 def _kind(value: Any) -> str:
-    names = {dict: "mapping", list: "list", str: "string", bool: "boolean", type(None): "null"}
+    names = {
+        dict: "mapping",
+        list: "list",
+        str: "string",
+        bool: "boolean",
+        int: "number",
+        float: "number",
+        type(None): "null",
+    }
     return names.get(type(value), type(value).__name__)
 
 
@@ -309,7 +329,7 @@ _MAPPINGS = {
 }
 
 
-def _message(err: ErrorDetails) -> str:
+def _message(err: ErrorDetails, literal: str | None = None) -> str:
     loc, kind, value = err["loc"], err["type"], err["input"]
     label = _label(loc)
     ctx = err.get("ctx", {})
@@ -326,9 +346,15 @@ def _message(err: ErrorDetails) -> str:
     if kind == "string_type":
         if top == "version" and isinstance(value, int | float) and not isinstance(value, bool):
             return f'version was read as the number {value!r}; quote it, like version: "{value}"'
-        hint = "; quote it (the Agent Skills spec allows only strings here)"
-        hint = hint if top == "metadata" else ""
-        return f"{label} must be a string, got {_kind(value)}{hint}"
+        if isinstance(value, bool | int | float | type(None)) or top == "metadata":
+            # YAML reads an unquoted off / yes / 123 / null as a boolean, number or null.
+            quoted = f'"{literal or "..."}"'
+            like = f"- {quoted}" if isinstance(loc[-1], int) else f"{loc[-1]}: {quoted}"
+            return (
+                f"{label} must be a string, got {_kind(value)} {value!r}; quote it, like "
+                f"{like} (YAML reads unquoted yes, no, on, off, numbers and null as other types)"
+            )
+        return f"{label} must be a string, got {_kind(value)}"
     if kind in ("tuple_type", "list_type"):
         return f"{label} must be a list like [a, b], got {_kind(value)}"
     if kind == "literal_error":
@@ -339,6 +365,9 @@ def _message(err: ErrorDetails) -> str:
         return f"{label} must be a whole number, got {value!r}"
     if kind == "float_type":
         return f"{label} must be a number, got {value!r}"
+    if kind == "string_too_short":
+        most = 500 if top == "compatibility" else 1024
+        return f"{label} is empty; give 1 to {most} characters, or remove the key"
     if kind == "string_too_long":
         return f"{label} is {len(value)} characters long, over the limit of {ctx['max_length']}"
     if top == "timeout" and kind == "greater_than":
@@ -397,7 +426,8 @@ def _validate(
     except ValidationError as exc:
         for err in exc.errors(include_url=False):
             line = _line(lines, err["loc"], 2)
-            diags.append(Diagnostic(file=source, line=line, message=_message(err)))
+            literal = lines.literal(tuple(err["loc"]))
+            diags.append(Diagnostic(file=source, line=line, message=_message(err, literal)))
         # In file order, whatever the order of the model's fields.
         return None, sorted(diags, key=lambda d: d.line)
     return (manifest if ok else None), diags
@@ -406,16 +436,18 @@ def _validate(
 def _portability(data: dict[Any, Any], lines: KeyLines, source: str) -> list[Diagnostic]:
     """What another Agent Skills client may not accept (``skills validate --strict``)."""
     out = []
+    flow = {path[0] for path, _ in lines.flow() if path}
     for key, value in data.items():
         line = lines.get((str(key),)) or 2
         if key in AGENTSIM_KEYS:
+            how = " (and in flow style, which the reference validator refuses)"
             out.append(
                 Diagnostic(
                     file=source,
                     line=line,
                     severity="note",
                     message=f"{key!r} is an agentsim extension, not an Agent Skills field; "
-                    "other clients may ignore or refuse it",
+                    f"other clients may ignore or refuse it{how if key in flow else ''}",
                 )
             )
         elif key == "allowed-tools" and not isinstance(value, str):
@@ -439,6 +471,36 @@ def _portability(data: dict[Any, Any], lines: KeyLines, source: str) -> list[Dia
     return out
 
 
+_BOM = "SKILL.md starts with a UTF-8 byte-order mark"
+
+
+def _strict_bom(diag: Diagnostic) -> Diagnostic:
+    return Diagnostic(
+        file=diag.file,
+        line=diag.line,
+        message=f"{_BOM}; the Agent Skills spec wants the file to start with '---' (save it "
+        "as UTF-8 without BOM)",
+    )
+
+
+def _flow_style(lines: KeyLines, source: str) -> list[Diagnostic]:
+    """Flow-style collections (``[a, b]``, ``{k: v}``): the reference validator refuses them."""
+    return [
+        Diagnostic(
+            file=source,
+            line=line,
+            severity="warning",
+            message=f"{_label(path) or 'the frontmatter'} is written in flow style ([...] or "
+            "{...}), which the Agent Skills reference validator refuses; write it in block "
+            "style, one '- item' or 'key: value' per line",
+        )
+        for path, line in lines.flow()
+        # agentsim's own keys are noted as such (``_portability``); a list of allowed-tools
+        # is an error of its own.
+        if not path or path[0] not in (*AGENTSIM_KEYS, "allowed-tools")
+    ]
+
+
 def _parse(
     text: str, source: str, folder_name: str | None, strict: bool
 ) -> tuple[ParsedSkill, KeyLines]:
@@ -451,7 +513,11 @@ def _parse(
         )
         diags += problems
         if strict:
-            diags += _portability(front.data, front.lines, source)
+            found = _portability(front.data, front.lines, source)
+            found += _flow_style(front.lines, source)
+            diags += sorted(found, key=lambda d: d.line)
+    if strict:
+        diags = [_strict_bom(d) if d.message.startswith(_BOM) else d for d in diags]
     parsed = ParsedSkill(
         manifest=manifest, body=front.body, body_line=front.body_line, diagnostics=tuple(diags)
     )

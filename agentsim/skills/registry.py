@@ -44,6 +44,9 @@ class RefreshResult:
     added: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
+    # Skills an edit broke since the last refresh: their last good version stays registered
+    # (``RegistrySnapshot.broken`` says what is wrong).
+    broken: tuple[str, ...] = ()
 
     @property
     def any(self) -> bool:
@@ -228,6 +231,41 @@ class RegistrySnapshot(_Reads):
     def snapshot(self) -> RegistrySnapshot:
         return self
 
+    def shadowed(self) -> dict[str, str]:
+        """Skill id -> the id that wins its bare name (same name, higher namespace)."""
+        return {d.skill_id: ds[0].skill_id for ds in self.names.values() for d in ds[1:]}
+
+    def refused(self) -> dict[str, Diagnostic]:
+        """``namespace@<folder>`` -> the first error of each SKILL.md that is not
+        registered in any version (a run leaves these skills out)."""
+        out: dict[str, Diagnostic] = {}
+        for scan in self.scans:
+            for name, entry in scan.refused().items():
+                errors = entry.errors or entry.diagnostics
+                if errors:
+                    out.setdefault(f"{scan.namespace}@{name}", errors[0])
+        return out
+
+    def broken(self) -> dict[str, Diagnostic]:
+        """Skill id -> the first error of a SKILL.md an edit broke; the last good version
+        of the skill stays registered until the file is fixed."""
+        out: dict[str, Diagnostic] = {}
+        for scan in self.scans:
+            for name in scan.broken():
+                entry = scan.entries[name]
+                assert entry.skill is not None  # a stale entry keeps its last good skill
+                errors = entry.errors or entry.diagnostics
+                out.setdefault(entry.skill.skill_id, errors[0])
+        return out
+
+    def problem_of(self, namespace: str, folder: str) -> Diagnostic | None:
+        """The first error of the skill folder ``folder`` in ``namespace``, if it has one."""
+        for scan in self.scans:
+            entry = scan.entries.get(folder) if scan.namespace == namespace else None
+            if entry is not None and entry.errors:
+                return entry.errors[0]
+        return None
+
     def view(self, agent_skills_dir: str | os.PathLike[str] | None) -> SkillOverlay:
         """An agent-scoped overlay fixed on this snapshot."""
         return SkillOverlay(self, agent_skills_dir)
@@ -255,6 +293,17 @@ def _snapshot(
         docs=docs,
         ordered=ordered,
         names=_by_name(ordered),
+    )
+
+
+def _collision(loser: SkillDescriptor, winner: SkillDescriptor) -> Diagnostic:
+    return Diagnostic(
+        file=loser.skill_md,
+        line=1,
+        severity="warning",
+        message=f"name collision: {loser.skill_id} and {winner.skill_id} ({winner.path}) are "
+        f"both named {winner.manifest.name!r}; {winner.skill_id} wins the bare name, so call "
+        f"this one by its id ({loser.skill_id}) or rename one of them",
     )
 
 
@@ -287,9 +336,23 @@ def _build(scans: tuple[RootScan, ...], generation: int, docs: DocCache) -> Regi
     ordered = _in_order(groups)
     first_by_name: dict[str, SkillDescriptor] = {}
     for desc in ordered:
-        first_by_name.setdefault(desc.manifest.name, desc)
+        winner = first_by_name.setdefault(desc.manifest.name, desc)
+        if winner is not desc:
+            diags.append(_collision(desc, winner))
     diags.extend(_requires_diagnostics(first_by_name.values(), first_by_name))
     return _snapshot(generation, scans, ordered, tuple(diags), docs)
+
+
+def _newly_broken(scan: RootScan, prev: RootScan) -> list[str]:
+    """Ids of the skills of ``scan`` that an edit broke since ``prev`` (or broke again,
+    differently)."""
+    out = []
+    for name in scan.broken():
+        entry, before = scan.entries[name], prev.entries.get(name)
+        if before is None or not before.stale or before.diagnostics != entry.diagnostics:
+            assert entry.skill is not None
+            out.append(entry.skill.skill_id)
+    return out
 
 
 def _prefixed(scan: RootScan, names: list[str]) -> tuple[str, ...]:
@@ -339,16 +402,18 @@ class SkillRegistry(_Reads):
         added: list[str] = []
         changed: list[str] = []
         removed: list[str] = []
+        broken: list[str] = []
+        moved = False
         for prev in old.scans:
             scan, a, c, r = scan_root(prev.root, prev.namespace, prev)
             scans.append(scan)
             added += _prefixed(scan, a)
             changed += _prefixed(scan, c)
             removed += _prefixed(scan, r)
-        root_diags_moved = any(
-            s.diagnostics != p.diagnostics for s, p in zip(scans, old.scans, strict=True)
-        )
-        if not (added or changed or removed or root_diags_moved):
+            broken += _newly_broken(scan, prev)
+            moved = moved or scan.diagnostics != prev.diagnostics
+            moved = moved or any(e is not prev.entries.get(n) for n, e in scan.entries.items())
+        if not (added or changed or removed or moved):
             return RefreshResult(generation=old.generation)  # every entry was reused
         generation = old.generation + 1
         self._snap = _build(tuple(scans), generation, old.docs)
@@ -357,6 +422,7 @@ class SkillRegistry(_Reads):
             added=tuple(added),
             changed=tuple(changed),
             removed=tuple(removed),
+            broken=tuple(broken),
         )
 
     # -- reading ---------------------------------------------------------------------------

@@ -124,7 +124,7 @@ class AgentSkillRuntime:
         self._own_catalog: tuple[tuple[Any, ...], RenderedCatalog] | None = None
         # (key, resolution, shown ids, omitted, tokens) of the last over-budget catalog: the
         # ranking is redone only when the key changes; the text is re-joined from entries.
-        self._catalog_sel: tuple[Any, _Resolved, tuple[str, ...], int, int] | None = None
+        self._catalog_sel: tuple[Any, _Resolved, tuple[str, ...], int, int, int] | None = None
         self._active: list[str] = []
         self._activation_args: dict[str, str] = {}
         self._bodies: dict[str, str] = {}
@@ -234,12 +234,20 @@ class AgentSkillRuntime:
             sel_key = (situation, active, hidden)
             sel = self._catalog_sel
             if sel is not None and sel[1] is res and sel[0] == sel_key:
-                text = render_selection(
-                    res.index, sel[2], active=active, omitted=sel[3], note=res.note
+                shown, omitted, tokens, head = sel[2:]
+                text, agent_text = render_selection(
+                    res.index, shown, head=head, omitted=omitted, note=res.note
                 )
-                return RenderedCatalog(text=text, shown=sel[2], omitted=sel[3], tokens=sel[4])
+                return RenderedCatalog(
+                    text=text,
+                    shown=shown,
+                    omitted=omitted,
+                    tokens=tokens,
+                    head=head,
+                    agent_text=agent_text,
+                )
             out = space.catalog(res, situation=situation, active=active, hidden=hidden, cache=False)
-            self._catalog_sel = (sel_key, res, out.shown, out.omitted, out.tokens)
+            self._catalog_sel = (sel_key, res, out.shown, out.omitted, out.tokens, out.head)
             return out
         key = (res, situation, active, hidden)
         hit = self._own_catalog
@@ -305,8 +313,11 @@ class AgentSkillRuntime:
                 desc.manifest.name, f"its requirements form a cycle: {cycle}"
             )
         for req in desc.manifest.required_skills:
+            # A skill's own namespace first: a namesake elsewhere (a custom copy shadowing a
+            # built-in) never stands in for what a built-in skill requires.
+            own = f"{desc.namespace}@{req}"
             try:
-                dep = self.resolve(req)
+                dep = self.resolve(own if own in self._res().descriptors else req)
             except (SkillNotFoundError, SkillActivationError) as exc:
                 raise SkillActivationError(
                     desc.manifest.name, f"it requires {req!r}, which is not available here ({exc})"

@@ -126,12 +126,21 @@ ScriptStamps = tuple[tuple[int, ...] | None, ...]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScannedSkill:
-    """One skill folder of a root: its descriptor (None when it is broken) and problems."""
+    """One skill folder of a root: its descriptor (None when it is broken) and problems.
+
+    ``stale``: the files were edited into a broken state after a good read; ``skill`` is
+    then the last good version (kept active) and ``diagnostics`` say what the edit broke.
+    """
 
     stamp: ScriptStamps
     scripts: tuple[str, ...]
     skill: SkillDescriptor | None
     diagnostics: tuple[Diagnostic, ...]
+    stale: bool = False
+
+    @property
+    def errors(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.severity == "error")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,6 +151,14 @@ class RootScan:
     namespace: str
     entries: dict[str, ScannedSkill]
     diagnostics: tuple[Diagnostic, ...] = ()
+
+    def broken(self) -> list[str]:
+        """Folder names whose skill an edit broke (the last good version stays active)."""
+        return [name for name, entry in self.entries.items() if entry.stale]
+
+    def refused(self) -> dict[str, ScannedSkill]:
+        """Folders holding a SKILL.md that was refused (no version of it is registered)."""
+        return {name: e for name, e in self.entries.items() if e.skill is None}
 
     def all_diagnostics(self) -> list[Diagnostic]:
         """The root's and its entries' diagnostics, in folder order."""
@@ -252,8 +269,25 @@ class _Walk:
         prev = self.old.get(name)
         if prev is not None and prev.stamp == (md_stamp, *_script_stamps(folder, prev.scripts)):
             self.entries[name] = prev
-        else:
-            self.entries[name] = _entry(folder, self.namespace, md_stamp)
+            return
+        entry = _entry(folder, self.namespace, md_stamp)
+        if (
+            entry.skill is None
+            and prev is not None
+            and prev.skill is not None
+            and entry.stamp[0] != prev.stamp[0]
+        ):
+            # An edit of SKILL.md broke a skill that was good: keep its last good version
+            # (agents that use it go on), report what the edit broke, re-read at the next
+            # change. A declared script that went away drops the skill: nothing could run it.
+            entry = ScannedSkill(
+                stamp=(entry.stamp[0], *_script_stamps(folder, prev.scripts)),
+                scripts=prev.scripts,
+                skill=prev.skill,
+                diagnostics=entry.diagnostics,
+                stale=True,
+            )
+        self.entries[name] = entry
 
 
 def scan_root(
@@ -262,6 +296,8 @@ def scan_root(
     """Scan ``root``, reusing the ``previous`` entries whose files did not change.
 
     Returns the new scan and the folder names whose skill was added, changed and removed.
+    A skill an edit broke keeps its last good version and is not counted as changed (see
+    ``RootScan.broken``).
     """
     old = previous.entries if previous is not None else {}
     walk = _Walk(root, namespace, old)
@@ -286,7 +322,11 @@ def scan_root(
     added = [name for name in entries if name not in old]
     # A rewritten SKILL.md counts as changed even if only its body moved: the body is
     # read on activation, and whoever refreshes wants to hear that the skill was re-read.
-    changed = [name for name, e in entries.items() if name in old and e is not old[name]]
+    changed = [
+        name
+        for name, e in entries.items()
+        if name in old and e is not old[name] and e.skill is not old[name].skill
+    ]
     removed = [name for name in old if name not in entries]
     scan = RootScan(
         root=root, namespace=namespace, entries=entries, diagnostics=tuple(walk.diagnostics)
@@ -329,19 +369,28 @@ def read_doc(desc: SkillDescriptor, cache: DocCache) -> str:
     hit = cache._bodies.get(md)
     if hit is not None and hit[0] == st.st_mtime_ns and hit[1] == st.st_size:
         return hit[2]
-    got = read_skill_bytes(md)
-    if isinstance(got, Diagnostic):
-        raise SkillFileError(desc.skill_id, "SKILL.md", got.message)
-    text = decode_skill_md(got[0], source=md)
-    if isinstance(text, Diagnostic):
-        raise SkillFileError(desc.skill_id, "SKILL.md", text.message)
-    front = read_frontmatter(text, source=md)
-    if front.data is None:
-        raise SkillFileError(desc.skill_id, "SKILL.md", str(front.diagnostics[-1]))
-    body = front.body
-    st = got[1]  # the file that was read: the cache key and the body agree
+    got = _read_body(md)
+    if isinstance(got, str):
+        if hit is not None:  # an edit broke it: the last good body stays (see ``_Walk``)
+            return hit[2]
+        raise SkillFileError(desc.skill_id, "SKILL.md", got)
+    body, st = got  # the file that was read: the cache key and the body agree
     cache._bodies[md] = (st.st_mtime_ns, st.st_size, body)
     return body
+
+
+def _read_body(md: str) -> tuple[str, os.stat_result] | str:
+    """The body of ``md`` and the stat of the file read, or what is wrong with it."""
+    got = read_skill_bytes(md)
+    if isinstance(got, Diagnostic):
+        return got.message
+    text = decode_skill_md(got[0], source=md)
+    if isinstance(text, Diagnostic):
+        return text.message
+    front = read_frontmatter(text, source=md)
+    if front.data is None:
+        return str(front.diagnostics[-1])
+    return front.body, got[1]
 
 
 def list_skill_files(folder: str) -> list[str]:

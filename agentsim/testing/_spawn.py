@@ -43,6 +43,8 @@ def spawn_test_server(
     seed: int = 0,
     answer: str = "echo",
     startup_timeout: float = 30.0,
+    prefix_cache_tokens: int | None = None,
+    prefill_ms_per_1k: float = 0.0,
 ) -> Iterator[SpawnedServer]:
     """Run ``python -m agentsim.testing.openai_server`` with these options; yields its
     address and stops it on exit."""
@@ -61,6 +63,9 @@ def spawn_test_server(
         f"--answer={answer}",
         "--stop-on-stdin-eof",
     ]
+    if prefix_cache_tokens is not None:
+        cmd += [f"--prefix-cache-tokens={prefix_cache_tokens}"]
+        cmd += [f"--prefill-ms-per-1k={prefill_ms_per_1k}"]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     try:
         info = json.loads(_read_line(proc, startup_timeout))

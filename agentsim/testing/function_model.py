@@ -80,6 +80,17 @@ class ChatRequest:
         return ""
 
     @property
+    def agent(self) -> str:
+        """The agent's own part of the prompt, which opens its first user message: active
+        skill bodies, ``<active_skills>``, ``<persona>``, ``<profile>`` ("" if none)."""
+        for message in self.messages:
+            if message.get("role") == "user":
+                text = _text(message)
+                end = text.find("<observation>")
+                return text[:end] if end > 0 else ""
+        return ""
+
+    @property
     def calls(self) -> tuple[ToolCall, ...]:
         """The tool calls the model made since the last user message (this step's turns)."""
         found: list[ToolCall] = []

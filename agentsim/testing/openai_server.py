@@ -26,6 +26,13 @@ token sums) are there for assertions; ``GET /_stats`` returns them as JSON. With
 ``timeline=True`` (``--timeline``) the server also keeps when each chat request arrived and
 was answered (``GET /_timeline``), from which a benchmark reads how many requests were in
 flight over time.
+
+With ``prefix_cache_tokens=N`` (``--prefix-cache-tokens N``) the server models an inference
+server's prefix cache of N tokens (``agentsim.testing.prefix_cache``: 16-token blocks,
+chained hashes, least recently used out): ``usage.prompt_tokens`` counts the rendered
+prompt's tokens, ``usage.prompt_tokens_details.cached_tokens`` the cached ones, and
+``prefill_seconds_per_token`` (``--prefill-ms-per-1k``) adds time for every uncached token,
+so a run's wall time reflects its cache use.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import inspect
 import json
 import logging
@@ -57,6 +65,7 @@ from agentsim.llm.base import Completion, ToolSchema
 from agentsim.testing._spawn import SpawnedServer, spawn_test_server
 from agentsim.testing.faults import RETRYABLE_FAULTS, Fault
 from agentsim.testing.function_model import AnswerFunction, ChatRequest, as_completion, echo_answer
+from agentsim.testing.prefix_cache import PrefixCache
 
 __all__ = [
     "RETRYABLE_FAULTS",
@@ -95,6 +104,7 @@ class _Counters:
     max_in_flight: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
     faults: collections.Counter[str] = field(default_factory=collections.Counter)
 
 
@@ -111,7 +121,8 @@ class OpenAITestServer:
     ``(arrived, answered)`` of every chat request in ``timeline``, in ``time.monotonic()``
     seconds: on Linux that clock is shared by every process of the machine, so a benchmark
     in another process can line it up with its own. ``ssl_certfile`` and
-    ``ssl_keyfile`` (PEM files) serve HTTPS instead of HTTP.
+    ``ssl_keyfile`` (PEM files) serve HTTPS instead of HTTP. ``prefix_cache_tokens`` and
+    ``prefill_seconds_per_token``: the prefix-cache model of the module docstring.
     """
 
     def __init__(
@@ -130,7 +141,19 @@ class OpenAITestServer:
         timeline: bool = False,
         ssl_certfile: str | None = None,
         ssl_keyfile: str | None = None,
+        prefix_cache_tokens: int | None = None,
+        prefill_seconds_per_token: float = 0.0,
     ) -> None:
+        if prefill_seconds_per_token < 0:
+            raise ValueError(
+                f"prefill_seconds_per_token={prefill_seconds_per_token!r} is negative; pass "
+                "e.g. 2e-5 (20 ms per 1,000 uncached prompt tokens)"
+            )
+        # The prefix-cache model (None: no cache, usage as the answer function counts it).
+        self.prefix_cache = (
+            None if prefix_cache_tokens is None else PrefixCache(prefix_cache_tokens)
+        )
+        self.prefill_seconds_per_token = prefill_seconds_per_token
         if not 0.0 <= fault_rate <= 1.0:
             raise ValueError(f"fault_rate={fault_rate!r} is outside [0, 1]; pass e.g. 0.1")
         if fault_rate and not faults:
@@ -218,6 +241,7 @@ class OpenAITestServer:
             "max_in_flight": c.max_in_flight,
             "prompt_tokens": c.prompt_tokens,
             "completion_tokens": c.completion_tokens,
+            "cached_tokens": c.cached_tokens,
         }
 
     def enqueue(self, *faults: Fault) -> None:
@@ -262,7 +286,13 @@ class OpenAITestServer:
         model = str(body.get("model", ""))
         if fault is not None:
             self._c.faults[fault.label] += 1
-        await asyncio.sleep(self.latency + (fault.seconds if fault is not None else 0.0))
+        cache = self.prefix_cache
+        answered = fault is None or fault.kind in ("no_usage", "delay")
+        tokens = cached = 0
+        if cache is not None and answered:
+            tokens, cached = cache.serve_chat(body["messages"], body.get("tools") or ())
+        prefill = (tokens - cached) * self.prefill_seconds_per_token
+        await asyncio.sleep(self.latency + prefill + (fault.seconds if fault is not None else 0.0))
         if fault is not None and fault.kind == "status":
             extra = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
             text = fault.message or f"injected status {fault.status_code}"
@@ -283,11 +313,18 @@ class OpenAITestServer:
         if inspect.isawaitable(reply):
             reply = await reply
         completion = as_completion(reply, chat, model=model)
+        if cache is not None:
+            usage = dataclasses.replace(completion.usage, prompt_tokens=tokens)
+            completion = dataclasses.replace(completion, usage=usage)
+            self._c.cached_tokens += cached
         self._c.served += 1
         self._c.prompt_tokens += completion.usage.prompt_tokens
         self._c.completion_tokens += completion.usage.completion_tokens
         with_usage = fault is None or fault.kind != "no_usage"
-        return JSONResponse(_completion_json(completion, self._c.served, with_usage=with_usage))
+        reply_body = _completion_json(completion, self._c.served, with_usage=with_usage)
+        if cache is not None and with_usage:
+            reply_body["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
+        return JSONResponse(reply_body)
 
     async def _models(self, request: Request) -> Response:
         refused = self._refuse(request)
@@ -546,6 +583,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--timeline", action="store_true", help="keep request times for GET /_timeline"
     )
     parser.add_argument(
+        "--prefix-cache-tokens",
+        type=int,
+        default=None,
+        help="model a prefix cache of this many tokens (reports usage cached_tokens)",
+    )
+    parser.add_argument(
+        "--prefill-ms-per-1k",
+        type=float,
+        default=0.0,
+        help="milliseconds per 1,000 uncached prompt tokens (with --prefix-cache-tokens)",
+    )
+    parser.add_argument(
         "--stop-on-stdin-eof",
         action="store_true",
         help="exit when stdin closes (so a parent that dies never leaves the server behind)",
@@ -561,6 +610,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         models=[m for m in args.models.split(",") if m] or None,
         record=False,
         timeline=args.timeline,
+        prefix_cache_tokens=args.prefix_cache_tokens,
+        prefill_seconds_per_token=args.prefill_ms_per_1k / 1e6,
     )
     asyncio.run(_serve(server, stop_on_eof=args.stop_on_stdin_eof))
 

@@ -140,7 +140,9 @@ def test_agent_page_shows_timeline_prompt_and_answers_an_interview(
     assert browser.find_elements(By.CSS_SELECTOR, f"{step} .call")
     assert "moved to office-4" in text(browser, f"{step} .action")
     browser.find_element(By.CSS_SELECTOR, f"{step} .show-prompt").click()
-    wait_for(browser, lambda d: "<persona>" in text(d, "#prompt-system"), "the system prompt")
+    wait_for(
+        browser, lambda d: "<available_skills>" in text(d, "#prompt-system"), "the system prompt"
+    )
     assert "tick: 2" in text(browser, "#prompt-user")
 
     before = folder_hash(finished)

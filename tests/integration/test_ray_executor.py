@@ -139,6 +139,36 @@ def test_skills_added_and_edited_mid_run_reach_every_host_next_tick(tmp_path: Pa
             assert ('name="stargazing"' in prompt) == (step["tick"] >= 2), (aid, step["tick"])
 
 
+def test_a_skill_broken_mid_run_keeps_its_last_good_version_on_every_host(
+    tmp_path: Path,
+) -> None:
+    cfg = _config(tmp_path, ticks=3)
+    skill_md = tmp_path / "custom" / "sky-log" / "SKILL.md"
+
+    def break_it(p: Progress) -> None:
+        if p.tick == 1:  # a typo saved into an active skill with a hook
+            skill_md.write_text(_SKY_LOG.replace("hooks: {", "hooks: {{"))
+
+    run_dir = tmp_path / "ray"
+    summary = _run(cfg, run_dir, RayExecutor(), progress=break_it)
+    assert summary.status == "completed"
+    assert summary.metrics["problems"]["skill_broken"] == 1
+    events = [json.loads(e) for e in (run_dir / "events.jsonl").read_text().splitlines()]
+    (broken,) = [e for e in events if e["type"] == "skill_broken"]
+    assert (broken["tick"], broken["skill"], broken["file"]) == (1, "custom@sky-log", str(skill_md))
+    assert broken["message"].startswith("invalid YAML in the frontmatter")
+    assert [e for e in events if e["type"] == "skill_deactivated"] == []
+    run = open_run(run_dir)
+    for aid in run.agents:  # both hosts kept running the last good version's hook
+        texts = {
+            s["tick"]: [h["text"] for h in s["hooks"] if h["skill"] == "custom@sky-log"]
+            for s in run.agent(aid).trace()
+            if "hooks" in s
+        }
+        assert all(t in ([], ["sky v1"]) for t in texts.values()), aid
+        assert texts.get(2) in ([], ["sky v1"]) and 2 in texts, aid
+
+
 def test_a_killed_host_stops_the_run_with_the_resume_command(tmp_path: Path) -> None:
     import ray
 

@@ -12,9 +12,12 @@ import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentsim.skills.context import SkillScriptContext, safe_env
+
+if TYPE_CHECKING:
+    from agentsim.inspect.agentview import AgentRecord
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -200,3 +203,10 @@ environment:
 executor: {{kind: {executor}, hosts: {hosts}}}
 output: {{formats: [jsonl]}}
 """
+
+
+def step_prompts(agent: AgentRecord) -> dict[int, str]:
+    """The system prompt and first user message (its skills) each step was given, by tick."""
+    steps = [t for t in agent.trace() if "system_sha" in t]
+    prompts = (agent.prompt_at(t["tick"]) for t in steps)
+    return {p.tick: f"{p.system}\n{p.user}" for p in prompts}

@@ -8,7 +8,7 @@ The reference skill: copy its layout. This file is the small entry script; its s
 - ``planfile``: checking a plan, and ``story.yaml`` on disk (``yaml.safe_dump``);
 - ``needs``: energy, hunger and social, a pure function of the plan and the clock.
 
-State, per agent: ``<workspace>/state/daily_guidance/<date>/story.yaml`` (the plan, its
+State, per agent: ``<workspace>/state/<namespace>/daily-guidance/<date>/story.yaml`` (the plan, its
 revisions and their log). Output is returned, never printed; the script never touches
 ``os.environ``, the cwd or ``sys.stdout``.
 """
@@ -44,7 +44,12 @@ from .planfile import (
 )
 
 _COMMANDS = ("draft", "plan", "revise", "status")
-_DRAFT_CALL = {"name": "daily-guidance", "args": ["draft"]}
+
+
+def _call(ctx: Ctx, *args: str) -> dict[str, Any]:
+    """This skill's script called with ``args``, by its own id: a skill of the same name in
+    another namespace never receives the call."""
+    return {"name": ctx.skill_id, "args": list(args)}
 
 
 def entrypoint(argv: list[str], ctx: Ctx) -> str:
@@ -56,7 +61,7 @@ def entrypoint(argv: list[str], ctx: Ctx) -> str:
     if command == "draft":
         plan = draft(load_profile(ctx), ctx.agent_id, ctx.time.date())
         text = json.dumps(plan, separators=(",", ":"))
-        args = {"name": "daily-guidance", "args": ["plan", "--json", text]}
+        args = _call(ctx, "plan", "--json", text)
         return f"{text}\n{suggest('execute_skill_script', args)}"
     if command == "plan":
         return _plan(argv, ctx)
@@ -194,7 +199,7 @@ def _now_lines(story: dict[str, Any], now: datetime) -> list[str]:
     ]
 
 
-def _meal_revision(now: datetime, profile: dict[str, Any]) -> str:
+def _meal_revision(ctx: Ctx, now: datetime, profile: dict[str, Any]) -> str:
     minute = minute_of(now)
     fav = favourites(profile)
     late = 11 * 60 <= minute < 14 * 60 or minute >= 18 * 60
@@ -208,9 +213,7 @@ def _meal_revision(now: datetime, profile: dict[str, Any]) -> str:
         "place": place,
     }
     req = json.dumps({"insert": seg, "reason": "hungry"})
-    return suggest(
-        "execute_skill_script", {"name": "daily-guidance", "args": ["revise", "--json", req]}
-    )
+    return suggest("execute_skill_script", _call(ctx, "revise", "--json", req))
 
 
 def _asleep_at_home(
@@ -241,7 +244,7 @@ def _pre_step(ctx: Ctx, now: datetime) -> str:
     if story is None:
         return (
             f"No plan for {day.isoformat()}. Draft one with `draft` and submit it with "
-            "`plan --json`.\n" + suggest("execute_skill_script", _DRAFT_CALL)
+            "`plan --json`.\n" + suggest("execute_skill_script", _call(ctx, "draft"))
         )
     cur = _segment_at(story["segments"], hm(minute_of(now)))
     activity = cur["activity"] if cur else "free time"
@@ -252,7 +255,7 @@ def _pre_step(ctx: Ctx, now: datetime) -> str:
         lines.append(move_to(cur["place"]))
     if float(needs["hunger"]) > 0.75 and not is_meal(activity):
         lines.append("You are hungry: fit a meal into the plan.")
-        lines.append(_meal_revision(now, profile))
+        lines.append(_meal_revision(ctx, now, profile))
     return "\n".join(lines)
 
 
@@ -265,7 +268,7 @@ def _post_step(ctx: Ctx, now: datetime) -> str:
             "decision": "retry",
             "message": f"No plan for {now.date().isoformat()} after this step.",
             "feedback": "You have no valid plan for today yet; draft one and submit it "
-            "with plan --json.\n" + suggest("execute_skill_script", _DRAFT_CALL),
+            "with plan --json.\n" + suggest("execute_skill_script", _call(ctx, "draft")),
         }
     )
 

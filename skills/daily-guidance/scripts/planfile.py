@@ -1,4 +1,4 @@
-"""Checking a plan and keeping it on disk (``state/daily_guidance/<date>/story.yaml``)."""
+"""Checking a plan and keeping it on disk (``state/<namespace>/<name>/<date>/story.yaml``)."""
 
 from __future__ import annotations
 
@@ -106,7 +106,11 @@ def json_arg(argv: list[str], command: str, shape: str) -> Any:
 
 
 def story_path(ctx: Ctx, day: date) -> Path:
-    return ctx.workspace_root.joinpath("state", "daily_guidance", day.isoformat(), "story.yaml")
+    """Under the skill's own id (``state/built-in/daily-guidance/...``): a skill of the same
+    name in another namespace keeps its files apart."""
+    namespace, _, name = ctx.skill_id.rpartition("@")
+    folder = ctx.workspace_root / "state" / namespace.replace(":", "-") / name
+    return folder / day.isoformat() / "story.yaml"
 
 
 # Hooks read the story at every step of every agent, and parsing YAML (~200 us even with

@@ -146,15 +146,18 @@ async def test_scripted_step_activates_runs_a_script_and_finishes(
     assert json.loads(memory[0])["text"] == out.action
     [skills] = [r["data"] for r in rows if r["kind"] == "skills"]
     assert skills == {"active": ["built-in@play-skill"], "step_count": 1}
-    # From the next step on the body is in the system prompt, exactly once.
+    # From the next step on the body is in the agent's part, exactly once; the system
+    # prompt has nothing of the agent's.
+    mine = agent.agent_prompt()
+    assert mine.count('<skill_content name="play-skill">') == 1
+    assert "<active_skills>" not in mine  # its body says it is active
     system = agent.system_prompt()
-    assert system.count('<skill_content name="play-skill">') == 1
-    assert 'id="built-in@play-skill" active="true"' in system
-    # The prompt of the step went out as parts: persona, catalog, instructions (no body yet).
+    assert "<skill_content" not in system and 'active="true"' not in system
+    # The prompt of the step went out as parts: instructions, catalog.
     [prompt] = [r["data"] for r in rows if r["kind"] == "prompt"]
-    assert prompt["sha"] == trace["system_sha"] and len(prompt["parts"]) == 3
+    assert prompt["sha"] == trace["system_sha"] and len(prompt["parts"]) == 2
     rebuilt = "\n".join(parts[h] for h in prompt["parts"])
-    assert rebuilt.startswith("<persona>") and "<available_skills" in rebuilt
+    assert rebuilt.startswith("<instructions>") and "<available_skills" in rebuilt
     assert hashlib.sha256(rebuilt.encode()).hexdigest()[:16] == prompt["sha"]
 
 

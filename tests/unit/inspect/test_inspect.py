@@ -162,7 +162,7 @@ def test_overview_json_shape(finished: Path, capsys: pytest.CaptureFixture[str])
         "completion_tokens", "cached_prompt_tokens", "tokens", "cost", "models", "skipped",
         "errors", "error_total",
         "gate_retries", "quarantined", "events", "skills", "skills_hidden", "hot_reloads",
-        "checkpoints",
+        "checkpoints", "skills_refused", "skills_shadowed", "skills_broken",
     }  # fmt: skip
     assert data["status"] == "completed" and data["ticks_done"] == 5
     for use in data["skills"].values():
@@ -399,7 +399,7 @@ def test_prompt_at_tick(finished: Path, capsys: pytest.CaptureFixture[str]) -> N
     code, out, _ = cli(
         capsys, "inspect", str(finished), "--agent", aid, "--tick", str(entry["tick"])
     )
-    assert code == 0 and out.startswith(f"=== system ({entry['system_sha']}) ===\n<persona>")
+    assert code == 0 and out.startswith(f"=== system ({entry['system_sha']}) ===\n<instructions>")
     assert f"=== user (tick {entry['tick']}" in out
 
 

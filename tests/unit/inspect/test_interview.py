@@ -116,9 +116,9 @@ async def test_the_agent_sees_its_memory_skills_and_the_question_read_only(recor
     assert offered == {"read_skill_file", "search_skills", "ask_env", "finish"}
     assert "You are being interviewed" in system
     skills = open_run(recorded).agent(AGENT).skills()
-    for sid in skills["active"]:
-        assert f'id="{sid}" active="true"' in system
-    assert '<skill_content name="daily-guidance">' in system
+    for sid in skills["active"]:  # each active skill's body, in the agent's part
+        assert f'<skill_content name="{sid.split("@", 1)[1]}">' in user
+    assert '<skill_content name="daily-guidance">' in user and "<skill_content" not in system
     with (recorded / "agents" / AGENT / "memory.jsonl").open() as lines:
         memory = [json.loads(line) for line in lines]
     assert "<memory>" in user and memory[-1]["text"] in user

@@ -400,6 +400,19 @@ async def test_cached_prompt_tokens_the_server_reports_are_counted_and_priced() 
     assert plain.cost(got[0].usage) == pytest.approx(1.0 + 0.02)
 
 
+async def test_cached_tokens_of_the_test_servers_prefix_cache_are_counted() -> None:
+    long_prompt = [{"role": "system", "content": "Shared instructions for every agent. " * 80}]
+    async with OpenAITestServer(prefix_cache_tokens=100_000) as srv:
+        model = make(srv)
+        first = await model.complete([*long_prompt, {"role": "user", "content": "agent 1"}])
+        second = await model.complete([*long_prompt, {"role": "user", "content": "agent 2"}])
+        await model.aclose()
+        reported = srv.stats()["cached_tokens"]
+    assert first.usage.cached_prompt_tokens == 0  # a cold cache
+    assert 0 < second.usage.cached_prompt_tokens < second.usage.prompt_tokens
+    assert model.stats.cached_prompt_tokens == second.usage.cached_prompt_tokens == reported
+
+
 def test_a_negative_cached_price_is_refused() -> None:
     with pytest.raises(ValueError, match=r"cached_prompt_per_1k=-0.1\); use 0 for a free model"):
         Prices(prompt_per_1k=1.0, completion_per_1k=1.0, cached_prompt_per_1k=-0.1)

@@ -13,7 +13,6 @@ import pytest
 
 from agentsim.cli import main
 from agentsim.inspect import open_run
-from agentsim.inspect.agentview import AgentRecord
 from agentsim.sim.config import parse_experiment
 from agentsim.sim.engine import Engine, Progress
 from tests.unit import helpers
@@ -41,12 +40,6 @@ def write_skill(root: Path, name: str, description: str, body: str, *, hook: str
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines()]
-
-
-def system_prompts(agent: AgentRecord) -> dict[int, str]:
-    """The system prompt each step of the agent was given, by tick."""
-    steps = [t for t in agent.trace() if "system_sha" in t]
-    return {t["tick"]: agent.prompt_at(t["tick"]).system for t in steps}
 
 
 def test_skills_added_edited_and_deleted_mid_run_reach_the_agents(
@@ -114,7 +107,7 @@ output: {{formats: [jsonl], flush_every: 1}}
     run = open_run(run_dir)
     for agent_dir in sorted((run_dir / "agents").iterdir()):
         agent = run.agent(agent_dir.name)
-        prompts = system_prompts(agent)
+        prompts = helpers.step_prompts(agent)
         assert "gamma" not in prompts[0] and "Beta body, first edition." in prompts[0]
         assert "Use for the gamma hobby." in prompts[1]
         assert "Use for the beta errands, second edition." in prompts[1]

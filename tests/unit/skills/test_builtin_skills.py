@@ -129,7 +129,7 @@ def test_social_feed_playbook_lines_are_tool_calls() -> None:
     assert json.loads(calls[0][1])["action"] == "feed"
     # {{result}} is substituted as the content of a JSON string, so the line parses as is.
     second = json.loads(calls[1][1])
-    assert second == {"name": "opinion-update", "args": ["--json", "{{result}}"]}
+    assert second == {"name": "built-in@opinion-update", "args": ["--json", "{{result}}"]}
 
 
 # -- opinion-update --------------------------------------------------------------------------

@@ -60,23 +60,48 @@ def test_over_budget_ranks_by_relevance_and_reports_the_rest() -> None:
     index = CatalogIndex.build(SKILLS)
     budget = index.entries[0].tokens * 2 + 40
     cat = render_catalog(index, budget_tokens=budget, query="I want coffee at a cafe")
-    assert cat.shown[0] == "built-in@coffee-spots"
+    assert cat.head == 0 and cat.shown[0] == "built-in@coffee-spots"
     assert cat.omitted == len(SKILLS) - len(cat.shown) >= 2
-    assert (
+    assert cat.agent_text.startswith('<more_skills>\n<skill name="coffee-spots"')
+    assert cat.agent_text.endswith(
         f"<!-- {cat.omitted} more skills not listed to fit the catalog budget; call "
-        "search_skills(query) to find them -->" in cat.text
+        "search_skills(query) to find them -->"
     )
-    assert estimate_tokens(cat.text) <= budget
+    assert cat.text == "<available_skills>\n</available_skills>"
+    assert estimate_tokens(cat.text) + estimate_tokens(cat.agent_text) <= budget
 
 
-def test_active_skills_come_first_and_are_marked() -> None:
+def test_over_budget_the_shared_head_is_the_same_for_every_agent() -> None:
     index = CatalogIndex.build(SKILLS)
+    budget = sum(e.tokens for e in index.entries[:3]) + 60
+    seen = {
+        (query, active): render_catalog(
+            index, budget_tokens=budget, query=query, active=active, hidden=frozenset()
+        )
+        for query in ("", "coffee cafe", "news and budget")
+        for active in ((), ("built-in@news-digest",))
+    }
+    heads = {cat.text for cat in seen.values()}
+    assert len(heads) == 1 and 'id="built-in@weather-lookup"' in heads.pop()
+    for (_query, active), cat in seen.items():
+        assert 0 < cat.head < len(cat.shown) and cat.omitted > 0
+        assert tuple(cat.shown[: cat.head]) == tuple(s.skill_id for s in SKILLS[: cat.head])
+        # The agent's own picks: its active skill first (the head left it out), no marks.
+        if active:
+            assert cat.shown[cat.head] == "built-in@news-digest"
+        assert "active=" not in cat.text + cat.agent_text
+    # Relevance changes only the agent's part.
+    assert seen[("coffee cafe", ())].agent_text != seen[("news and budget", ())].agent_text
+
+
+def test_active_skills_change_nothing_in_a_catalog_that_fits() -> None:
+    index = CatalogIndex.build(SKILLS)
+    plain = render_catalog(index, budget_tokens=10_000)
     cat = render_catalog(
         index, budget_tokens=10_000, active=("built-in@news-digest",), hidden=frozenset()
     )
-    assert cat.shown[0] == "built-in@news-digest"
-    assert '<skill name="news-digest" id="built-in@news-digest" active="true">' in cat.text
-    assert cat.omitted == 0 and len(cat.shown) == len(SKILLS)
+    assert cat == plain and cat.agent_text == "" and "active=" not in cat.text
+    assert cat.omitted == 0 and cat.shown == tuple(s.skill_id for s in SKILLS)
 
 
 def test_hidden_skills_are_neither_shown_nor_counted() -> None:
@@ -86,10 +111,11 @@ def test_hidden_skills_are_neither_shown_nor_counted() -> None:
 
 
 def test_one_omitted_skill_is_singular() -> None:
-    index = CatalogIndex.build(SKILLS[:2])
-    budget = index.entries[0].tokens + 38
-    cat = render_catalog(index, budget_tokens=budget, query="weather")
-    assert cat.omitted == 1 and "<!-- 1 more skill not listed" in cat.text
+    long = [skill(n, f"Use for {n}: " + "many words of description " * 8) for n in ("a", "b")]
+    index = CatalogIndex.build(long)
+    budget = index.total_tokens  # one entry and the reserved frame fit, two do not
+    cat = render_catalog(index, budget_tokens=budget, query="b")
+    assert cat.omitted == 1 and "<!-- 1 more skill not listed" in cat.agent_text
 
 
 def test_descriptions_are_escaped_and_duplicate_names_use_ids() -> None:
@@ -138,7 +164,8 @@ def _floor(visible: int) -> int:
         estimate_tokens("<available_skills>")
         + estimate_tokens("</available_skills>")
         + estimate_tokens(note)
-        + 3
+        + estimate_tokens("<more_skills></more_skills>")
+        + 5
     )
 
 
@@ -165,18 +192,27 @@ def test_catalog_never_exceeds_its_budget_and_reports_omissions(
     visible = len(ids) - len(hidden)
     # Active skills are always listed (the model must know what it has loaded); every other
     # token is within the budget, unless the budget is below the unavoidable frame.
-    active_cost = sum(index.entries[index.by_id[a]].tokens + 4 for a in active)
-    assert estimate_tokens(cat.text) <= max(budget, _floor(visible)) + active_cost
+    active_cost = sum(index.entries[index.by_id[a]].tokens for a in active)
+    both = cat.text + "\n" + cat.agent_text
+    assert estimate_tokens(cat.text) + estimate_tokens(cat.agent_text) <= (
+        max(budget, _floor(visible)) + active_cost
+    )
     if not active:
-        assert estimate_tokens(cat.text) <= max(budget, _floor(visible))
-    assert cat.shown[: len(active)] == tuple(active)
+        assert estimate_tokens(cat.text) + estimate_tokens(cat.agent_text) <= max(
+            budget, _floor(visible)
+        )
+    assert set(active) <= set(cat.shown)
     assert not set(cat.shown) & hidden
     assert len(set(cat.shown)) == len(cat.shown)
     assert cat.omitted == visible - len(cat.shown)
-    listed = re.findall(r'<skill name="[^"]*" id="([^"]*)"', cat.text)
+    listed = re.findall(r'<skill name="[^"]*" id="([^"]*)"', both)
     assert tuple(listed) == cat.shown
+    # The shared head is a prefix of the catalog order, whatever the agent's situation.
+    order = [s for s in ids if s not in hidden]
+    assert list(cat.shown[: cat.head]) == order[: cat.head]
+    assert "active=" not in both
     if cat.omitted:
-        assert f"<!-- {cat.omitted} more skill" in cat.text
-        assert "search_skills(query)" in cat.text
+        assert f"<!-- {cat.omitted} more skill" in cat.agent_text
+        assert "search_skills(query)" in cat.agent_text
     else:
-        assert "more skill" not in cat.text
+        assert "more skill" not in both

@@ -138,11 +138,19 @@ def test_context_defaults_to_the_process_snapshot(tmp_path: Path) -> None:
     assert dict(ctx.env) == dict(safe_env())
 
 
-def test_state_dir_uses_the_skill_name_and_creates_nothing(tmp_path: Path) -> None:
+def test_state_dir_is_per_namespace_and_skill_and_creates_nothing(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path)
+    state = tmp_path / "agents" / "a-1" / "state"
     path = ctx.state_dir("cache", "today.json")
-    assert path == tmp_path / "agents" / "a-1" / "state" / "daily_guidance" / "cache" / "today.json"
-    assert ctx.state_dir() == tmp_path / "agents" / "a-1" / "state" / "daily_guidance"
+    assert path == state / "built-in" / "daily-guidance" / "cache" / "today.json"
+    assert ctx.state_dir() == state / "built-in" / "daily-guidance"
+    # A namesake in another namespace never shares the folder.
+    assert make_ctx(tmp_path, skill_id="custom@daily-guidance").state_dir() == (
+        state / "custom" / "daily-guidance"
+    )
+    assert make_ctx(tmp_path, skill_id="env:city@daily-guidance").state_dir() == (
+        state / "env-city" / "daily-guidance"
+    )
     assert not (tmp_path / "agents").exists()
 
 

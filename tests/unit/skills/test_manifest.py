@@ -108,7 +108,9 @@ def test_unknown_keys_are_kept_as_extra_with_a_warning() -> None:
         pytest.param("---\nname: x\n---\n", 2, "has no description:", id="no-description"),
         pytest.param(_front("", name="Bad_Name"), 2, "not a valid skill name", id="name-pattern"),
         pytest.param(_front("", name="a" * 65), 2, "over the limit of 64", id="name-length"),
-        pytest.param(_front("", name="1"), 2, "name must be a string, got int", id="name-type"),
+        pytest.param(
+            _front("", name="1"), 2, "name must be a string, got number 1; quote it", id="name-type"
+        ),
         pytest.param(_front("", description='""'), 3, "description is empty", id="desc-empty"),
         pytest.param(
             _front("", description="a" * 1025), 3, "over the limit of 1024", id="desc-long"
@@ -118,7 +120,12 @@ def test_unknown_keys_are_kept_as_extra_with_a_warning() -> None:
         pytest.param(
             _front("script: ../x.py\n"), 4, r"leaves the skill folder \('..'\)", id="dotdot"
         ),
-        pytest.param(_front("script: 3\n"), 4, "script must be a string, got int", id="script-int"),
+        pytest.param(
+            _front("script: 3\n"),
+            4,
+            "script must be a string, got number 3; quote it",
+            id="script-int",
+        ),
         pytest.param(
             _front("hooks:\n  on_end: a.py\n"), 5, "unknown hook type 'on_end'", id="hook"
         ),
@@ -145,7 +152,10 @@ def test_unknown_keys_are_kept_as_extra_with_a_warning() -> None:
         pytest.param(_front("version: [1]\n"), 4, "version must be a string", id="version-list"),
         pytest.param(_front("tags: mobility\n"), 4, "must be a list like", id="tags-str"),
         pytest.param(
-            _front("tags: [1]\n"), 4, r"tags\[0\] must be a string, got int", id="tags-int"
+            _front("tags: [1]\n"),
+            4,
+            r"tags\[0\] must be a string, got number 1; quote it",
+            id="tags-int",
         ),
         pytest.param(
             _front("requires: [Not Ok]\n"),
@@ -156,7 +166,7 @@ def test_unknown_keys_are_kept_as_extra_with_a_warning() -> None:
         pytest.param(
             _front("metadata: {a: 1}\n"),
             4,
-            "metadata.a must be a string, got int; quote it",
+            "metadata.a must be a string, got number 1; quote it",
             id="metadata",
         ),
         pytest.param(_front("metadata: x\n"), 4, "must be a mapping of string keys", id="meta-str"),
@@ -192,8 +202,8 @@ def test_every_problem_is_reported_at_once_in_file_order() -> None:
     assert parsed.manifest is None
     assert [(d.line, d.severity, d.message.split(";")[0]) for d in parsed.diagnostics] == [
         (2, "error", "name 'A' is not a valid skill name"),
-        (4, "error", "tags[1] must be a string, got int"),
-        (7, "error", "metadata.bad must be a string, got int"),
+        (4, "error", "tags[1] must be a string, got number 1"),
+        (7, "error", "metadata.bad must be a string, got number 2"),
         (8, "error", "timeout must be a positive number of seconds, got -1"),
         (9, "warning", "unknown frontmatter key 'surprise' (kept as extra)"),
     ]

@@ -52,7 +52,17 @@ def test_scan_registers_ids_with_namespaces(
     assert desc.script_path() == roots[0] / "daily-guidance" / "scripts" / "daily_guidance.py"
     assert desc.script_path("a.py") == roots[0] / "daily-guidance" / "a.py"
     assert registry.get("built-in@weather").manifest.status == "deprecated"
-    assert registry.diagnostics == () and registry.generation == 2
+    assert registry.generation == 2
+    # The two daily-guidance skills collide on their bare name: reported, the winner named.
+    (collision,) = registry.diagnostics
+    assert collision.severity == "warning"
+    assert collision.file == str(roots[0] / "daily-guidance" / "SKILL.md")
+    assert collision.message.startswith(
+        "name collision: built-in@daily-guidance and custom@daily-guidance "
+        f"({roots[1] / 'daily-guidance'}) are both named 'daily-guidance'; "
+        "custom@daily-guidance wins the bare name"
+    )
+    assert registry.snapshot().shadowed() == {"built-in@daily-guidance": "custom@daily-guidance"}
     assert "custom@daily-guidance" in registry and len(registry) == 3
 
 
@@ -243,13 +253,43 @@ def test_refresh_rechecks_a_failed_skill_until_its_script_appears(tmp_path: Path
     assert reg.diagnostics == () and "built-in@late" in reg
 
 
-def test_editing_a_skill_into_a_broken_state_drops_it(
+def test_an_edit_that_breaks_a_skill_keeps_its_last_good_version(
     registry: SkillRegistry, roots: tuple[Path, Path]
 ) -> None:
-    touch(roots[0] / "weather" / "SKILL.md", "no frontmatter\n")
-    assert registry.refresh().changed == ("built-in@weather",)
-    assert "built-in@weather" not in registry
-    assert "first line must be '---'" in registry.diagnostics[0].message
+    md = roots[0] / "weather" / "SKILL.md"
+    good = md.read_text()
+    before = registry.get("built-in@weather")
+    body = registry.read_skill_doc("built-in@weather")  # read once, as an activation does
+    touch(md, good.replace("name: weather", "name: weather\ntimeout: [1"))
+    res = registry.refresh()
+    assert (res.broken, res.changed, res.removed) == (("built-in@weather",), (), ())
+    assert registry.get("built-in@weather") is before  # the last good version stays
+    assert registry.read_skill_doc("built-in@weather") == body
+    (line, problem) = (
+        registry.snapshot().broken()["built-in@weather"].line,
+        str(registry.snapshot().broken()["built-in@weather"]),
+    )
+    assert line == 4 and f"{md}:4: error: invalid YAML in the frontmatter" in problem
+    assert registry.refresh().any is False and registry.refresh().broken == ()
+    touch(md, good.replace("Weather.", "Weather, fixed."))  # the fix replaces it
+    res = registry.refresh()
+    assert (res.broken, res.changed) == ((), ("built-in@weather",))
+    assert registry.get("built-in@weather") is not before
+    assert registry.snapshot().broken() == {}
+
+
+def test_a_skill_broken_from_the_start_is_refused_with_its_problem(
+    registry: SkillRegistry, roots: tuple[Path, Path]
+) -> None:
+    make_skill(roots[1], "long", description="x" * 1025)
+    registry.refresh()
+    assert "custom@long" not in registry
+    (problem,) = registry.snapshot().refused().values()
+    assert list(registry.snapshot().refused()) == ["custom@long"]
+    assert problem.line == 3
+    assert problem.message == "description is 1025 characters long, over the limit of 1024"
+    assert registry.snapshot().problem_of("custom", "long") == problem
+    assert registry.snapshot().problem_of("custom", "daily-guidance") is None
 
 
 def test_requires_cycles_and_missing_requirements_are_diagnostics(tmp_path: Path) -> None:
@@ -335,10 +375,8 @@ def test_read_skill_doc_is_cached_and_rereads_after_an_edit(
     assert registry.read_skill_doc("custom@daily-guidance") == "Edited body, longer.\n"
     assert registry.snapshot().read_skill_doc("custom@daily-guidance") == "Edited body, longer.\n"
     md.write_bytes(b"---\xff\xfe")
-    with pytest.raises(
-        SkillFileError, match=r"cannot read 'SKILL.md': SKILL.md is not valid UTF-8"
-    ):
-        registry.read_skill_doc("custom@daily-guidance")
+    # Broken by an edit after a good read: the last good body stays (hot reload keeps it).
+    assert registry.read_skill_doc("custom@daily-guidance") == "Edited body, longer.\n"
     md.unlink()
     with pytest.raises(SkillFileError, match="No such file or directory; refresh the registry"):
         registry.read_skill_doc("custom@daily-guidance")
@@ -349,6 +387,11 @@ def test_read_skill_doc_refuses_a_now_broken_file(
 ) -> None:
     touch(roots[0] / "weather" / "SKILL.md", "oops\n")
     with pytest.raises(SkillFileError, match="first line must be '---'"):
+        registry.read_skill_doc("built-in@weather")
+    (roots[0] / "weather" / "SKILL.md").write_bytes(b"---\xff\xfe")
+    with pytest.raises(
+        SkillFileError, match=r"cannot read 'SKILL.md': SKILL.md is not valid UTF-8"
+    ):
         registry.read_skill_doc("built-in@weather")
 
 

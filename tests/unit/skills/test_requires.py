@@ -158,13 +158,13 @@ def test_a_bare_space_checks_no_modules(registry: SkillRegistry, tmp_path: Path)
 def test_the_note_stays_when_the_catalog_is_over_budget(
     registry: SkillRegistry, tmp_path: Path
 ) -> None:
-    rt = runtime(registry, tmp_path / "ws", env_modules=["city"], catalog_budget_tokens=95)
+    rt = runtime(registry, tmp_path / "ws", env_modules=["city"], catalog_budget_tokens=70)
     for _ in range(2):  # the second render re-joins the kept selection
         cat = rt.catalog("mover things")
-        lines = cat.text.splitlines()
-        assert entries(cat.text) == ["mover"] and cat.omitted == 1
-        assert lines[-2].startswith("<!-- 1 more skill not listed")
-        assert lines[-1].startswith("<!-- 2 skills hidden, not available in this run: feed")
+        assert entries(cat.text + cat.agent_text) == [] and cat.omitted == 2
+        assert cat.agent_text.splitlines()[-1].startswith("<!-- 2 more skills not listed")
+        last = cat.text.splitlines()[-1]
+        assert last.startswith("<!-- 2 skills hidden, not available in this run: feed")
 
 
 # -- runs and inspect --------------------------------------------------------------------------
@@ -268,3 +268,34 @@ def test_a_default_skill_the_run_cannot_serve_is_a_config_error(
         "environment, or remove it from the defaults\n"
     )
     assert not out.exists()
+
+
+async def test_a_required_skill_is_taken_from_the_skills_own_namespace_first(
+    tmp_path: Path,
+) -> None:
+    builtin, custom = tmp_path / "builtin", tmp_path / "custom"
+    make_skill(builtin, "feed", "[opinion]")
+    make_skill(builtin, "opinion")
+    make_skill(custom, "opinion")  # shadows the built-in's bare name
+    make_skill(custom, "notes", "[opinion]")
+    reg = SkillRegistry()
+    reg.scan_builtin(builtin)
+    reg.scan_custom(custom)
+    rt = runtime(reg, tmp_path / "ws")
+    assert (await rt.activate("feed")).newly_active == ("built-in@opinion", "built-in@feed")
+    assert (await rt.activate("notes")).newly_active == ("custom@opinion", "custom@notes")
+
+
+def test_hiding_follows_the_requirers_own_namespace(tmp_path: Path) -> None:
+    builtin, custom = tmp_path / "builtin", tmp_path / "custom"
+    make_skill(builtin, "feed", "[opinion]")
+    make_skill(builtin, "opinion", "[env:social]")  # the one feed uses: needs social
+    make_skill(custom, "opinion")  # a namesake that needs nothing
+    reg = SkillRegistry()
+    reg.scan_builtin(builtin)
+    reg.scan_custom(custom)
+    cat = runtime(reg, tmp_path / "ws", env_modules=["city"]).catalog()
+    assert cat.text.splitlines()[-1] == (
+        "<!-- 2 skills hidden, not available in this run: feed (needs skill opinion), "
+        "built-in@opinion (needs env module social) -->"
+    )

@@ -335,18 +335,19 @@ async def test_catalog_over_budget_keeps_active_and_reports_omitted(
     rt = runtime(space, tmp_path)
     await rt.activate("old-skill")
     cat = rt.catalog("double a number with schema checks")
-    assert cat.shown[0] == "built-in@old-skill"
-    assert 'id="built-in@old-skill" status="deprecated" active="true">' in cat.text
-    assert "built-in@schema-skill" in cat.shown[:3]
+    picks = cat.shown[cat.head :]
+    assert "built-in@old-skill" in cat.shown and "built-in@schema-skill" in picks[:3]
+    assert 'id="built-in@old-skill" status="deprecated">' in cat.text + cat.agent_text
     assert cat.omitted == len(rt.visible()) - len(cat.shown) > 0
-    assert f"<!-- {cat.omitted} more skills not listed" in cat.text
-    assert "search_skills(query)" in cat.text
+    assert f"<!-- {cat.omitted} more skills not listed" in cat.agent_text
+    assert "search_skills(query)" in cat.agent_text
     assert cat.tokens <= 150
     # The agent keeps its selection and re-renders it: the same text, no new ranking.
     assert rt.catalog("double a number with schema checks") == cat
-    # A different situation or active set ranks again.
+    # A different situation ranks again; the shared head stays.
     other = rt.catalog("greet people")
-    assert other.shown[0] == "built-in@old-skill" and other.shown != cat.shown
+    assert "built-in@old-skill" in other.shown and other.shown != cat.shown
+    assert other.text == cat.text
 
 
 def test_catalog_under_budget_lists_everything(space: SkillSpace, tmp_path: Path) -> None:

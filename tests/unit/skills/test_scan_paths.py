@@ -213,9 +213,10 @@ def test_a_fifo_or_a_loop_that_appears_is_reported_by_refresh(
     (root / "beta" / "SKILL.md").unlink()
     (root / "beta" / "SKILL.md").symlink_to("SKILL.md")
     result = reg.refresh()
-    assert result.changed == ("built-in@alpha", "built-in@beta")
+    # Broken by the change: reported, and their last good versions stay registered.
+    assert (result.broken, result.changed) == (("built-in@alpha", "built-in@beta"), ())
     assert [d.message.split(";")[0] for d in reg.diagnostics] == [
         "cannot read SKILL.md: it is a FIFO (named pipe), not a regular file",
         "cannot read SKILL.md (Too many levels of symbolic links)",
     ]
-    assert [d.manifest.name for d in reg.list_all()] == ["gamma"]
+    assert [d.manifest.name for d in reg.list_all()] == ["alpha", "beta", "gamma"]

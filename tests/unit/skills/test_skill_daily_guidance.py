@@ -6,6 +6,7 @@ The script is loaded by path, as the runner loads it, and called with a real
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import itertools
 import json
@@ -100,7 +101,7 @@ def seg(start: str, end: str, activity: str = "work", place: str = "office-2") -
 
 
 def story(ctx: SkillScriptContext, day: str = "2026-03-02") -> dict[str, Any]:
-    path = ctx.workspace_root / "state" / "daily_guidance" / day / "story.yaml"
+    path = ctx.workspace_root / "state" / "built-in" / "daily-guidance" / day / "story.yaml"
     loaded: dict[str, Any] = yaml.safe_load(path.read_text())
     return loaded
 
@@ -140,7 +141,7 @@ def test_draft_covers_the_day_and_is_accepted_by_plan(make_ctx: Ctx, kind: str) 
     _covers_day(plan)
     [(tool, args)] = suggestions(out)
     assert tool == "execute_skill_script"
-    assert args["name"] == "daily-guidance"
+    assert args["name"] == "built-in@daily-guidance"  # its own id, never a namesake
     assert args["args"][:2] == ["plan", "--json"]
     assert json.loads(args["args"][2]) == plan
     assert (
@@ -264,7 +265,7 @@ def test_plan_writes_story_atomically_and_counts_replans(make_ctx: Ctx) -> None:
     saved = story(ctx)
     assert saved["segments"] == plan["segments"]
     assert saved["revisions"] == 0 and saved["agent_id"] == "agent-1"
-    folder = ctx.workspace_root / "state" / "daily_guidance" / "2026-03-02"
+    folder = ctx.workspace_root / "state" / "built-in" / "daily-guidance" / "2026-03-02"
     assert sorted(p.name for p in folder.iterdir()) == ["story.yaml"]  # no temp file left
     save(ctx, {"date": "2026-03-02", "segments": [seg("00:00", "24:00", "rest", "home-3")]})
     saved = story(ctx)
@@ -364,7 +365,7 @@ def test_pre_step_without_plan_asks_for_a_draft(make_ctx: Ctx) -> None:
     out = hook(ctx, "pre_step", MONDAY)
     assert out.startswith("No plan for 2026-03-02. Draft one with `draft`")
     assert suggestions(out) == [
-        ("execute_skill_script", {"name": "daily-guidance", "args": ["draft"]})
+        ("execute_skill_script", {"name": "built-in@daily-guidance", "args": ["draft"]})
     ]
 
 
@@ -533,7 +534,7 @@ def test_post_step_is_a_quality_gate(make_ctx: Ctx) -> None:
     assert decision is not None and decision.kind == "retry"
     assert "You have no valid plan for today yet" in decision.feedback
     assert suggestions(decision.feedback) == [
-        ("execute_skill_script", {"name": "daily-guidance", "args": ["draft"]})
+        ("execute_skill_script", {"name": "built-in@daily-guidance", "args": ["draft"]})
     ]
     assert text == "No plan for 2026-03-02 after this step."
     save(ctx, DAY)
@@ -544,7 +545,9 @@ def test_hooks_see_a_plan_edited_on_disk(make_ctx: Ctx) -> None:
     ctx = make_ctx()
     save(ctx, DAY)
     assert hook(ctx, "pre_step", MONDAY).startswith("Now (08:00-17:00): work")
-    path = ctx.workspace_root / "state" / "daily_guidance" / "2026-03-02" / "story.yaml"
+    path = (
+        ctx.workspace_root / "state" / "built-in" / "daily-guidance" / "2026-03-02" / "story.yaml"
+    )
     edited = {**story(ctx), "segments": [seg("00:00", "24:00", "holiday", "home-3")]}
     path.write_text(yaml.safe_dump(edited))
     assert hook(ctx, "pre_step", MONDAY).startswith("Now (00:00-24:00): holiday at home-3")
@@ -602,9 +605,37 @@ def test_saved_plans_are_readable_yaml_in_a_stable_key_order(make_ctx: Ctx) -> N
     ctx = make_ctx()
     tricky = seg("18:00", "19:00", 'dinner: "soup" & bread\ttonight', "cafe-1")
     save(ctx, {"date": "2026-03-02", "segments": [seg("08:00", "17:00"), tricky]})
-    path = ctx.workspace_root / "state" / "daily_guidance" / "2026-03-02" / "story.yaml"
+    path = (
+        ctx.workspace_root / "state" / "built-in" / "daily-guidance" / "2026-03-02" / "story.yaml"
+    )
     text = path.read_text("utf-8")
     loaded = yaml.safe_load(text)
     assert list(loaded) == ["date", "agent_id", "segments", "revisions", "revision_log", "saved_at"]
     assert loaded["segments"] == [seg("08:00", "17:00"), tricky]
     assert text.startswith("date: '2026-03-02'\nagent_id: agent-1\nsegments:\n- start: 08:00\n")
+
+
+def test_a_namesake_in_another_namespace_keeps_its_own_files_and_calls(
+    make_ctx: Callable[..., SkillScriptContext],
+) -> None:
+    """A copy of the skill as custom@daily-guidance (an AS2 folder of that name) shares
+    neither the built-in's state folder nor its SUGGESTED calls."""
+    builtin = make_ctx()
+    other = dataclasses.replace(builtin, skill_id="custom@daily-guidance")
+    save(builtin)
+    state = builtin.workspace_root / "state"
+    assert sorted(p.relative_to(state).parts[:2] for p in state.rglob("story.yaml")) == [
+        ("built-in", "daily-guidance")
+    ]
+    out = dg.entrypoint(["draft"], other)
+    ((tool, args),) = suggestions(out)
+    assert (tool, args["name"], args["args"][:2]) == (
+        "execute_skill_script",
+        "custom@daily-guidance",
+        ["plan", "--json"],
+    )
+    dg.entrypoint(["plan", "--json", out.splitlines()[0]], other)
+    assert sorted(p.relative_to(state).parts[:2] for p in state.rglob("story.yaml")) == [
+        ("built-in", "daily-guidance"),
+        ("custom", "daily-guidance"),
+    ]

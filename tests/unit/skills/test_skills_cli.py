@@ -29,17 +29,26 @@ def test_list_prints_skills_and_a_health_summary(capsys: pytest.CaptureFixture[s
     assert code == 0
     lines = out.splitlines()
     assert lines[0].startswith("custom@daily-guidance    The user's own daily guidance")
+    assert lines[1].startswith("built-in@daily-guidance")
+    assert lines[1].endswith("[shadowed by custom@daily-guidance]")
     assert lines[2].startswith("built-in@weather-report") and lines[2].endswith("[deprecated]")
     assert (
         "3 skills: custom 1 (1 active, 0 deprecated); built-in 2 (1 active, 1 deprecated); "
-        "0 errors, 0 warnings"
+        "0 errors, 1 warnings"
+    ) in out
+    custom = FIXTURES / "custom" / "daily-guidance"
+    assert (
+        f"warning: name collision: built-in@daily-guidance and custom@daily-guidance ({custom}) "
+        "are both named 'daily-guidance'; custom@daily-guidance wins the bare name, so call "
+        "this one by its id (built-in@daily-guidance) or rename one of them"
     ) in out
 
 
 def test_list_json_shape_and_filters(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "skills", "list", "--json", "--namespace", "built-in", *ROOTS)
     data = json.loads(out)
-    assert code == 0 and set(data) == {"skills", "summary", "diagnostics"}
+    assert code == 0 and set(data) == {"skills", "summary", "shadowed", "diagnostics"}
+    assert data["shadowed"] == {"built-in@daily-guidance": "custom@daily-guidance"}
     assert [s["skill_id"] for s in data["skills"]] == [
         "built-in@daily-guidance",
         "built-in@weather-report",
@@ -51,7 +60,7 @@ def test_list_json_shape_and_filters(capsys: pytest.CaptureFixture[str]) -> None
             "built-in": {"active": 1, "deprecated": 1},
         },
         "errors": 0,
-        "warnings": 0,
+        "warnings": 1,
     }
     first = data["skills"][0]
     assert first["hooks"] == {"pre_step": "scripts/daily_guidance.py"}
@@ -226,8 +235,8 @@ def test_validate_strict_reports_every_portability_problem_at_once(
         (
             7,
             "error",
-            "metadata.level must be a string, got int; quote it (the Agent Skills spec allows "
-            "only strings here)",
+            'metadata.level must be a string, got number 3; quote it, like level: "3" (YAML '
+            "reads unquoted yes, no, on, off, numbers and null as other types)",
         ),
         (8, "warning", found[2][2]),  # the unknown key, as without --strict
         (
@@ -360,12 +369,17 @@ def test_new_refuses_bad_names_and_existing_folders(
         raise AssertionError(err)
 
 
-def test_default_roots_prefer_the_working_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_list_uses_agentsims_own_builtins_wherever_it_runs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Another project's skills/ folder is not agentsim's built-ins.
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "skills").mkdir()
-    assert default_roots() == (tmp_path / "skills", tmp_path / "custom" / "skills")
+    helpers.write_skill(tmp_path / "skills", "their-skill")
+    assert default_roots() == (helpers.REPO / "skills", tmp_path / "custom" / "skills")
+    code, out, _ = run(capsys, "skills", "list", "--json")
+    ids = [s["skill_id"] for s in json.loads(out)["skills"]]
+    assert code == 0 and "built-in@daily-guidance" in ids
+    assert not any(i.endswith("@their-skill") for i in ids)
 
 
 def test_add_skills_commands_plugs_into_another_parser() -> None:

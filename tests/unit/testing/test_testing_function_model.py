@@ -51,7 +51,7 @@ async def test_drives_an_agent_through_activate_execute_finish(tmp_path: Path) -
     assert [e["type"] for e in out.events] == ["skill_activated", "script_called", "agent_action"]
     first, second, third = model.requests
     assert {"activate_skill", "execute_skill_script", "finish"} <= first.tool_names
-    assert first.calls == () and "Ana." in first.system
+    assert first.calls == () and "Ana." in first.agent and "Ana." not in first.system
     assert [c.name for c in third.calls] == ["activate_skill", "execute_skill_script"]
     assert '<skill_content name="play-skill">' in second.results[0]
     assert third.results[-1] == "planned stroll river"
@@ -118,3 +118,15 @@ def test_request_views_read_the_current_step_only() -> None:
 
 def _raw(call_id: str, name: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+def test_the_agents_part_is_what_opens_the_first_user_message() -> None:
+    def request(*messages: dict[str, str]) -> ChatRequest:
+        return ChatRequest(messages=messages)
+
+    system = {"role": "system", "content": "S"}
+    mine = {"role": "user", "content": "<persona>Ana.</persona>\n<observation>tick: 1"}
+    later = {"role": "user", "content": "<persona>Bo.</persona>\n<observation>"}
+    assert request(system, mine, later).agent == "<persona>Ana.</persona>\n"
+    assert request(system, {"role": "user", "content": "<observation>x"}).agent == ""
+    assert request(system).agent == ""

@@ -163,7 +163,8 @@ def test_steps_are_read_for_a_tick_range(client: TestClient) -> None:
 
 def test_prompt_of_a_tick(client: TestClient) -> None:
     p = get(client, f"/api/runs/{RUN}/agents/{AGENT}/prompt?tick=1")
-    assert p["tick"] == 1 and "<persona>" in p["system"] and "<observation>" in p["user"]
+    assert p["tick"] == 1 and "<available_skills>" in p["system"] and "<persona>" in p["user"]
+    assert p["user"].index("<persona>") < p["user"].index("<observation>")
     err = get(client, f"/api/runs/{RUN}/agents/{AGENT}/prompt?tick=99", 404)
     assert "has no step at tick 99" in err["error"]
 
