@@ -147,6 +147,7 @@ _DECLARED: tuple[EventType, ...] = (
             _f("steps", int, "agent steps"),
             _f("model_calls", int, "model calls"),
             _f("script_calls", int, "skill script calls"),
+            _f("hook_calls", int, "pre_step and post_step hook calls", optional=True),
             _f("prompt_tokens", int, "prompt tokens"),
             _f("completion_tokens", int, "completion tokens"),
             _f("cached_prompt_tokens", int, "prompt tokens the server served from its cache"),
@@ -217,6 +218,8 @@ _DECLARED: tuple[EventType, ...] = (
             _SKILL,
             _f("ok", bool, "whether it succeeded"),
             _f("exit_code", int, "its exit code"),
+            _f("tier", str, "how it ran: `entrypoint`, `hook`, `wrapper` or `subprocess`"),
+            _f("isolation", str, "its isolation: `inline`, `thread` or `process`"),
         ),
     ),
     EventType(

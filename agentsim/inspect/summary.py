@@ -110,6 +110,7 @@ class RunOverview:
     skills_hidden: Mapping[str, str]  # skill id -> why this run's catalogs leave it out
     hot_reloads: tuple[Mapping[str, Any], ...]
     checkpoints: tuple[int, ...]
+    lineage: tuple[Mapping[str, Any], ...] = ()  # the runs it was forked from, nearest first
     # From run_start: ``namespace@folder`` -> why it was refused; id -> the id that wins
     # its bare name. From skill_broken events: tick, skill, file, line, message.
     skills_refused: Mapping[str, str] = field(default_factory=dict)
@@ -156,6 +157,7 @@ class RunOverview:
             "skills_broken": [dict(b) for b in self.skills_broken],
             "hot_reloads": [dict(r) for r in self.hot_reloads],
             "checkpoints": list(self.checkpoints),
+            "lineage": [dict(p) for p in self.lineage],
         }
 
 
@@ -378,4 +380,5 @@ def summarize(
         skills_broken=counts.skills_broken,
         hot_reloads=counts.hot_reloads,
         checkpoints=tuple(t for t, _ in run.checkpoints()),
+        lineage=tuple(run.lineage()),
     )

@@ -112,6 +112,7 @@ class TickResult:
     steps: int = 0
     model_calls: int = 0
     script_calls: int = 0
+    hook_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0
@@ -413,6 +414,7 @@ class AgentHost:
             res.steps += 1
             res.model_calls += o.model_calls
             res.script_calls += o.script_calls
+            res.hook_calls += o.hook_calls
             res.prompt_tokens += o.usage.prompt_tokens
             res.completion_tokens += o.usage.completion_tokens
             res.cached_prompt_tokens += o.usage.cached_prompt_tokens

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentsim.sim.problems import over_limits
+
 __all__ = ["Progress", "RunSummary"]
 
 
@@ -72,6 +74,16 @@ class RunSummary:
     metrics: dict[str, Any] = field(default_factory=dict)
     reason: str | None = None
     max_degraded_share: float = 1.0
+    # Config field -> the share of failures it allows (``agentsim.sim.problems``).
+    limits: Mapping[str, float] = field(default_factory=dict)
+    parent: Mapping[str, Any] | None = None  # a fork's run and tick (``agentsim run --fork``)
+    done: tuple[str, ...] = ()  # what the workflow ran: "intervention social.broadcast", ...
+
+    @property
+    def problems(self) -> list[str]:
+        """The failure shares over their limits: a completed run with any is "completed with
+        problems" (exit code 3)."""
+        return over_limits(self.metrics, self.limits)
 
     @property
     def degraded_share(self) -> float:
