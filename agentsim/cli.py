@@ -93,7 +93,8 @@ class _ProgressLine:
             self._first = (p.tick - 1, now)
         start_tick, first_at = self._first
         total = p.total if self._max_ticks is None else min(p.total, start_tick + self._max_ticks)
-        if not self._tty and p.tick < total and now - self._last_print < 2.0:
+        finished = p.tick >= total and (p.survey is None or p.answered >= p.asked)
+        if not self._tty and not finished and now - self._last_print < 2.0:
             return
         self._last_print = now
         done, left = p.tick - start_tick, max(0, total - p.tick)
@@ -102,8 +103,13 @@ class _ProgressLine:
         width = 24
         filled = int(width * p.tick / max(1, total))
         bar = "#" * filled + "-" * (width - filled)
+        doing = (
+            f"{p.survey} {p.answered}/{p.asked}"
+            if p.survey
+            else f"{p.steps_per_s:,.0f} agent-steps/s"
+        )
         line = (
-            f"[{bar}] tick {p.tick}/{total}  {p.steps_per_s:,.0f} agent-steps/s  "
+            f"[{bar}] tick {p.tick}/{total}  {doing}  "
             f"model calls {p.model_calls:,}  tokens {p.tokens:,}  "
             f"{_problems(p.errors, p.degraded, p.gate_retries, p.skills_broken)}  "
             f"elapsed {_clock(now - self._started)}  left ~{_clock(per_tick * left)}"
@@ -113,7 +119,7 @@ class _ProgressLine:
             self._stream.write("\r" + line.ljust(self._drawn))
             self._drawn = len(line)
             self._open_line = True
-            if p.tick >= total:
+            if finished:
                 self.end()
         else:
             self._stream.write(line + "\n")
@@ -332,6 +338,8 @@ def _print_summary(summary: Any) -> None:
     print(
         f"{summary.status}: {summary.run_dir}  ticks={summary.ticks} agents={summary.agents} "
         f"agent-steps={m.get('agent_steps', 0)} model-calls={m.get('model_calls', 0)} "
+        f"prompt-tokens={m.get('prompt_tokens', 0)} "
+        f"(cached {m.get('cached_prompt_tokens', 0)}) "
         f"(gate retries {m.get('gate_retries', 0)}) errors={m.get('errors', 0)}"
     )
     found = {k: n for k, n in m.get("problems", {}).items() if n}

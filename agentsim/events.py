@@ -150,6 +150,7 @@ _DECLARED: tuple[EventType, ...] = (
             _f("hook_calls", int, "pre_step and post_step hook calls", optional=True),
             _f("prompt_tokens", int, "prompt tokens"),
             _f("completion_tokens", int, "completion tokens"),
+            _f("cached_prompt_tokens", int, "prompt tokens the server served from its cache"),
             _f("degraded", int, "degraded steps"),
             _f("skipped", int, "steps a pre_step hook skipped"),
             _f("errors", int, "the tick's problems (`agentsim.sim.problems`)"),

@@ -281,6 +281,8 @@ class Agent:
             "prompt_tokens": st.out.usage.prompt_tokens,
             "completion_tokens": st.out.usage.completion_tokens,
         }
+        if st.out.usage.cached_prompt_tokens:
+            trace["usage"]["cached_prompt_tokens"] = st.out.usage.cached_prompt_tokens
         trace["elapsed_ms"] = round((_time.perf_counter() - t0) * 1000, 3)
         if settings.trace != "off":
             self._pending_trace.append(json.dumps(trace, ensure_ascii=False, default=str))

@@ -269,7 +269,8 @@ def skills_plot(
 
 
 def tokens_plot(s: Series, markers: Sequence[Marker], path: Path) -> Path:
-    """Prompt and completion tokens differ by orders of magnitude: one row each."""
+    """Prompt and completion tokens differ by orders of magnitude: one row each; the prompt
+    tokens the server's cache served share the prompt row."""
     rows = (
         ("prompt_tokens", "prompt tokens per tick"),
         ("completion_tokens", "completion tokens\nper tick"),
@@ -278,6 +279,8 @@ def tokens_plot(s: Series, markers: Sequence[Marker], path: Path) -> Path:
     frame = _frame("model use per tick", rows=len(rows))
     for ax, (name, ylabel) in zip(frame.axes, rows, strict=True):
         ax.plot(s.ticks, s.columns[name], marker=_marker(len(s.ticks)), color="tab:blue")
+        if name == "prompt_tokens" and any(s.columns["cached_prompt_tokens"]):
+            ax.plot(s.ticks, s.columns["cached_prompt_tokens"], color="tab:green", label="cached")
         ax.set_ylabel(ylabel, fontsize=9)
         ax.set_ylim(bottom=0)
         _counts(ax)

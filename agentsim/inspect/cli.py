@@ -68,7 +68,8 @@ def _overview_text(d: dict[str, Any], out: TextIO) -> None:
     cost = "-" if d["cost"] is None else f"{d['cost']:.4f}"
     w(
         f"  model        {d['model_calls']:,} calls  {d['tokens']:,} tokens "
-        f"({d['prompt_tokens']:,} prompt + {d['completion_tokens']:,} completion)  cost {cost}\n"
+        f"({d['prompt_tokens']:,} prompt, {d['cached_prompt_tokens']:,} of them cached, "
+        f"+ {d['completion_tokens']:,} completion)  cost {cost}\n"
     )
     for name, m in d["models"].items():
         mcost = "-" if m["cost"] is None else f"{m['cost']:.4f}"

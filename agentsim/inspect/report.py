@@ -38,6 +38,7 @@ TICK_METRICS = (
     "model_calls",
     "prompt_tokens",
     "completion_tokens",
+    "cached_prompt_tokens",
     "degraded",
     "errors",
     "skipped",
@@ -93,7 +94,7 @@ class ReportData:
     - ``activity``: steps, actions (agent_action events), skipped, errors, degraded
     - ``skills``: activations per skill id chosen by the agents during the run;
       ``default_activations``: the default skills activated at agent setup (tick 0), per id
-    - ``tokens``: prompt_tokens, completion_tokens, model_calls
+    - ``tokens``: prompt_tokens, cached_prompt_tokens, completion_tokens, model_calls
     - ``markers``: the interventions, surveys and hot reloads, in log order
     - ``city``: agents per place id, plus ``in_transit``
     - ``opinions``: agents per opinion bin (``[-1.0,-0.8)`` ...), ``opinion_stats``: mean,
@@ -294,7 +295,12 @@ def _report_data(acc: _Acc) -> ReportData:
         }
     )
     skills = series({s: [c[t] for t in ticks] for s, c in sorted(acc.skills.items())})
-    tokens = series({k: metrics[k] for k in ("prompt_tokens", "completion_tokens", "model_calls")})
+    tokens = series(
+        {
+            k: metrics[k]
+            for k in ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "model_calls")
+        }
+    )
     city = None
     if acc.city:
         places = sorted({p for ev in acc.city.values() for p in (ev.get("occupancy") or {})})
@@ -411,7 +417,8 @@ def _summary_md(ov: RunOverview, images: Mapping[str, Path], data: ReportData) -
         ("model calls", _fmt(ov.model_calls)),
         (
             "tokens",
-            f"{ov.tokens:,} ({ov.prompt_tokens:,} prompt, {ov.completion_tokens:,} completion)",
+            f"{ov.tokens:,} ({ov.prompt_tokens:,} prompt, {ov.cached_prompt_tokens:,} of them "
+            f"cached; {ov.completion_tokens:,} completion)",
         ),
         ("cost", _fmt(ov.cost) if ov.cost is not None else "- (no prices configured)"),
         *(

@@ -207,6 +207,8 @@ class SkillsConfig(StrictModel):
 class PricesConfig(StrictModel):
     prompt_per_1k: float = Field(ge=0)
     completion_per_1k: float = Field(ge=0)
+    # A prompt token the server served from its prefix cache; unset: billed as any other.
+    cached_prompt_per_1k: float | None = Field(default=None, ge=0)
 
 
 class ModelConfig(StrictModel):

@@ -9,6 +9,7 @@ byte-identical ``events.jsonl`` on every executor.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import json
@@ -96,6 +97,8 @@ def _refusal(snap: RegistrySnapshot, wanted: str) -> Diagnostic | None:
 
 
 # What ``Engine.checkpoint`` saves and ``_restore`` reads back.
+# How often the progress line hears of a survey under way.
+SURVEY_PROGRESS_EVERY = 1.0
 ENGINE_STATE = ("pos", "clock", "modules", "pending_messages", "metrics")
 
 
@@ -574,11 +577,25 @@ class Engine:
                 )
         elif isinstance(step, SurveyStep):
             chosen = self._select(step.agents, index, "agents")
-            answers = await self.executor.ask(
-                chosen, step.question, tick=tick, when=self.clock.now, views=self._views()
-            )
             kind = "interview" if isinstance(step, InterviewStep) else "survey"
             name = step.name or f"{kind}-{index}"
+            what = f"{kind} {name}"
+            # The reporter only reads; the ask's own error (if any) is the one raised.
+            reporter = (
+                asyncio.create_task(self._survey_progress(what, len(chosen)))
+                if self.progress is not None
+                else None
+            )
+            try:
+                answers = await self.executor.ask(
+                    chosen, step.question, tick=tick, when=self.clock.now, views=self._views()
+                )
+            finally:
+                if reporter is not None:
+                    reporter.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await reporter
+            self._report_survey(what, len(chosen), len(chosen))
             assert self.ws is not None
             sdir = self.ws.root / "surveys"
             sdir.mkdir(exist_ok=True)
@@ -609,6 +626,32 @@ class Engine:
                     for r in rows
                 ]
             )
+
+    async def _survey_progress(self, what: str, asked: int) -> None:
+        """Report a survey's answers so far every ``SURVEY_PROGRESS_EVERY`` seconds until
+        cancelled (when the survey is over)."""
+        while True:
+            await asyncio.sleep(SURVEY_PROGRESS_EVERY)
+            try:
+                answered = await self.executor.answered()
+            except Exception:  # a host that fails shows in the survey's own result
+                return
+            self._report_survey(what, answered, asked)
+
+    def _report_survey(self, what: str, answered: int, asked: int) -> None:
+        if self.progress is None:
+            return
+        total = self.config.total_ticks()
+        self.progress(
+            Progress.of(
+                self._metrics,
+                tick=self.clock.tick,
+                total=total,
+                survey=what,
+                answered=answered,
+                asked=asked,
+            )
+        )
 
     # -- checkpoints -----------------------------------------------------------------------
 

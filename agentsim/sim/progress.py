@@ -25,10 +25,24 @@ class Progress:
     degraded: int = 0  # steps whose model call failed after its retries
     gate_retries: int = 0
     skills_broken: int = 0  # skills an edit broke mid-run (their last good version stayed)
+    # While a survey or an interview runs: what ("survey midday"), answers so far, asked.
+    survey: str | None = None
+    answered: int = 0
+    asked: int = 0
 
     @classmethod
-    def of(cls, metrics: Mapping[str, Any], *, tick: int, total: int) -> Progress:
-        """The progress after ``tick``, from the run's counters (``agentsim.sim.metrics``)."""
+    def of(
+        cls,
+        metrics: Mapping[str, Any],
+        *,
+        tick: int,
+        total: int,
+        survey: str | None = None,
+        answered: int = 0,
+        asked: int = 0,
+    ) -> Progress:
+        """The progress after ``tick``, from the run's counters (``agentsim.sim.metrics``);
+        ``survey`` names the survey under way, if any."""
         m = metrics
         busy = sum(m["tick_seconds"]) or 1e-9
         return cls(
@@ -42,6 +56,9 @@ class Progress:
             degraded=m["degraded"],
             gate_retries=m["gate_retries"],
             skills_broken=m["problems"].get("skill_broken", 0),
+            survey=survey,
+            answered=answered,
+            asked=asked,
         )
 
 

@@ -34,6 +34,7 @@ _LABELS = {
     "model_calls": "model calls",
     "prompt_tokens": "prompt tokens",
     "completion_tokens": "completion tokens",
+    "cached_prompt_tokens": "cached prompt tokens",
     "degraded": "degraded steps",
     "errors": "errors",
     "skipped": "skipped steps",

@@ -255,7 +255,10 @@ class PacedRun:
         self.at_gate = threading.Event()  # set once the first tick has ended
         self.free = False
         self.engine = Engine(
-            load_experiment(EXPERIMENT), run_dir=run_dir, progress=lambda _: self._wait()
+            load_experiment(EXPERIMENT),
+            run_dir=run_dir,
+            # After each tick; a survey's progress reports (Progress.survey) pass.
+            progress=lambda p: self._wait() if p.survey is None else None,
         )
         self.thread = threading.Thread(target=lambda: asyncio.run(self.engine.run()))
 

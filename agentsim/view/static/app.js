@@ -137,7 +137,7 @@ async function runPage(run) {
     chart("Agent-steps and model calls per tick", "chart-steps", (c, l) =>
       window.charts.lineChart(c, l, S(["steps", "model_calls", "skipped"]), data.markers)),
     chart("Tokens per tick", "chart-tokens", (c, l) =>
-      window.charts.lineChart(c, l, S(["prompt_tokens", "completion_tokens"]), data.markers)),
+      window.charts.lineChart(c, l, S(["prompt_tokens", "cached_prompt_tokens", "completion_tokens"]), data.markers)),
     chart("Degraded steps, errors, script and hook failures", "chart-failures", (c, l) =>
       window.charts.lineChart(c, l, S(["degraded", "errors", "script_failures", "hook_failures"]), data.markers)),
     chart("Skills activated per tick", "chart-skills", (c) =>
