@@ -3,6 +3,7 @@
     agentsim run EXPERIMENT.yaml [--out DIR] [--executor local|ray] [--address A]
                  [--ticks N] [--json] [--trace full|summary|off]
     agentsim run --resume RUN
+    agentsim run --fork RUN --at TICK [EXPERIMENT.yaml] [--set KEY=VALUE ...] [--out DIR]
     agentsim skills list|show|validate|new
     agentsim inspect RUN [--agent ID] [--tick T] [--json]
     agentsim interview RUN --agent ID "question"
@@ -19,6 +20,7 @@ import argparse
 import asyncio
 import functools
 import json
+import os
 import signal
 import sys
 import threading
@@ -50,10 +52,17 @@ _EXIT_CODES = {
         "bad input, or the model server failed the pre-flight check (nothing is written)",
     ),
     3: (
-        "a run that completed with more than model.max_degraded_share of its steps degraded",
-        "the run completed but more than model.max_degraded_share of its steps degraded",
+        "a run that completed with problems: more than model.max_degraded_share of its steps "
+        "degraded, or more than agent.max_error_share of its steps, "
+        "agent.max_hook_failure_share of its hook calls or agent.max_script_failure_share of "
+        "its script calls failed",
+        "the run completed with problems: more than model.max_degraded_share of its steps "
+        "degraded, or more than agent.max_error_share of its steps, "
+        "agent.max_hook_failure_share of its hook calls or agent.max_script_failure_share of "
+        "its script calls failed",
     ),
     130: ("interrupted", "interrupted"),
+    141: ("the output pipe closed (e.g. `| head`)", "the output pipe closed"),
 }
 
 
@@ -84,7 +93,8 @@ class _ProgressLine:
             self._first = (p.tick - 1, now)
         start_tick, first_at = self._first
         total = p.total if self._max_ticks is None else min(p.total, start_tick + self._max_ticks)
-        if not self._tty and p.tick < total and now - self._last_print < 2.0:
+        finished = p.tick >= total and (p.survey is None or p.answered >= p.asked)
+        if not self._tty and not finished and now - self._last_print < 2.0:
             return
         self._last_print = now
         done, left = p.tick - start_tick, max(0, total - p.tick)
@@ -93,8 +103,13 @@ class _ProgressLine:
         width = 24
         filled = int(width * p.tick / max(1, total))
         bar = "#" * filled + "-" * (width - filled)
+        doing = (
+            f"{p.survey} {p.answered}/{p.asked}"
+            if p.survey
+            else f"{p.steps_per_s:,.0f} agent-steps/s"
+        )
         line = (
-            f"[{bar}] tick {p.tick}/{total}{_lead(p.fastest)}  {p.steps_per_s:,.0f} agent-steps/s  "
+            f"[{bar}] tick {p.tick}/{total}{_lead(p.fastest)}  {doing}  "
             f"model calls {p.model_calls:,}  tokens {p.tokens:,}  "
             f"{_problems(p.errors, p.degraded, p.gate_retries, p.skills_broken)}  "
             f"elapsed {_clock(now - self._started)}  left ~{_clock(per_tick * left)}"
@@ -104,7 +119,7 @@ class _ProgressLine:
             self._stream.write("\r" + line.ljust(self._drawn))
             self._drawn = len(line)
             self._open_line = True
-            if p.tick >= total:
+            if finished:
                 self.end()
         else:
             self._stream.write(line + "\n")
@@ -161,6 +176,19 @@ def _tick_count(text: str) -> int:
     return value
 
 
+def _at_tick(text: str) -> int:
+    """``--at``: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(
+            f"{text} is not a tick >= 0; give a checkpoint's tick, e.g. --at 4"
+        )
+    return value
+
+
 def _run_dir_for(config: Any, out: str | None) -> Path:
     if out:
         return Path(out)
@@ -176,13 +204,39 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from agentsim.sim.workspace import RunLock, RunWorkspace
 
     resume = args.resume is not None
-    if resume:
+    fork = None
+    if args.at is not None and args.fork is None:
+        raise ConfigError("--at", "needs --fork RUN", "add --fork RUN (the run to fork)")
+    if args.sets and args.fork is None:
+        raise ConfigError(
+            "--set", "only amends a fork", "use it with --fork RUN --at TICK, or edit the YAML"
+        )
+    if args.fork is not None:
+        from agentsim.sim.engine import ENGINE_STATE
+        from agentsim.sim.fork import fork_config, open_fork
+
+        if resume:
+            raise ConfigError("--fork", "cannot be combined with --resume", "give one of them")
+        if args.at is None:
+            raise ConfigError(
+                "--at", "--fork needs the tick to start from", "add --at TICK (a checkpoint's)"
+            )
+        fork = open_fork(Path(args.fork), args.at, engine_keys=ENGINE_STATE)
+        exp = Path(args.experiment) if args.experiment else None
+        config = fork_config(fork, experiment=exp, sets=args.sets)
+        run_dir = (
+            Path(args.out)
+            if args.out
+            else fork.parent.with_name(f"{fork.parent.name}-fork-{args.at}")
+        )
+        RunLock.check_free(run_dir)
+    elif resume:
         run_dir = Path(args.resume)
         # Read only: the engine takes the folder's lock when it starts writing.
         ws = RunWorkspace.open_existing(run_dir, lock=False)
         RunLock.check_free(run_dir)
         manifest = ws.read_manifest()
-        if manifest.get("status") == "completed":
+        if str(manifest.get("status")).startswith("completed"):
             raise ConfigError("--resume", f"run {run_dir} already completed; nothing to resume")
         base = Path(manifest.get("source_dir", "."))
         config = parse_experiment(
@@ -229,10 +283,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
         max_ticks=args.ticks,
         trace=args.trace,
         preflight=not args.no_preflight,
+        fork=fork,
         notice=functools.partial(_notice, progress),
     )
     try:
         summary = asyncio.run(engine.run(resume=resume))
+    except AgentsimError as exc:
+        if not engine.reason or str(exc) not in engine.reason:
+            raise
+        # The reason says where the run was when the error came (the manifest's words).
+        print(f"error: {engine.reason}", file=sys.stderr)
+        return exc.exit_code
     finally:
         signal.signal(signal.SIGINT, previous)
         if progress is not None:
@@ -247,6 +308,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     }
     if summary.reason:
         out["reason"] = summary.reason
+    if summary.problems:
+        out["problems"] = summary.problems
+    if summary.parent:
+        out["parent"] = summary.parent
     if args.json:
         print(json.dumps(out, indent=2))
     else:
@@ -263,8 +328,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
             "agent_degraded events (exit code 3)",
             file=sys.stderr,
         )
-        return 3
-    return 0
+    others = [p for p in summary.problems if "model.max_degraded_share" not in p]
+    for problem in others:
+        print(
+            f"error: {problem}; see `agentsim inspect {summary.run_dir}` (exit code 3)",
+            file=sys.stderr,
+        )
+    return 3 if summary.problems else 0
 
 
 def _print_summary(summary: Any) -> None:
@@ -273,15 +343,26 @@ def _print_summary(summary: Any) -> None:
     print(
         f"{summary.status}: {summary.run_dir}  ticks={summary.ticks} agents={summary.agents} "
         f"agent-steps={m.get('agent_steps', 0)} model-calls={m.get('model_calls', 0)} "
+        f"prompt-tokens={m.get('prompt_tokens', 0)} "
+        f"(cached {m.get('cached_prompt_tokens', 0)}) "
         f"(gate retries {m.get('gate_retries', 0)}) errors={m.get('errors', 0)}"
     )
     found = {k: n for k, n in m.get("problems", {}).items() if n}
     if found:
         print("  problems: " + ", ".join(f"{k} {n:,}" for k, n in found.items()))
+    if summary.parent:
+        p = summary.parent
+        print(f"  forked from: {p['run']} at tick {p['tick']}")
+    if summary.done:
+        print("  ran: " + "; ".join(summary.done))
+    if summary.problems:
+        print("  problems over their limits: " + "; ".join(summary.problems))
     if summary.reason:
         print(f"  stopped: {summary.reason}")
-    if summary.status in ("interrupted", "failed"):
-        print(f"resume with: agentsim run --resume {summary.run_dir}")
+    run = summary.run_dir
+    if summary.status in ("interrupted", "failed", "stopped"):
+        print(f"resume with: agentsim run --resume {run}")
+    print(f"next: agentsim inspect {run}  |  agentsim report {run}  |  agentsim view {run}")
 
 
 def _make_executor(config: Any) -> Any:
@@ -328,6 +409,24 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--ticks", type=_tick_count, metavar="N", help="stop after N ticks (N >= 1)")
     run.add_argument("--resume", metavar="RUN", help="continue a run from its last checkpoint")
     run.add_argument(
+        "--fork",
+        metavar="RUN",
+        help="start a new run from RUN's checkpoint at --at TICK: the ticks before it are "
+        "copied, the rest runs with EXPERIMENT.yaml (default: RUN's config) and --set",
+    )
+    run.add_argument(
+        "--at", type=_at_tick, metavar="TICK", help="the checkpoint tick --fork starts from"
+    )
+    run.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="amend the fork's config: a dotted path (workflow.3.intervene.args.text) and a "
+        "YAML value; repeat for more",
+    )
+    run.add_argument(
         "--no-preflight",
         action="store_true",
         help="skip the request that checks the model server (reachable, key accepted, model "
@@ -370,6 +469,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         code: int = args.func(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at the exit
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 141
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -380,6 +483,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("aborted", file=sys.stderr)
         return 130
     return code
+
+
+def _quiet_stdout() -> None:
+    """After the reader of our output went away (``| head``): send what is still buffered
+    to /dev/null, so that the interpreter's last flush raises no second BrokenPipeError."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":  # pragma: no cover

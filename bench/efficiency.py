@@ -249,6 +249,7 @@ def _measure(args: argparse.Namespace, tmp: Path, server: _Server, schedule: str
     return _report(args, summary, timeline, served, phases, samples, checkpoint_s, t0, t1) | {
         "schedule": schedule,
         "engine_cpu_s": round(cpu, 2),
+        "engine_cpu_ms_per_call": round(cpu / max(1, summary.metrics["model_calls"]) * 1000, 3),
         "server_cpu_s": round(srv_cpu, 2),
         "engine_cpu_share": round(cpu / (t1 - t0), 3),
         "server_cpu_share": round(srv_cpu / (t1 - t0), 3),

@@ -4,13 +4,17 @@
 
 Per-call microseconds, through ``await runner.run(...)`` with the runner as ``AgentHost``
 builds it (``check_every_call=False``, ``new_tick()`` per repeat), for: a sync entrypoint
-(inline: a worker thread per call), an async entrypoint (inline: a task per call), a plain
-script, thread isolation, and — fewer calls, they start a Python process each — process
-isolation and the subprocess tier; ``bare_us`` is the plain Python call for reference.
+(inline: a worker thread per call), an async entrypoint (inline: a task per call), thread
+isolation, and — fewer calls, they start a Python process each — a plain script (its own
+process in every isolation), process isolation and the subprocess tier; ``bare_us`` is the
+plain Python call for reference.
 ``agents_1000_*_calls_per_s``: 1,000 agents calling one entrypoint at once (``asyncio.gather``
 over tasks, as a host steps its agents). ``overrun_reported_after_s``: when a sync script
-that never returns comes back as timed out under a 0.2 s timeout. ``modules``: how many
-module objects the 1,000 agents share.
+that never returns comes back as timed out under a 0.2 s timeout;
+``hung_1000_calls_all_back_s``: when the last of 1,000 concurrent calls of such a script is
+back under a 0.5 s timeout (the quarantine abandons the calls still waiting), with
+``hung_1000_timeouts`` the calls that overran. ``modules``: how many module objects the
+1,000 agents share.
 """
 
 from __future__ import annotations
@@ -97,7 +101,7 @@ async def bench(repeats: int, calls: int) -> dict[str, object]:
         for label, call, n in (
             ("sync_inline_us", run("sync"), calls),
             ("async_inline_us", run("async_"), calls),
-            ("plain_us", run("plain"), calls),
+            ("plain_us", run("plain"), max(calls // 200, 3)),
             ("sync_thread_us", run("sync", isolation="thread"), calls),
             ("process_us", run("sync", isolation="process"), max(calls // 200, 3)),
             ("subprocess_us", run("sub"), max(calls // 200, 3)),
@@ -123,7 +127,16 @@ async def bench(repeats: int, calls: int) -> dict[str, object]:
         hung = await runner.run(paths["spin"], [str(stop)], ctx, timeout=0.2)
         out["overrun_reported_after_s"] = round(time.perf_counter() - t0, 3)
         out["overrun_timed_out"] = hung.timed_out
-        stop.touch()  # lets the abandoned thread end
+        agents_runner = ScriptRunner(check_every_call=False)
+        t0 = time.perf_counter()
+        async with asyncio.TaskGroup() as tg:
+            hung_calls = [
+                tg.create_task(agents_runner.run(paths["spin"], [str(stop)], a, timeout=0.5))
+                for a in agents
+            ]
+        out["hung_1000_calls_all_back_s"] = round(time.perf_counter() - t0, 3)
+        out["hung_1000_timeouts"] = sum(t.result().timed_out for t in hung_calls)
+        stop.touch()  # lets the abandoned threads end
     return out
 
 

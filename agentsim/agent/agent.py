@@ -217,6 +217,7 @@ class Agent:
             return st.out
         self.step_count += 1
         if self.skills.has_hooks("pre_step"):
+            self.write_memory()
             self.write_agent_json(inp)
         pre = await self.skills.run_hooks(
             "pre_step", tick=inp.tick, time=inp.time, step_count=self.step_count
@@ -243,6 +244,7 @@ class Agent:
                     post: list[HookOutcome] = []
                     break
                 if self.skills.has_hooks("post_step"):
+                    self.write_memory()
                     self.write_agent_json(inp)
                 post = await self.skills.run_hooks(
                     "post_step", tick=inp.tick, time=inp.time, step_count=self.step_count
@@ -279,6 +281,8 @@ class Agent:
             "prompt_tokens": st.out.usage.prompt_tokens,
             "completion_tokens": st.out.usage.completion_tokens,
         }
+        if st.out.usage.cached_prompt_tokens:
+            trace["usage"]["cached_prompt_tokens"] = st.out.usage.cached_prompt_tokens
         trace["elapsed_ms"] = round((_time.perf_counter() - t0) * 1000, 3)
         if settings.trace != "off":
             self._pending_trace.append(json.dumps(trace, ensure_ascii=False, default=str))
@@ -333,6 +337,7 @@ class Agent:
     def _hook_problems(self, st: StepScratch, outcomes: Sequence[HookOutcome]) -> None:
         """A failed hook is an event (counted as a problem); so is the overrun that got
         its script quarantined."""
+        st.out.hook_calls += len(outcomes)
         for h in outcomes:
             if h.log:
                 st.logs.append({"skill": h.skill_id, "hook": h.hook, "log": h.log})
@@ -516,6 +521,7 @@ class Agent:
                 st, {"module": desc.namespace[4:], "action": desc.manifest.name, "args": payload}
             )
         script = args.get("script")
+        self.write_memory()
         self.write_agent_json(st.inp)
         res = await self.skills.call_script(
             desc.skill_id,
@@ -533,7 +539,15 @@ class Agent:
                     "log": res.log,
                 }
             )
-        self._emit(st, "script_called", skill=desc.skill_id, ok=res.ok, exit_code=res.exit_code)
+        self._emit(
+            st,
+            "script_called",
+            skill=desc.skill_id,
+            ok=res.ok,
+            exit_code=res.exit_code,
+            tier=res.tier,
+            isolation=res.isolation,
+        )
         self._measured(st, desc.skill_id, res.measures)
         if res.quarantined and res.timed_out:  # the overrun that caused it, not a refusal
             self._emit(
@@ -598,6 +612,14 @@ class Agent:
         """Add to memory from outside a step (messages delivered, interventions)."""
         self.memory.add(tick=tick, time=time, kind=kind, text=text)
 
+    def write_memory(self) -> None:
+        """Append the buffered memory lines to ``memory.jsonl`` now: a hook or script about
+        to run reads the agent's current memory, whatever ``output.flush_every`` says. Only
+        agents that run one pay the write, and only when lines are waiting."""
+        mem = self.memory.drain()
+        if mem:
+            append_lines(self.workspace / "memory.jsonl", mem)
+
     def flush(self, *, force: bool = False) -> list[str]:
         """Append buffered memory lines to ``memory.jsonl`` (skills read that file), and
         return the agent's rows for its host's store (``agentsim.store.layout``): trace
@@ -605,9 +627,7 @@ class Agent:
 
         The skills record is written when the active set changed, or, with ``force``
         (checkpoints, the end of a run), when the step count moved since the last one."""
-        mem = self.memory.drain()
-        if mem:
-            append_lines(self.workspace / "memory.jsonl", mem)
+        self.write_memory()
         aid = self.agent_id
         rows = [row(aid, "trace", line) for line in self._pending_trace]
         self._pending_trace = []
@@ -636,7 +656,14 @@ class Agent:
         self.memory.set_state(state["memory"])
         await self.skills.set_state(state["skills"])
         self._post_hooks = tuple(
-            HookOutcome(skill_id=h["skill"], hook=h["hook"], ok=h["ok"], text=h["text"])
+            HookOutcome(
+                skill_id=h["skill"],
+                hook=h["hook"],
+                ok=h["ok"],
+                text=h["text"],
+                tier=h.get("tier", ""),
+                isolation=h.get("isolation", ""),
+            )
             for h in state.get("post_hooks", [])
         )
         self._last_system_sha = str(state.get("last_system_sha", ""))

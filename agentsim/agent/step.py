@@ -66,6 +66,7 @@ class StepOutcome:
     usage: Usage = field(default_factory=Usage)
     model_calls: int = 0
     script_calls: int = 0
+    hook_calls: int = 0
     degraded: bool = False
     skipped: bool = False
     action: str = ""

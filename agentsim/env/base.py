@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentsim.env.clock import SimClock
 from agentsim.errors import ConfigError, EnvError
@@ -35,7 +35,9 @@ __all__ = [
     "EnvModule",
     "EnvView",
     "Intent",
+    "InterventionArgs",
     "ViewLayout",
+    "parse_intervention_args",
     "parse_options",
     "profile_extras",
     "sorted_intents",
@@ -288,6 +290,43 @@ def parse_options(model: type[_Model], options: Mapping[str, Any], *, path: str)
         raise ConfigError(where, problem, fix) from None
 
 
+class InterventionArgs(BaseModel):
+    """The base of the model that declares one intervention's arguments (see
+    ``EnvModule.INTERVENTION_ARGS``): unknown arguments fail, values are not coerced (a
+    text is a text, ``2`` is not ``"2"``) and numbers are finite."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+def parse_intervention_args(model: type[_Model], args: Mapping[str, Any], *, field: str) -> _Model:
+    """``args`` validated by ``model``; a problem is a ``ConfigError`` at ``field.<argument>``
+    (``workflow.3.intervene.args.text``) listing the known arguments."""
+    known = ", ".join(sorted(model.model_fields)) or "none: pass {}"
+    if not isinstance(args, Mapping):
+        raise ConfigError(
+            field,
+            f"arguments must be a mapping of name -> value, got {type(args).__name__}",
+            f"write args: {{...}} with: {known}",
+        )
+    try:
+        return model.model_validate(dict(args))
+    except ValidationError as exc:
+        # A misspelt argument is also a missing one: name the spelling, the cause.
+        err = min(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+        loc = ".".join(str(part) for part in err["loc"])
+        where = ".".join(part for part in (field, loc) if part)
+        if err["type"] == "extra_forbidden":
+            problem = f"unknown argument {loc!r} (known: {known})"
+            fix = "remove it or fix its spelling"
+        elif err["type"] == "missing":
+            problem = f"argument {loc!r} is required (known: {known})"
+            fix = "add it"
+        else:
+            problem = f"argument {loc!r}: {err['msg'].lower()}, got {err.get('input')!r}"
+            fix = f"fix the value (known arguments: {known})"
+        raise ConfigError(where, problem, fix) from None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ViewLayout:
     """How ``agentsim view`` draws a module (docs/inspection.md, "Viewer").
@@ -318,6 +357,10 @@ class EnvModule:
     name: ClassVar[str] = "base"
     INTERVENTIONS: ClassVar[tuple[str, ...]] = ()
     """The actions a workflow's ``intervene`` step may name; checked when the config loads."""
+    INTERVENTION_ARGS: ClassVar[Mapping[str, type[InterventionArgs]]] = {}
+    """The arguments of each intervention (action -> an ``InterventionArgs`` model), checked
+    when the experiment loads. An action left out accepts any arguments, which
+    ``intervene`` then checks when the step runs."""
     EVENTS: ClassVar[tuple[EventType, ...]] = ()
     """The module's own event types (those not in ``agentsim.events``), for the log check."""
 
@@ -371,6 +414,39 @@ class EnvModule:
     def _check_intervention(self, action: str) -> None:
         if action not in self.INTERVENTIONS:
             raise EnvError(unknown_intervention(self.name, action, self.INTERVENTIONS))
+
+    @classmethod
+    def parse_intervention(
+        cls, action: str, args: Mapping[str, Any], *, field: str = ""
+    ) -> InterventionArgs | None:
+        """``args`` of ``action`` validated by its model in ``INTERVENTION_ARGS`` (None when
+        the action declares none). ``field`` is where the arguments sit in the experiment
+        (``workflow.3.intervene.args``); errors are ``ConfigError`` naming the argument."""
+        model = cls.INTERVENTION_ARGS.get(action)
+        if model is None:
+            return None
+        return parse_intervention_args(model, args, field=field)
+
+    def check_intervention(self, action: str, args: Mapping[str, Any], *, field: str) -> None:
+        """Check a workflow's intervention before the run starts (after ``setup``): the
+        action exists and its arguments fit its model. Override it to check the ids the
+        arguments name against the module's state (a place, an agent) and call this first.
+        ``field`` is the step (``workflow.3.intervene``); errors are ``ConfigError``."""
+        if action not in self.INTERVENTIONS:
+            problem, _, fix = unknown_intervention(self.name, action, self.INTERVENTIONS).partition(
+                "; "
+            )
+            raise ConfigError(f"{field}.action", problem, fix)
+        self.parse_intervention(action, args, field=f"{field}.args")
+
+    def _intervention_args(self, action: str, args: Mapping[str, Any]) -> Any:
+        """``args`` parsed by ``action``'s model when the step runs: a problem there (a
+        workflow built in Python, never loaded) is an ``EnvError`` naming the action."""
+        self._check_intervention(action)
+        try:
+            return self.parse_intervention(action, args, field="args")
+        except ConfigError as exc:
+            raise EnvError(f"{self.name}.{action}: {exc.problem}; {exc.fix}") from None
 
     def _by_id(self, agents: Sequence[AgentInfo]) -> list[AgentInfo]:
         """``setup``'s agents sorted by id (the order seeds are drawn in); an id given twice

@@ -8,6 +8,7 @@ the agent in transit; it is at its destination in the view of tick ``t + k``.
 from __future__ import annotations
 
 import copy
+import difflib
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -28,15 +29,16 @@ from agentsim.env.base import (
     EnvModule,
     EnvView,
     Intent,
+    InterventionArgs,
     ViewLayout,
     parse_options,
     sorted_intents,
 )
 from agentsim.env.clock import WEEKDAYS, SimClock
 from agentsim.env.places import Place, generate_town, load_places, travel_minutes
-from agentsim.errors import EnvError
+from agentsim.errors import ConfigError, EnvError
 
-__all__ = ["CityModule", "CityOptions", "CityView", "Place", "travel_minutes"]
+__all__ = ["CityModule", "CityOptions", "CityView", "Place", "PlaceArgs", "travel_minutes"]
 
 
 # Where an agent works or studies, from words in its occupation / template / group.
@@ -306,11 +308,21 @@ def _workplace_category(info: AgentInfo) -> str | None:
     return "office"
 
 
+class PlaceArgs(InterventionArgs):
+    """The arguments of ``close_place`` and ``open_place``."""
+
+    place: str = Field(min_length=1, max_length=200)
+
+
 class CityModule(EnvModule):
     """Places, positions and walks. See the module docstring for the timing rules."""
 
     name: ClassVar[str] = "city"
     INTERVENTIONS: ClassVar[tuple[str, ...]] = ("close_place", "open_place")
+    INTERVENTION_ARGS: ClassVar[Mapping[str, type[InterventionArgs]]] = {
+        "close_place": PlaceArgs,
+        "open_place": PlaceArgs,
+    }
 
     def __init__(
         self,
@@ -450,17 +462,31 @@ class CityModule(EnvModule):
             return "full"
         return ""
 
+    def check_intervention(self, action: str, args: Mapping[str, Any], *, field: str) -> None:
+        super().check_intervention(action, args, field=field)
+        place_id = str(args["place"])
+        if place_id not in self.places:
+            raise ConfigError(f"{field}.args.place", *self._no_place(place_id))
+
+    def _no_place(self, place_id: str) -> tuple[str, str]:
+        """(problem, fix) for a place id the module does not have."""
+        ids = sorted(self.places)
+        close = difflib.get_close_matches(place_id, ids, n=3)
+        shown = ", ".join(close or ids[:5]) + ("" if close or len(ids) <= 5 else ", ...")
+        what = "close matches" if close else f"{len(ids)} places, e.g."
+        return (
+            f"there is no place {place_id!r} ({what}: {shown})",
+            "use one of the ids in the places table",
+        )
+
     def intervene(
         self, action: str, args: Mapping[str, Any], clock: SimClock
     ) -> list[dict[str, Any]]:
-        self._check_intervention(action)
-        place_id = ArgReader(f"city.{action}", args, ("place",)).text("place", max_len=200)
-        place = self.places.get(place_id or "")
+        place_id = self._intervention_args(action, args).place
+        place = self.places.get(place_id)
         if place is None:
-            raise EnvError(
-                f"city.{action}: there is no place {place_id!r}; use one of the ids in the "
-                "places table (e.g. park-1)"
-            )
+            problem, fix = self._no_place(place_id)
+            raise EnvError(f"city.{action}: {problem}; {fix}")
         if action == "open_place":
             if place.id not in self._closed:
                 raise EnvError(f"city.open_place: {place.id!r} is not closed; nothing to open")

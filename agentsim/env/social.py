@@ -9,6 +9,7 @@ that a view stays small with 10,000 agents.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from agentsim.env.base import (
     EnvModule,
     EnvView,
     Intent,
+    InterventionArgs,
     ViewLayout,
     parse_options,
     sorted_intents,
@@ -33,7 +35,16 @@ from agentsim.env.base import (
 from agentsim.env.clock import SimClock
 from agentsim.errors import ConfigError, EnvError
 
-__all__ = ["SYSTEM", "Message", "Post", "SocialModule", "SocialOptions", "SocialView"]
+__all__ = [
+    "SYSTEM",
+    "BroadcastArgs",
+    "Message",
+    "Post",
+    "SetOpinionArgs",
+    "SocialModule",
+    "SocialOptions",
+    "SocialView",
+]
 
 SYSTEM = "system"
 """Author of broadcasts; everyone sees its posts."""
@@ -271,11 +282,29 @@ def _initial_opinion(info: AgentInfo, rng_value: float) -> float:
     return float(value)
 
 
+class BroadcastArgs(InterventionArgs):
+    """The arguments of ``broadcast``: a post every agent's feed shows."""
+
+    text: str = Field(min_length=1, max_length=280, pattern=r"\S")
+    stance: float | None = Field(default=None, ge=-1, le=1)
+
+
+class SetOpinionArgs(InterventionArgs):
+    """The arguments of ``set_opinion``: one agent's opinion, from -1 to +1."""
+
+    agent: str = Field(min_length=1, max_length=200)
+    value: float = Field(ge=-1, le=1)
+
+
 class SocialModule(EnvModule):
     """Follow graph, posts, messages and opinions. See the module docstring for timing."""
 
     name: ClassVar[str] = "social"
     INTERVENTIONS: ClassVar[tuple[str, ...]] = ("broadcast", "set_opinion")
+    INTERVENTION_ARGS: ClassVar[Mapping[str, type[InterventionArgs]]] = {
+        "broadcast": BroadcastArgs,
+        "set_opinion": SetOpinionArgs,
+    }
 
     def __init__(
         self,
@@ -464,14 +493,23 @@ class SocialModule(EnvModule):
         self._graph = None
         return [{"type": action, "agent_id": agent, "target": other}]
 
+    def check_intervention(self, action: str, args: Mapping[str, Any], *, field: str) -> None:
+        super().check_intervention(action, args, field=field)
+        if action == "set_opinion" and args["agent"] not in self._opinions:
+            raise ConfigError(f"{field}.args.agent", *self._no_agent(str(args["agent"])))
+
+    def _no_agent(self, agent: str) -> tuple[str, str]:
+        """(problem, fix) for an agent id the network does not have."""
+        close = difflib.get_close_matches(agent, sorted(self._opinions), n=3)
+        hint = f" (close matches: {', '.join(close)})" if close else ""
+        return f"there is no agent {agent!r}{hint}", "name an agent of the run"
+
     def intervene(
         self, action: str, args: Mapping[str, Any], clock: SimClock
     ) -> list[dict[str, Any]]:
-        self._check_intervention(action)
-        if action == "broadcast":
-            reader = ArgReader("social.broadcast", args, ("text", "stance"))
-            text = reader.text("text") or ""
-            stance = reader.number("stance", lo=-1, hi=1, required=False)
+        parsed = self._intervention_args(action, args)
+        if isinstance(parsed, BroadcastArgs):
+            text, stance = parsed.text, parsed.stance
             post = self._add_post(SYSTEM, text, stance, clock.tick)
             event = {
                 "type": "post",
@@ -483,13 +521,10 @@ class SocialModule(EnvModule):
             }
             return [event, *self._influence(SYSTEM, post, {})]
         # set_opinion, the other intervention
-        reader = ArgReader("social.set_opinion", args, ("agent", "value"))
-        agent = reader.text("agent", max_len=200) or ""
+        agent, value = parsed.agent, parsed.value
         if agent not in self._opinions:
-            raise EnvError(
-                f"social.set_opinion: there is no agent {agent!r}; name an agent of the run"
-            )
-        value = reader.number("value", lo=-1, hi=1) or 0.0
+            problem, fix = self._no_agent(agent)
+            raise EnvError(f"social.set_opinion: {problem}; {fix}")
         return [self._set_opinion(agent, value, cause="intervention")]
 
     def tick_events(self, clock: SimClock) -> list[dict[str, Any]]:

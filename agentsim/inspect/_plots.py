@@ -35,6 +35,7 @@ _ROW, _TOP_IN, _BOTTOM_IN = 2.6, 0.5, 0.8  # inches per row, above the rows, bel
 _LINE_IN = 0.17  # inches per line of a legend at 8 points
 _MARK_COLOR = "tab:red"  # the vertical lines of interventions and surveys
 _RELOAD_COLOR = "tab:purple"  # and of hot reloads, dotted
+_FORK_COLOR = "tab:green"  # and of the tick a fork left its parent, dash-dotted
 _GROUP_ROWS = 4  # groups drawn as heat maps of their own; summary.md has every group
 _MEASURE_ROWS = 6  # measures drawn, one row each
 _MARKS_LISTED = 6  # legend entries for them; summary.md lists every one
@@ -104,9 +105,17 @@ def _mark(axes: Sequence[Any], markers: Sequence[Marker]) -> list[Any]:
     above = blended_transform_factory(top.transData, top.transAxes)
     for number, (tick, ms) in enumerate(sorted(by_tick.items()), start=1):
         # A tick with only hot reloads is dotted purple; one with any workflow step, red.
-        reload = all(m.kind == "reload" for m in ms)
-        color = _RELOAD_COLOR if reload else _MARK_COLOR
-        style: Literal[":", "--"] = ":" if reload else "--"
+        kinds = {m.kind for m in ms}
+        color = (
+            _FORK_COLOR
+            if "fork" in kinds
+            else _RELOAD_COLOR
+            if kinds == {"reload"}
+            else _MARK_COLOR
+        )
+        style: Literal[":", "--", "-."] = (
+            "-." if "fork" in kinds else ":" if kinds == {"reload"} else "--"
+        )
         for ax in axes:
             ax.axvline(tick - 0.5, color=color, linestyle=style, linewidth=1.2, zorder=3)
         top.text(
@@ -260,7 +269,8 @@ def skills_plot(
 
 
 def tokens_plot(s: Series, markers: Sequence[Marker], path: Path) -> Path:
-    """Prompt and completion tokens differ by orders of magnitude: one row each."""
+    """Prompt and completion tokens differ by orders of magnitude: one row each; the prompt
+    tokens the server's cache served share the prompt row."""
     rows = (
         ("prompt_tokens", "prompt tokens per tick"),
         ("completion_tokens", "completion tokens\nper tick"),
@@ -269,6 +279,8 @@ def tokens_plot(s: Series, markers: Sequence[Marker], path: Path) -> Path:
     frame = _frame("model use per tick", rows=len(rows))
     for ax, (name, ylabel) in zip(frame.axes, rows, strict=True):
         ax.plot(s.ticks, s.columns[name], marker=_marker(len(s.ticks)), color="tab:blue")
+        if name == "prompt_tokens" and any(s.columns["cached_prompt_tokens"]):
+            ax.plot(s.ticks, s.columns["cached_prompt_tokens"], color="tab:green", label="cached")
         ax.set_ylabel(ylabel, fontsize=9)
         ax.set_ylim(bottom=0)
         _counts(ax)

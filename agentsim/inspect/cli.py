@@ -52,6 +52,13 @@ def _overview_text(d: dict[str, Any], out: TextIO) -> None:
     if state == "dead":
         state = f"dead (manifest says running, but process {d['pid']} is gone)"
     w(f"  state        {state}  started {d['started'] or '-'}  ended {d['ended'] or '-'}\n")
+    if d["reason"]:
+        w(f"  reason       {d['reason']}\n")
+    for problem in d["problems"]:
+        w(f"  over limit   {problem}\n")
+    for p in d["lineage"]:
+        gone = " (folder missing)" if p.get("missing") else ""
+        w(f"  forked from  {p['run']} at tick {p['tick']}{gone}\n")
     total = d["ticks_total"] if d["ticks_total"] is not None else "?"
     w(f"  ticks        {d['ticks_done']}/{total}  last {d['last_time'] or '-'}\n")
     rate = d["agent_steps_per_s"]
@@ -61,7 +68,8 @@ def _overview_text(d: dict[str, Any], out: TextIO) -> None:
     cost = "-" if d["cost"] is None else f"{d['cost']:.4f}"
     w(
         f"  model        {d['model_calls']:,} calls  {d['tokens']:,} tokens "
-        f"({d['prompt_tokens']:,} prompt + {d['completion_tokens']:,} completion)  cost {cost}\n"
+        f"({d['prompt_tokens']:,} prompt, {d['cached_prompt_tokens']:,} of them cached, "
+        f"+ {d['completion_tokens']:,} completion)  cost {cost}\n"
     )
     for name, m in d["models"].items():
         mcost = "-" if m["cost"] is None else f"{m['cost']:.4f}"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ TICK_METRICS = (
     "model_calls",
     "prompt_tokens",
     "completion_tokens",
+    "cached_prompt_tokens",
     "degraded",
     "errors",
     "skipped",
@@ -72,7 +73,7 @@ class Marker:
 
     tick: int
     time: str
-    kind: str  # intervention, survey, interview or reload
+    kind: str  # intervention, survey, interview, reload or fork
     label: str  # short, for the plots: "city.close_place", "survey midday (10 answers)"
     detail: str  # for summary.md: the arguments or the message
 
@@ -93,7 +94,7 @@ class ReportData:
     - ``activity``: steps, actions (agent_action events), skipped, errors, degraded
     - ``skills``: activations per skill id chosen by the agents during the run;
       ``default_activations``: the default skills activated at agent setup (tick 0), per id
-    - ``tokens``: prompt_tokens, completion_tokens, model_calls
+    - ``tokens``: prompt_tokens, cached_prompt_tokens, completion_tokens, model_calls
     - ``markers``: the interventions, surveys and hot reloads, in log order
     - ``city``: agents per place id, plus ``in_transit``
     - ``opinions``: agents per opinion bin (``[-1.0,-0.8)`` ...), ``opinion_stats``: mean,
@@ -238,6 +239,22 @@ def _reload(ev: Mapping[str, Any], tick: int) -> Marker:
     )
 
 
+def _fork_marker(manifest: Mapping[str, Any], times: Mapping[int, str]) -> Marker | None:
+    """Where a fork left its parent (``manifest.parent``): the ticks before it are the
+    parent's, the ticks from it on the fork's own."""
+    parent = manifest.get("parent")
+    if not isinstance(parent, Mapping) or not isinstance(parent.get("tick"), int):
+        return None
+    tick = parent["tick"]
+    return Marker(
+        tick=tick,
+        time=times.get(tick, ""),
+        kind="fork",
+        label=f"forked from {parent.get('run_id') or parent.get('run')}",
+        detail=f"ticks before {tick} are the parent's ({parent.get('run')})",
+    )
+
+
 def _survey(key: tuple[int, str, str], time: str, answers: int) -> Marker:
     tick, kind, name = key
     count = f"{answers} answer{'' if answers == 1 else 's'}"
@@ -278,7 +295,12 @@ def _report_data(acc: _Acc) -> ReportData:
         }
     )
     skills = series({s: [c[t] for t in ticks] for s, c in sorted(acc.skills.items())})
-    tokens = series({k: metrics[k] for k in ("prompt_tokens", "completion_tokens", "model_calls")})
+    tokens = series(
+        {
+            k: metrics[k]
+            for k in ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "model_calls")
+        }
+    )
     city = None
     if acc.city:
         places = sorted({p for ev in acc.city.values() for p in (ev.get("occupancy") or {})})
@@ -395,7 +417,8 @@ def _summary_md(ov: RunOverview, images: Mapping[str, Path], data: ReportData) -
         ("model calls", _fmt(ov.model_calls)),
         (
             "tokens",
-            f"{ov.tokens:,} ({ov.prompt_tokens:,} prompt, {ov.completion_tokens:,} completion)",
+            f"{ov.tokens:,} ({ov.prompt_tokens:,} prompt, {ov.cached_prompt_tokens:,} of them "
+            f"cached; {ov.completion_tokens:,} completion)",
         ),
         ("cost", _fmt(ov.cost) if ov.cost is not None else "- (no prices configured)"),
         *(
@@ -492,6 +515,9 @@ def write_report(run: Run | str | Path, *, out_dir: Path | None = None) -> Repor
     acc = _Acc()
     overview = summarize(r, each_event=acc.add)  # one read of the log for both
     data = _report_data(acc)
+    fork = _fork_marker(r.manifest(), acc.times)
+    if fork is not None:
+        data = replace(data, markers=tuple(sorted((*data.markers, fork), key=lambda m: m.tick)))
     folder = out_dir if out_dir is not None else r.path / "report"
     folder.mkdir(parents=True, exist_ok=True)
     marks = data.markers

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EVENT_COLUMNS", "Run", "RunState", "events_table", "iter_jsonl", "open_run"]
 
-_FINAL = ("completed", "failed", "interrupted", "stopped")
+_FINAL = ("completed", "completed with problems", "failed", "interrupted", "stopped")
 
 
 def _pid_alive(pid: object) -> bool | None:
@@ -70,6 +70,9 @@ class RunState:
     alive: bool | None
     started: str | None
     ended: str | None
+    reason: str | None = None  # why it stopped (``manifest.json``'s ``reason``)
+    problems: tuple[str, ...] = ()  # failure shares over their limits
+    parent: Mapping[str, Any] | None = None  # a fork's parent run and tick
 
     @classmethod
     def from_manifest(cls, manifest: Mapping[str, Any]) -> RunState:
@@ -77,6 +80,11 @@ class RunState:
         status = str(manifest.get("status") or "unknown")
         pid = manifest.get("pid") if isinstance(manifest.get("pid"), int) else None
         alive = _pid_alive(pid) if status == "running" else None
+        reason, problems, parent = (
+            manifest.get("reason"),
+            manifest.get("problems"),
+            manifest.get("parent"),
+        )
         return cls(
             status=status,
             state="dead" if status == "running" and alive is False else status,
@@ -84,6 +92,9 @@ class RunState:
             alive=alive,
             started=manifest.get("started"),
             ended=manifest.get("ended"),
+            reason=str(reason) if reason else None,
+            problems=tuple(str(p) for p in problems) if isinstance(problems, list) else (),
+            parent=dict(parent) if isinstance(parent, dict) else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -94,6 +105,9 @@ class RunState:
             "alive": self.alive,
             "started": self.started,
             "ended": self.ended,
+            "reason": self.reason,
+            "problems": list(self.problems),
+            "parent": dict(self.parent) if self.parent is not None else None,
         }
 
 
@@ -153,6 +167,26 @@ class Run:
 
     def state(self) -> RunState:
         return RunState.from_manifest(self.manifest())
+
+    def lineage(self) -> list[dict[str, Any]]:
+        """The runs this one was forked from, nearest first: ``{"run", "run_id", "tick"}``
+        each (a parent folder that is gone ends the list, marked ``"missing": True``)."""
+        chain: list[dict[str, Any]] = []
+        seen = {self.path.resolve()}
+        parent = self.manifest().get("parent")
+        while isinstance(parent, dict) and isinstance(parent.get("run"), str):
+            path = Path(parent["run"])
+            entry = {"run": str(path), "run_id": parent.get("run_id"), "tick": parent.get("tick")}
+            chain.append(entry)
+            if path.resolve() in seen or not (path / "manifest.json").is_file():
+                entry["missing"] = path.resolve() not in seen
+                break
+            seen.add(path.resolve())
+            try:
+                parent = read_json(path / "manifest.json", what="run manifest").get("parent")
+            except RunError:
+                break
+        return chain
 
     def checkpoints(self) -> list[tuple[int, Path]]:
         """``(tick, folder)`` of the complete checkpoints, oldest first."""

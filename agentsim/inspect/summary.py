@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentsim.inspect.run import Run
+from agentsim.llm.stats import Prices
 from agentsim.sim.problems import gate_retries, problem_of
 
 __all__ = ["EventCounts", "RunOverview", "SkillUse", "error_kind", "summarize", "summarize_events"]
@@ -25,6 +26,7 @@ _TICK_SUMS = (
     "script_calls",
     "prompt_tokens",
     "completion_tokens",
+    "cached_prompt_tokens",
     "errors",
     "degraded",
     "skipped",
@@ -97,6 +99,7 @@ class RunOverview:
     script_calls: int
     prompt_tokens: int
     completion_tokens: int
+    cached_prompt_tokens: int  # part of prompt_tokens: what the server's prefix cache served
     cost: float | None  # None when the experiment configures no prices
     skipped: int
     errors: Mapping[str, int]
@@ -107,6 +110,7 @@ class RunOverview:
     skills_hidden: Mapping[str, str]  # skill id -> why this run's catalogs leave it out
     hot_reloads: tuple[Mapping[str, Any], ...]
     checkpoints: tuple[int, ...]
+    lineage: tuple[Mapping[str, Any], ...] = ()  # the runs it was forked from, nearest first
     # From run_start: ``namespace@folder`` -> why it was refused; id -> the id that wins
     # its bare name. From skill_broken events: tick, skill, file, line, message.
     skills_refused: Mapping[str, str] = field(default_factory=dict)
@@ -136,6 +140,7 @@ class RunOverview:
             "script_calls": self.script_calls,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
             "tokens": self.tokens,
             "cost": self.cost,
             "models": {k: dict(v) for k, v in self.models.items()},
@@ -152,6 +157,7 @@ class RunOverview:
             "skills_broken": [dict(b) for b in self.skills_broken],
             "hot_reloads": [dict(r) for r in self.hot_reloads],
             "checkpoints": list(self.checkpoints),
+            "lineage": [dict(p) for p in self.lineage],
         }
 
 
@@ -275,27 +281,39 @@ def _by_model(config: Mapping[str, Any], metrics: Mapping[str, Any]) -> dict[str
             continue
         cfg = config if name == "default" else {"model": (named or {}).get(name)}
         p, c = int(part.get("prompt_tokens", 0)), int(part.get("completion_tokens", 0))
+        cached = int(part.get("cached_prompt_tokens", 0))
         out[name] = {
             "calls": int(part.get("calls", 0)),
             "errors": int(part.get("errors", 0)),
             "prompt_tokens": p,
             "completion_tokens": c,
-            "cost": _cost(cfg, p, c),
+            "cost": _cost(
+                cfg, {"prompt_tokens": p, "completion_tokens": c, "cached_prompt_tokens": cached}
+            ),
         }
     return out
 
 
-def _cost(config: Mapping[str, Any], prompt: int, completion: int) -> float | None:
+def _cost(config: Mapping[str, Any], sums: Mapping[str, int]) -> float | None:
     model = config.get("model")
     prices = model.get("prices") if isinstance(model, dict) else None
     if not isinstance(prices, dict):
         return None
     try:
-        per_p = float(prices["prompt_per_1k"])
-        per_c = float(prices["completion_per_1k"])
+        cached = prices.get("cached_prompt_per_1k")
+        price = Prices(
+            prompt_per_1k=float(prices["prompt_per_1k"]),
+            completion_per_1k=float(prices["completion_per_1k"]),
+            cached_prompt_per_1k=None if cached is None else float(cached),
+        )
     except (KeyError, TypeError, ValueError):
         return None
-    return round(prompt / 1000 * per_p + completion / 1000 * per_c, 6)
+    cost = price.cost_of(
+        prompt=sums["prompt_tokens"],
+        completion=sums["completion_tokens"],
+        cached_prompt=sums["cached_prompt_tokens"],
+    )
+    return round(cost, 6)
 
 
 def _passing(
@@ -327,7 +345,7 @@ def summarize(
     agents = counts.agents
     seed = manifest.get("seed")
     models = _by_model(config, metrics)
-    cost = _cost(config, sums["prompt_tokens"], sums["completion_tokens"])
+    cost = _cost(config, sums)
     if models:  # each model's tokens at its own prices
         costs = [m["cost"] for m in models.values()]
         cost = None if None in costs else round(sum(costs), 6)
@@ -347,6 +365,7 @@ def summarize(
         script_calls=sums["script_calls"],
         prompt_tokens=sums["prompt_tokens"],
         completion_tokens=sums["completion_tokens"],
+        cached_prompt_tokens=sums["cached_prompt_tokens"],
         cost=cost,
         models=models,
         skipped=sums["skipped"],
@@ -361,4 +380,5 @@ def summarize(
         skills_broken=counts.skills_broken,
         hot_reloads=counts.hot_reloads,
         checkpoints=tuple(t for t, _ in run.checkpoints()),
+        lineage=tuple(run.lineage()),
     )

@@ -1,117 +1,96 @@
-"""The ``httpx.AsyncClient``s of one model: a set per event loop, requests spread over them.
+"""The ``aiohttp.ClientSession`` of one model in each event loop that calls it.
 
-A client's connections belong to the event loop that opened them, so each loop that calls
-the model gets its own clients. And each loop gets several small clients rather than one:
-the connection pool under an httpx client (httpcore 1.0) walks all its connections several
-times per request, probing each idle one with ``poll()``, with a step that is quadratic in
-the idle ones. With many connections in one pool that bookkeeping costs more CPU than the
-requests. Measured with bench/llm.py's load (256 requests in flight, 50 ms server): one
-client per 16 connections spent 1.5 ms of CPU per call, one per 4 connections 0.73 ms;
-one client for all 64 requests in flight at 0.25 s latency reached 46 calls/s of an ideal
-256. So requests go to the least busy of ``ceil(concurrency / 4)`` clients.
+A session's connections belong to the event loop that opened them, so each loop that calls
+the model gets its own session, opened lazily. Why aiohttp and not httpx: the client's CPU
+per call decides how many calls one core can drive, and bench/cpu_per_call.py measures,
+side by side against the same server (64 requests in flight, ~2,000-token prompts), about
+0.7 ms per call through one aiohttp session against 1.4 ms through httpx (its connection
+pool probes every idle connection on each request, through several layers). See
+docs/performance.md for the figures.
+
+What users expect of an HTTP client is kept: proxies from the environment (``HTTP_PROXY``,
+``HTTPS_PROXY``, ``NO_PROXY``, and ``~/.netrc`` proxy credentials), TLS verified against
+certifi's bundle or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``, keep-alive connections, and one
+deadline per request.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import math
+import os
 import ssl
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
-import httpx
+import aiohttp
+import certifi
 
-__all__ = ["HTTPClients"]
-
-CONNECTIONS_PER_CLIENT = 4
+__all__ = ["HTTPClients", "tls_context"]
 
 
-class _LoopClients:
-    """The clients of one event loop, with the requests in flight on each."""
-
-    def __init__(self, clients: list[httpx.AsyncClient]) -> None:
-        self.clients = clients
-        self.busy = [0] * len(clients)
-
-    @contextlib.contextmanager
-    def pick(self) -> Iterator[httpx.AsyncClient]:
-        i = min(range(len(self.busy)), key=self.busy.__getitem__)
-        self.busy[i] += 1
-        try:
-            yield self.clients[i]
-        finally:
-            self.busy[i] -= 1
-
-    @property
-    def closed(self) -> bool:
-        return any(c.is_closed for c in self.clients)
-
-    async def aclose(self) -> None:
-        for client in self.clients:
-            await client.aclose()
+def tls_context() -> ssl.SSLContext:
+    """Verify servers against ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set, else certifi's
+    bundle (what pip, requests and httpx do)."""
+    cafile = os.environ.get("SSL_CERT_FILE") or None
+    capath = os.environ.get("SSL_CERT_DIR") or None
+    if cafile is None and capath is None:
+        cafile = certifi.where()
+    return ssl.create_default_context(cafile=cafile, capath=capath)
 
 
 class HTTPClients:
-    """Opens clients lazily in the running loop; ``aclose()`` closes those of every loop.
+    """Opens a session lazily in the running loop; ``aclose()`` closes those of every loop.
 
-    Proxies come from the environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``,
-    ``NO_PROXY``) and TLS is verified against certifi's bundle or ``SSL_CERT_FILE`` /
-    ``SSL_CERT_DIR``, as httpx does it; the TLS context is built once and shared.
-    """
+    The model's limiter bounds the requests in flight, so the connection pool has no limit
+    of its own (no second queue)."""
 
-    def __init__(
-        self, *, headers: Mapping[str, str], timeout: float, concurrency: int | None
-    ) -> None:
+    def __init__(self, *, headers: Mapping[str, str], timeout: float) -> None:
         self._headers = dict(headers)
-        self._timeout = timeout
-        # Without a limiter the concurrency is unknown: assume a moderate 64.
-        self.count = max(1, math.ceil((concurrency or 64) / CONNECTIONS_PER_CLIENT))
-        self._by_loop: dict[asyncio.AbstractEventLoop, _LoopClients] = {}
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._by_loop: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
         self._lock = threading.Lock()
         self._tls: ssl.SSLContext | None = None
 
-    def _open(self) -> _LoopClients:
+    def _open(self) -> aiohttp.ClientSession:
         if self._tls is None:
-            self._tls = httpx.create_ssl_context(trust_env=True)
-        clients = [
-            httpx.AsyncClient(
-                headers=self._headers,
-                timeout=httpx.Timeout(self._timeout),
-                verify=self._tls,
-                # The model's limiter bounds concurrency: no second queue in the pool.
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
-                trust_env=True,
-            )
-            for _ in range(self.count)
-        ]
-        return _LoopClients(clients)
+            self._tls = tls_context()  # read when the first connection opens, then shared
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, ssl=self._tls),
+            headers=self._headers,
+            timeout=self._timeout,
+            trust_env=True,
+            # The body goes out as prepared; answers are read whole and parsed by us.
+            auto_decompress=True,
+            raise_for_status=False,
+        )
 
-    def for_running_loop(self) -> _LoopClients:
+    def session(self) -> aiohttp.ClientSession:
+        """The running loop's session."""
         loop = asyncio.get_running_loop()
+        found = self._by_loop.get(loop)
+        if found is not None and not found.closed:
+            return found
         with self._lock:
             found = self._by_loop.get(loop)
             if found is None or found.closed:
-                # Forget the clients of loops that have ended: nothing can use them again.
+                # Forget the sessions of loops that have ended: nothing can use them again,
+                # and a closed loop cannot close their sockets (detached, the session itself
+                # does not complain; the sockets close when collected).
                 for ended in [other for other in self._by_loop if other.is_closed()]:
-                    del self._by_loop[ended]
+                    self._by_loop.pop(ended).detach()
                 found = self._by_loop[loop] = self._open()
         return found
 
-    @contextlib.contextmanager
-    def pick(self) -> Iterator[httpx.AsyncClient]:
-        """The least busy client of the running loop, for one request."""
-        with self.for_running_loop().pick() as client:
-            yield client
-
     async def aclose(self) -> None:
-        """Close the clients of every loop (idempotent). Those of a loop still running in
+        """Close the sessions of every loop (idempotent). Those of a loop still running in
         another thread are closed there."""
         with self._lock:
             by_loop, self._by_loop = self._by_loop, {}
         current = asyncio.get_running_loop()
-        for loop, clients in by_loop.items():
+        for loop, session in by_loop.items():
             if loop is current:
-                await clients.aclose()
+                await session.close()
             elif loop.is_running():
-                asyncio.run_coroutine_threadsafe(clients.aclose(), loop)
+                asyncio.run_coroutine_threadsafe(session.close(), loop)
+            else:
+                session.detach()

@@ -36,10 +36,13 @@ def parse_completion(
     usage = Usage()
     usage_raw = payload.get("usage")
     if isinstance(usage_raw, Mapping):
+        details = usage_raw.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
         try:
             usage = Usage(
                 prompt_tokens=int(usage_raw.get("prompt_tokens") or 0),
                 completion_tokens=int(usage_raw.get("completion_tokens") or 0),
+                cached_prompt_tokens=int(cached or 0),
             )
         except (TypeError, ValueError):
             raise _not_completion(where, "usage holds non-integer token counts") from None

@@ -45,8 +45,12 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
+    """Tokens of one call. ``cached_prompt_tokens`` (part of ``prompt_tokens``) are those the
+    server served from its prefix cache, as it reports them."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -56,6 +60,7 @@ class Usage:
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
+            cached_prompt_tokens=self.cached_prompt_tokens + other.cached_prompt_tokens,
         )
 
 

@@ -114,16 +114,19 @@ def request_key(
 
 
 def completion_to_dict(completion: Completion) -> dict[str, Any]:
+    usage: dict[str, int] = {
+        "prompt_tokens": completion.usage.prompt_tokens,
+        "completion_tokens": completion.usage.completion_tokens,
+    }
+    if completion.usage.cached_prompt_tokens:  # absent when none: older caches read the same
+        usage["cached_prompt_tokens"] = completion.usage.cached_prompt_tokens
     return {
         "content": completion.content,
         "tool_calls": [
             {"id": tc.id, "name": tc.name, "arguments": tc.arguments}
             for tc in completion.tool_calls
         ],
-        "usage": {
-            "prompt_tokens": completion.usage.prompt_tokens,
-            "completion_tokens": completion.usage.completion_tokens,
-        },
+        "usage": usage,
         "finish_reason": completion.finish_reason,
         "model": completion.model,
     }
@@ -142,6 +145,7 @@ def completion_from_dict(data: Mapping[str, Any]) -> Completion:
         usage = Usage(
             prompt_tokens=int(data["usage"]["prompt_tokens"]),
             completion_tokens=int(data["usage"]["completion_tokens"]),
+            cached_prompt_tokens=int(data["usage"].get("cached_prompt_tokens", 0)),
         )
         return Completion(
             content=content,

@@ -1,9 +1,9 @@
 """``OpenAIChatModel``: any OpenAI-compatible chat-completions server (vLLM, Ollama,
-llama.cpp server, OpenAI) over ``httpx.AsyncClient``.
+llama.cpp server, OpenAI) over ``aiohttp`` (why aiohttp: ``agentsim.llm._clients``).
 
-httpx brings what users expect of an HTTP client: proxies from the environment
-(``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``), TLS verified against certifi's
-bundle (or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``), keep-alive pools and timeouts. What is ours
+The HTTP client brings what users expect of one: proxies from the environment
+(``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``), TLS verified against certifi's bundle (or
+``SSL_CERT_FILE`` / ``SSL_CERT_DIR``), keep-alive connections and timeouts. What is ours
 sits around it: the limiter, retries, usage accounting and the translation of every failure
 into ``agentsim.errors`` (here, and nowhere else).
 
@@ -28,9 +28,9 @@ import ssl
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-import httpx
+import aiohttp
 
 from agentsim.errors import (
     ConfigError,
@@ -50,7 +50,17 @@ __all__ = ["RETRY_STATUSES", "OpenAIChatModel", "parse_completion"]
 log = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+_JSON = {"Content-Type": "application/json"}
 _RESERVED = frozenset({"model", "messages", "tools", "tool_choice", "seed", "stream"})
+
+
+class _Reply(NamedTuple):
+    """An HTTP answer, read whole."""
+
+    status: int
+    reason: str
+    retry_after: str | None
+    content: bytes
 
 
 class _Retry(Exception):
@@ -73,9 +83,9 @@ class OpenAIChatModel:
     backoff jitter (tests). ``stats`` collects usage, retries, errors, latency and (with
     ``prices``) cost.
 
-    Each event loop that calls the model gets its own ``httpx.AsyncClient``s (a client's
-    connections belong to the loop that opened them; see ``agentsim.llm._clients``);
-    ``aclose()`` closes them all.
+    Each event loop that calls the model gets its own HTTP session (a session's connections
+    belong to the loop that opened them; see ``agentsim.llm._clients``); ``aclose()`` closes
+    them all.
     Pickling ships the configuration only: the receiving process reads the key from its own
     environment and starts with a fresh ``stats`` and no limiter (both are per process).
     """
@@ -143,11 +153,8 @@ class OpenAIChatModel:
         headers = {"User-Agent": "agentsim", "Accept": "application/json"}
         if self.__key:
             headers["Authorization"] = f"Bearer {self.__key}"
-        self._http = HTTPClients(
-            headers=headers,
-            timeout=timeout,
-            concurrency=limiter.max_concurrency if limiter is not None else None,
-        )
+        self._http = HTTPClients(headers=headers, timeout=timeout)
+        self._url = f"{self.base_url}/chat/completions"
 
     def __repr__(self) -> str:
         return (
@@ -197,7 +204,7 @@ class OpenAIChatModel:
         return body
 
     async def aclose(self) -> None:
-        """Close the HTTP clients of every loop that used this model (idempotent)."""
+        """Close the HTTP sessions of every loop that used this model (idempotent)."""
         await self._http.aclose()
 
     # -- the call ------------------------------------------------------------------------
@@ -259,30 +266,32 @@ class OpenAIChatModel:
             permit.record_tokens(reported if reported else estimate)
             return completion
 
-    async def _post(self, data: bytes) -> httpx.Response:
+    async def _post(self, data: bytes) -> _Reply:
         try:
-            with self._http.pick() as client:
-                return await client.post(
-                    f"{self.base_url}/chat/completions",
-                    content=data,
-                    headers={"Content-Type": "application/json"},
+            async with self._http.session().post(self._url, data=data, headers=_JSON) as r:
+                return _Reply(
+                    r.status, r.reason or "", r.headers.get("Retry-After"), await r.read()
                 )
-        except httpx.TimeoutException:
+        except TimeoutError:
             raise _Retry(
                 ModelTimeoutError(
                     f"{self._where}: no answer within {self.timeout} s; raise model.timeout "
                     "or check that the server is not overloaded"
                 )
             ) from None
-        except httpx.TransportError as exc:
+        except (
+            aiohttp.ClientConnectionError,
+            aiohttp.ClientPayloadError,  # the answer was cut off before its end
+            aiohttp.ClientHttpProxyError,
+        ) as exc:
             raise self._transport_error(exc) from None
-        except httpx.HTTPError as exc:  # e.g. a body that does not decode as announced
+        except aiohttp.ClientError as exc:  # e.g. a malformed status line or header
             raise ModelResponseError(
                 f"{self._where}: unreadable HTTP answer ({exc}); check that base_url points "
                 "at an OpenAI-compatible API"
             ) from None
 
-    def _transport_error(self, exc: httpx.TransportError) -> _Retry | ModelError:
+    def _transport_error(self, exc: aiohttp.ClientError) -> _Retry | ModelError:
         """A failure below HTTP: what to raise, and whether it is worth another try."""
         where = self._where
         if _is_certificate_error(exc):
@@ -290,7 +299,7 @@ class OpenAIChatModel:
                 f"{where}: the server's TLS certificate is not trusted ({exc}); check "
                 "base_url, or point SSL_CERT_FILE at the CA bundle that signed it"
             )
-        if isinstance(exc, httpx.ProxyError):
+        if isinstance(exc, aiohttp.ClientProxyConnectionError | aiohttp.ClientHttpProxyError):
             return ModelError(
                 f"{where}: the proxy refused the connection ({exc}); check HTTPS_PROXY / "
                 "HTTP_PROXY, or list the server's host in NO_PROXY"
@@ -304,17 +313,16 @@ class OpenAIChatModel:
             )
         )
 
-    def _read(self, response: httpx.Response) -> Completion:
+    def _read(self, response: _Reply) -> Completion:
         """The completion in an answer; ``_Retry`` or a ``ModelError`` if there is none."""
-        status = response.status_code
+        status = response.status
         if status != 200:
             detail = self._scrub(error_text(response.content))
             error = ModelHTTPError(
-                f"{self._where}: HTTP {status} {response.reason_phrase}: {detail}; "
-                + http_fix(status)
+                f"{self._where}: HTTP {status} {response.reason}: {detail}; " + http_fix(status)
             )
             if status in RETRY_STATUSES:
-                raise _Retry(error, wait=parse_retry_after(response.headers.get("retry-after")))
+                raise _Retry(error, wait=parse_retry_after(response.retry_after))
             raise error
         try:
             payload = json.loads(response.content)
@@ -352,9 +360,9 @@ class OpenAIChatModel:
         serves the model: ``GET /models``, or a one-token completion where the server has no
         model list. Raises a ``ModelError`` that names what to fix."""
         response = await self._preflight_request("GET", "/models", None)
-        if response.status_code in (401, 403):
+        if response.status in (401, 403):
             raise self._key_refused(response)
-        served = _model_ids(response) if response.status_code == 200 else None
+        served = _model_ids(response) if response.status == 200 else None
         if served is None:
             await self._preflight_chat()
             return
@@ -370,7 +378,7 @@ class OpenAIChatModel:
         response = await self._preflight_request(
             "POST", "/chat/completions", {**body, "max_tokens": 1}
         )
-        status = response.status_code
+        status = response.status
         if status == 200:
             return
         if status in (401, 403):
@@ -388,43 +396,46 @@ class OpenAIChatModel:
 
     async def _preflight_request(
         self, method: str, path: str, body: Mapping[str, Any] | None
-    ) -> httpx.Response:
+    ) -> _Reply:
         """One pre-flight request; a busy server (429, 5xx) is given the usual retries, an
         unreachable one is reported at once."""
         attempt = 0
         while True:
             attempt += 1
             try:
-                with self._http.pick() as client:
-                    response = await client.request(method, f"{self.base_url}{path}", json=body)
-            except httpx.TransportError as exc:
+                session = self._http.session()
+                async with session.request(method, f"{self.base_url}{path}", json=body) as r:
+                    response = _Reply(
+                        r.status, r.reason or "", r.headers.get("Retry-After"), await r.read()
+                    )
+            except (TimeoutError, aiohttp.ClientError) as exc:
                 detail = str(exc) or type(exc).__name__
                 raise ModelError(
                     f"pre-flight: cannot reach the model server at {self.base_url} ({detail}); "
                     "start the server or fix model.base_url (behind a proxy: check "
                     "HTTPS_PROXY / HTTP_PROXY / NO_PROXY)"
                 ) from None
-            if response.status_code not in RETRY_STATUSES or attempt > self.max_retries:
+            if response.status not in RETRY_STATUSES or attempt > self.max_retries:
                 return response
-            wait = parse_retry_after(response.headers.get("retry-after"))
+            wait = parse_retry_after(response.retry_after)
             await asyncio.sleep(self._backoff(attempt, wait))
 
-    def _key_refused(self, response: httpx.Response) -> ModelHTTPError:
+    def _key_refused(self, response: _Reply) -> ModelHTTPError:
         detail = self._scrub(error_text(response.content))
         if self.api_key_env is None:
             fix = "the server wants an API key: set model.api_key_env to the variable holding it"
         else:
             fix = f"check the key in ${self.api_key_env} (a valid key, with access to the model)"
         return ModelHTTPError(
-            f"pre-flight: {self.base_url} refused the API key (HTTP {response.status_code}: "
+            f"pre-flight: {self.base_url} refused the API key (HTTP {response.status}: "
             f"{detail}); {fix}"
         )
 
 
-def _model_ids(response: httpx.Response) -> set[str] | None:
+def _model_ids(response: _Reply) -> set[str] | None:
     """The ids of a ``GET /models`` answer, or None if it is not a model list."""
     try:
-        data = response.json().get("data")
+        data = json.loads(response.content).get("data")
     except (ValueError, AttributeError):
         return None
     if not isinstance(data, list):

@@ -28,22 +28,42 @@ _LOG_RATIO = math.log(_RATIO)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Prices:
-    """Prices per 1,000 tokens, in whatever currency the user reads them in."""
+    """Prices per 1,000 tokens, in whatever currency the user reads them in.
+
+    ``cached_prompt_per_1k`` is the price of a prompt token the server served from its
+    prefix cache (hosted APIs bill them at 10-50% of the full price); ``None`` bills them
+    at ``prompt_per_1k``."""
 
     prompt_per_1k: float
     completion_per_1k: float
+    cached_prompt_per_1k: float | None = None
 
     def __post_init__(self) -> None:
-        if self.prompt_per_1k < 0 or self.completion_per_1k < 0:
+        cached = self.cached_prompt_per_1k
+        if self.prompt_per_1k < 0 or self.completion_per_1k < 0 or (cached or 0) < 0:
             raise ValueError(
                 f"Prices must not be negative (got prompt_per_1k={self.prompt_per_1k}, "
-                f"completion_per_1k={self.completion_per_1k}); use 0 for a free model"
+                f"completion_per_1k={self.completion_per_1k}, cached_prompt_per_1k={cached}); "
+                "use 0 for a free model"
             )
 
     def cost(self, usage: Usage) -> float:
+        return self.cost_of(
+            prompt=usage.prompt_tokens,
+            completion=usage.completion_tokens,
+            cached_prompt=usage.cached_prompt_tokens,
+        )
+
+    def cost_of(self, *, prompt: int, completion: int, cached_prompt: int = 0) -> float:
+        """The cost of these token counts (``cached_prompt`` is part of ``prompt``)."""
+        cached = min(cached_prompt, prompt)
+        per_cached = (
+            self.prompt_per_1k if self.cached_prompt_per_1k is None else (self.cached_prompt_per_1k)
+        )
         return (
-            usage.prompt_tokens * self.prompt_per_1k
-            + usage.completion_tokens * self.completion_per_1k
+            (prompt - cached) * self.prompt_per_1k
+            + cached * per_cached
+            + completion * self.completion_per_1k
         ) / 1000.0
 
 
@@ -58,6 +78,7 @@ class ModelStats:
     __slots__ = (
         "_buckets",
         "_lock",
+        "cached_prompt_tokens",
         "calls",
         "completion_tokens",
         "cost",
@@ -80,6 +101,7 @@ class ModelStats:
         self.usage_missing = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.cached_prompt_tokens = 0
         self.cost = 0.0
         self.latency_count = 0
         self.latency_sum = 0.0
@@ -93,7 +115,7 @@ class ModelStats:
         return (
             f"ModelStats(calls={self.calls}, retries={self.retries}, errors={self.errors}, "
             f"prompt_tokens={self.prompt_tokens}, completion_tokens={self.completion_tokens}, "
-            f"cost={self.cost:.6g})"
+            f"cached_prompt_tokens={self.cached_prompt_tokens}, cost={self.cost:.6g})"
         )
 
     @property
@@ -108,6 +130,7 @@ class ModelStats:
             self.calls += 1
             self.prompt_tokens += usage.prompt_tokens
             self.completion_tokens += usage.completion_tokens
+            self.cached_prompt_tokens += usage.cached_prompt_tokens
             self.cost += cost
             self.latency_count += 1
             self.latency_sum += latency
@@ -158,6 +181,7 @@ class ModelStats:
                 "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
                 "total_tokens": self.prompt_tokens + self.completion_tokens,
+                "cached_prompt_tokens": self.cached_prompt_tokens,
                 "cost": self.cost,
                 "latency": {
                     "count": count,
@@ -187,6 +211,7 @@ class ModelStats:
                 for name in ("calls", "retries", "errors", "prompt_tokens", "completion_tokens")
             }
             usage_missing = int(other.get("usage_missing", 0))
+            cached = int(other.get("cached_prompt_tokens", 0))
             cost = float(other["cost"])
             lat_count, lat_sum = int(latency["count"]), float(latency["sum"])
             lat_min, lat_max = latency["min"], latency["max"]
@@ -203,6 +228,7 @@ class ModelStats:
             self.usage_missing += usage_missing
             self.prompt_tokens += counts["prompt_tokens"]
             self.completion_tokens += counts["completion_tokens"]
+            self.cached_prompt_tokens += cached
             self.cost += cost
             if lat_count:
                 self.latency_count += lat_count

@@ -207,6 +207,8 @@ class SkillsConfig(StrictModel):
 class PricesConfig(StrictModel):
     prompt_per_1k: float = Field(ge=0)
     completion_per_1k: float = Field(ge=0)
+    # A prompt token the server served from its prefix cache; unset: billed as any other.
+    cached_prompt_per_1k: float | None = Field(default=None, ge=0)
 
 
 class ModelConfig(StrictModel):
@@ -293,6 +295,12 @@ class AgentLoopConfig(StrictModel):
     max_hook_retries: int = Field(default=2, ge=0, le=10)
     memory_prompt_tokens: int = Field(default=600, ge=0, le=_MAX_TOKENS)
     prompt_cap_tokens: int = Field(default=6000, ge=1, le=_MAX_TOKENS)
+    # A run that completes with more than these shares failed ends "completed with
+    # problems" and exit code 3 (like model.max_degraded_share): agent steps that raised
+    # (agent_error), hook calls and execute_skill_script calls that failed.
+    max_error_share: float = Field(default=0.01, ge=0, le=1)
+    max_hook_failure_share: float = Field(default=0.05, ge=0, le=1)
+    max_script_failure_share: float = Field(default=0.25, ge=0, le=1)
 
 
 class EnvModuleConfig(StrictModel):
@@ -307,6 +315,7 @@ class EnvModuleConfig(StrictModel):
     options: dict[str, Any] = Field(default_factory=dict)
     _name: str = PrivateAttr(default="")
     _interventions: tuple[str, ...] = PrivateAttr(default=())
+    _class: Any = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _resolve(self, info: ValidationInfo) -> EnvModuleConfig:
@@ -319,6 +328,7 @@ class EnvModuleConfig(StrictModel):
             raise fail(exc.problem, exc.fix, field="module") from None
         self._name = cls.name
         self._interventions = tuple(cls.INTERVENTIONS)
+        self._class = cls
         return self
 
     @property
@@ -329,6 +339,12 @@ class EnvModuleConfig(StrictModel):
     @property
     def interventions(self) -> tuple[str, ...]:
         return self._interventions
+
+    @property
+    def module_class(self) -> Any:
+        """The ``EnvModule`` subclass the module names (its interventions' arguments are
+        checked with it when the experiment loads)."""
+        return self._class
 
     @model_validator(mode="before")
     @classmethod

@@ -44,8 +44,11 @@ from agentsim.store.shard import (
 
 __all__ = [
     "Checkpoint",
+    "checkpoint_dirs",
+    "checkpoint_tick",
     "latest_checkpoint",
     "read_agents_state",
+    "read_checkpoint",
     "remove_partial_checkpoints",
     "rewind",
     "write_checkpoint",
@@ -112,15 +115,31 @@ def latest_checkpoint(
     Reads only: a resume calls it before writing anything, so a checkpoint that cannot be
     used leaves the run folder as it was. ``engine_keys``: what the caller's engine state
     must hold besides this module's own keys."""
-    cdir = ws.root / "checkpoints"
-    cps = sorted(p for p in cdir.glob("tick-*") if p.is_dir()) if cdir.is_dir() else []
+    cps = checkpoint_dirs(ws.root)
     if not cps:
         raise CheckpointError(
             f"{ws.root} has no checkpoint to resume from; set output.checkpoint_every "
             "in the experiment to make runs resumable"
         )
+    return read_checkpoint(ws, cps[-1], config_hash=config_hash, engine_keys=engine_keys)
+
+
+def checkpoint_dirs(run_dir: Path) -> list[Path]:
+    """The run's checkpoint folders, oldest first."""
+    cdir = run_dir / "checkpoints"
+    return sorted(p for p in cdir.glob("tick-*") if p.is_dir()) if cdir.is_dir() else []
+
+
+def checkpoint_tick(cp: Path) -> int:
+    """The tick of a checkpoint folder (``tick-00000004`` -> 4)."""
+    return int(cp.name.removeprefix("tick-"))
+
+
+def read_checkpoint(
+    ws: RunWorkspace, cp: Path, *, config_hash: str, engine_keys: Sequence[str] = ()
+) -> Checkpoint:
+    """The checkpoint in folder ``cp`` of run ``ws``, read and checked whole (reads only)."""
     _check_layout(ws)
-    cp = cps[-1]
     try:
         engine = json.loads((cp / "engine.json").read_text("utf-8"))
         agents = read_agents_state(cp)

@@ -171,7 +171,7 @@ class ExperimentConfig(StrictModel):
                     "use lower-case letters, digits, '_' and '-', other than 'default'",
                     field=f"models.{name}",
                 )
-        modules = {m.name: m.interventions for m in self.environment}
+        modules = {m.name: m for m in self.environment}
         for i, item in enumerate(self.workflow or ()):
             step = item.step
             if isinstance(step, RunStep):
@@ -274,9 +274,10 @@ class ExperimentConfig(StrictModel):
 
 
 def _check_intervention(
-    step: InterveneStep, modules: Mapping[str, tuple[str, ...]], where: str
+    step: InterveneStep, modules: Mapping[str, EnvModuleConfig], where: str
 ) -> None:
-    """The module is configured and has the action."""
+    """The module is configured, has the action, and its declared arguments fit (the ids
+    they name are checked when the run's modules are built, before the run folder)."""
     if step.env not in modules:
         raise fail(
             f"environment module {step.env!r} is not configured "
@@ -284,12 +285,20 @@ def _check_intervention(
             "add it under environment: or fix the name",
             field=f"{where}.env",
         )
-    known = modules[step.env or ""]
+    module = modules[step.env or ""]
+    known = module.interventions
     if step.action not in known:
         problem, _, fix = unknown_intervention(step.env or "", step.action or "", known).partition(
             "; "
         )
         raise fail(problem, fix, field=f"{where}.action")
+    cls = module.module_class
+    if cls is None:
+        return
+    try:
+        cls.parse_intervention(step.action, step.args, field=f"{where}.args")
+    except ConfigError as exc:
+        raise fail(exc.problem, exc.fix, field=exc.field) from None
 
 
 def _unique(names: Sequence[str], where: str, key: str, what: str) -> None:

@@ -9,6 +9,7 @@ byte-identical ``events.jsonl`` on every executor.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import json
@@ -22,7 +23,7 @@ from typing import Any
 from agentsim.env.base import EnvModule, EnvView, profile_extras
 from agentsim.env.clock import SimClock
 from agentsim.env.loader import module_code
-from agentsim.errors import ConfigError, SkillNotFoundError, StorageError
+from agentsim.errors import AgentsimError, ConfigError, SkillNotFoundError, StorageError
 from agentsim.events import EVENTS, checked
 from agentsim.sim.checkpoints import (
     Checkpoint,
@@ -40,9 +41,11 @@ from agentsim.sim.config import (
     SurveyStep,
 )
 from agentsim.sim.executors import Executor, LocalExecutor, partition
+from agentsim.sim.fork import ForkPoint, copy_history, own_checkpoint
 from agentsim.sim.host import HostSpec, TickInput, TickResult, build_registry
 from agentsim.sim.metrics import add_tick, merge_model_stats, new_metrics, public_metrics
 from agentsim.sim.preflight import preflight_model
+from agentsim.sim.problems import over_limits
 from agentsim.sim.profiles import AgentSpec, select_agents
 from agentsim.sim.progress import Progress, RunSummary
 from agentsim.sim.workspace import RunWorkspace, atomic_write_text, check_run_dir
@@ -53,7 +56,17 @@ from agentsim.skills.registry import RegistrySnapshot
 from agentsim.skills.scan import namespace_rank
 from agentsim.store.layout import run_hosts
 
-__all__ = ["Engine", "Progress", "RunSummary", "loading_notices"]
+__all__ = [
+    "COMPLETED_WITH_PROBLEMS",
+    "ENGINE_STATE",
+    "Engine",
+    "Progress",
+    "RunSummary",
+    "loading_notices",
+]
+
+COMPLETED_WITH_PROBLEMS = "completed with problems"
+"""The status of a run that completed with more failures than its limits allow."""
 
 
 def loading_notices(refused: Mapping[str, str], shadowed: Mapping[str, str]) -> list[str]:
@@ -84,7 +97,9 @@ def _refusal(snap: RegistrySnapshot, wanted: str) -> Diagnostic | None:
 
 
 # What ``Engine.checkpoint`` saves and ``_restore`` reads back.
-_ENGINE_STATE = ("pos", "clock", "modules", "pending_messages", "metrics")
+# How often the progress line hears of a survey under way.
+SURVEY_PROGRESS_EVERY = 1.0
+ENGINE_STATE = ("pos", "clock", "modules", "pending_messages", "metrics")
 
 
 class Engine:
@@ -101,6 +116,7 @@ class Engine:
         max_ticks: int | None = None,
         trace: str = "full",
         preflight: bool = False,
+        fork: ForkPoint | None = None,
         notice: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
@@ -117,6 +133,9 @@ class Engine:
         # refused and shadowed skills at the start, skills an edit broke at each tick.
         self.notice = notice
         self.reason: str | None = None
+        # A fork starts from another run's checkpoint (``agentsim.sim.fork``).
+        self.fork = fork
+        self.parent: dict[str, Any] | None = fork.lineage() if fork is not None else None
         self.clock = SimClock(config.clock.start, config.clock.tick)
         self.modules: dict[str, EnvModule] = {}
         self.agents: list[AgentSpec] = []
@@ -167,6 +186,12 @@ class Engine:
         self.modules = dict(world.modules)
         self._world = world
         self.registry = build_registry(world.skills)
+        for i, step in enumerate(cfg.steps()):
+            if isinstance(step, InterveneStep) and step.env is not None and step.action:
+                # Arguments and the ids they name (a place, an agent), before any tick.
+                self.modules[step.env].check_intervention(
+                    step.action, step.args, field=f"workflow.{i}.intervene"
+                )
         provides = RunProvides.for_modules(self.modules)
         self._skills_hidden = unmet_requirements(self.registry.list_all(), provides)
         for gi, group in enumerate(cfg.agents):
@@ -257,7 +282,7 @@ class Engine:
                 self._prepare()
                 # Read and checked before anything is written (see ``_may_write``).
                 checkpoint = latest_checkpoint(
-                    self.ws, config_hash=cfg.config_hash(), engine_keys=_ENGINE_STATE
+                    self.ws, config_hash=cfg.config_hash(), engine_keys=ENGINE_STATE
                 )
                 if self.preflight:
                     await self._preflight()
@@ -282,26 +307,36 @@ class Engine:
                     seed=cfg.seed,
                     executor=self.executor.kind,
                 )
-                ws.update_manifest(source_dir=str(cfg.source_dir.resolve()))
+                lineage = {"parent": self.parent} if self.parent is not None else {}
+                ws.update_manifest(source_dir=str(cfg.source_dir.resolve()), **lineage)
                 ws.write_config(cfg.resolved_dict())
-            events = await self._start(resume=resume)
+            if self.fork is not None:
+                # The parent's history before the fork, then a resume from its checkpoint.
+                copy_history(self.fork, ws)
+                checkpoint = own_checkpoint(self.fork, ws, cfg.config_hash())
+            events = await self._start(resume=checkpoint is not None)
             if checkpoint is not None:
                 await self._restore(checkpoint)
                 self._may_write = True
-                ws.update_manifest(status="running", resumed=True, pid=os.getpid())
+                if self.fork is None:
+                    ws.update_manifest(status="running", resumed=True, pid=os.getpid())
             self._emit(events)
             status = await self._workflow()
             if status != "completed":
                 # A checkpoint at the stopping point makes the printed resume command work
                 # whatever output.checkpoint_every says.
                 await self.checkpoint()
+            elif over_limits(public_metrics(self._metrics), self._limits()):
+                status = COMPLETED_WITH_PROBLEMS
         except OSError as exc:
             status = "failed"
             if exc.errno not in _NO_SPACE:
                 raise
             raise self._no_space(exc) from None
-        except BaseException:
+        except BaseException as exc:
             status = "failed" if not self.stop.is_set() else "interrupted"
+            if self.reason is None:
+                self.reason = self._why(exc, status)
             raise
         finally:
             self._metrics["wall_seconds"] = round(
@@ -317,7 +352,35 @@ class Engine:
             metrics=public_metrics(self._metrics),
             reason=self.reason,
             max_degraded_share=cfg.model.max_degraded_share,
+            limits=self._limits(),
+            parent=self.parent,
+            done=self._done(),
         )
+
+    def _limits(self) -> dict[str, float]:
+        """The failure shares the run allows (``agentsim.sim.problems.SHARE_LIMITS``)."""
+        model, agent = self.config.model, self.config.agent
+        return {
+            "model.max_degraded_share": model.max_degraded_share,
+            "agent.max_error_share": agent.max_error_share,
+            "agent.max_hook_failure_share": agent.max_hook_failure_share,
+            "agent.max_script_failure_share": agent.max_script_failure_share,
+        }
+
+    def _done(self) -> tuple[str, ...]:
+        """What the workflow's steps before the current one did, besides ticks."""
+        done = []
+        for i, step in enumerate(self.config.steps()[: self._pos[0]]):
+            if isinstance(step, InterveneStep):
+                if step.env is not None:
+                    done.append(f"intervention {step.env}.{step.action} (workflow.{i})")
+                else:
+                    done.append(f"message to agents (workflow.{i})")
+            elif isinstance(step, SurveyStep):
+                kind = "interview" if isinstance(step, InterviewStep) else "survey"
+                name = step.name or f"{kind}-{i}"
+                done.append(f"{kind} {name} -> {self.run_dir / 'surveys' / name}.jsonl")
+        return tuple(done)
 
     async def _workflow(self) -> str:
         done = 0
@@ -334,8 +397,10 @@ class Engine:
             elif isinstance(step, RunStep):
                 for k in range(already, step.ticks):
                     if self.stop.is_set():
+                        self.reason = f"interrupted before tick {self.clock.tick}; resume it"
                         return "interrupted"
                     if self.max_ticks is not None and done >= self.max_ticks:
+                        self.reason = f"stopped after --ticks {self.max_ticks}"
                         return "stopped"
                     self._pos = (si, k)
                     await self._tick()
@@ -379,6 +444,18 @@ class Engine:
             if self._model_gave_up():
                 return "failed"
         return None
+
+    def _why(self, exc: BaseException, status: str) -> str:
+        """The ``reason`` a run that raised records: the error and where the run was."""
+        steps = self.config.steps()
+        si = self._pos[0]
+        where = f"tick {self.clock.tick}"
+        if si < len(steps):
+            where = f"workflow.{si}.{steps[si].kind}, {where}"
+        if status == "interrupted" or isinstance(exc, KeyboardInterrupt):
+            return f"interrupted ({where}); resume it"
+        text = str(exc) if isinstance(exc, AgentsimError) else f"{type(exc).__name__}: {exc}"
+        return f"{text} ({where})"
 
     def _model_gave_up(self) -> bool:
         """Too many failed model calls in a row: stop rather than degrade every later step."""
@@ -555,11 +632,25 @@ class Engine:
                 )
         elif isinstance(step, SurveyStep):
             chosen = self._select(step.agents, index, "agents")
-            answers = await self.executor.ask(
-                chosen, step.question, tick=tick, when=self.clock.now, views=self._views()
-            )
             kind = "interview" if isinstance(step, InterviewStep) else "survey"
             name = step.name or f"{kind}-{index}"
+            what = f"{kind} {name}"
+            # The reporter only reads; the ask's own error (if any) is the one raised.
+            reporter = (
+                asyncio.create_task(self._survey_progress(what, len(chosen)))
+                if self.progress is not None
+                else None
+            )
+            try:
+                answers = await self.executor.ask(
+                    chosen, step.question, tick=tick, when=self.clock.now, views=self._views()
+                )
+            finally:
+                if reporter is not None:
+                    reporter.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await reporter
+            self._report_survey(what, len(chosen), len(chosen))
             assert self.ws is not None
             sdir = self.ws.root / "surveys"
             sdir.mkdir(exist_ok=True)
@@ -590,6 +681,32 @@ class Engine:
                     for r in rows
                 ]
             )
+
+    async def _survey_progress(self, what: str, asked: int) -> None:
+        """Report a survey's answers so far every ``SURVEY_PROGRESS_EVERY`` seconds until
+        cancelled (when the survey is over)."""
+        while True:
+            await asyncio.sleep(SURVEY_PROGRESS_EVERY)
+            try:
+                answered = await self.executor.answered()
+            except Exception:  # a host that fails shows in the survey's own result
+                return
+            self._report_survey(what, answered, asked)
+
+    def _report_survey(self, what: str, answered: int, asked: int) -> None:
+        if self.progress is None:
+            return
+        total = self.config.total_ticks()
+        self.progress(
+            Progress.of(
+                self._metrics,
+                tick=self.clock.tick,
+                total=total,
+                survey=what,
+                answered=answered,
+                asked=asked,
+            )
+        )
 
     # -- checkpoints -----------------------------------------------------------------------
 
@@ -673,9 +790,16 @@ class Engine:
                 raise
         finally:
             ended = datetime.now(UTC).isoformat(timespec="seconds")
-            why = {"reason": self.reason} if self.reason else {}
+            # Both always written: a resume that mends a run leaves no stale reason behind.
+            problems = over_limits(public_metrics(self._metrics), self._limits())
             try:
-                ws.update_manifest(status=status, ended=ended, ticks_done=self.clock.tick, **why)
+                ws.update_manifest(
+                    status=status,
+                    ended=ended,
+                    ticks_done=self.clock.tick,
+                    reason=self.reason,
+                    problems=problems,
+                )
             except OSError:
                 if not failed:
                     raise

@@ -62,6 +62,7 @@ class Executor(Protocol):
         when: datetime,
         views: Mapping[str, EnvView],
     ) -> dict[str, str]: ...
+    async def answered(self) -> int: ...  # answers so far in the ``ask`` under way
     async def get_state(self) -> dict[str, Any]: ...
     async def set_state(self, state: Mapping[str, Any]) -> None: ...
     async def model_stats(self) -> list[dict[str, Any]]: ...
@@ -133,10 +134,15 @@ class LocalExecutor:
         when: datetime,
         views: Mapping[str, EnvView],
     ) -> dict[str, str]:
-        answers: dict[str, str] = {}
-        for h in self.hosts:
-            answers.update(await h.ask(agent_ids, question, tick=tick, when=when, views=views))
-        return answers
+        async with asyncio.TaskGroup() as tg:
+            tasks = [
+                tg.create_task(h.ask(agent_ids, question, tick=tick, when=when, views=views))
+                for h in self.hosts
+            ]
+        return {aid: answer for t in tasks for aid, answer in t.result().items()}
+
+    async def answered(self) -> int:
+        return sum(h.answered for h in self.hosts)
 
     async def get_state(self) -> dict[str, Any]:
         return {aid: state for h in self.hosts for aid, state in h.get_state().items()}

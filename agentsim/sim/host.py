@@ -127,8 +127,10 @@ class TickResult:
     steps: int = 0
     model_calls: int = 0
     script_calls: int = 0
+    hook_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
     degraded: int = 0
     skipped: int = 0
     elapsed: float = 0.0
@@ -204,6 +206,8 @@ class AgentHost:
         self._quarantines: set[tuple[str, str]] = set()
         slots = spec.model.max_concurrency + sum(spec.models[n].max_concurrency for n in used)
         per_host = max(1, slots // spec.hosts)
+        self._steps_done = 0  # steps finished, for ``answered``
+        self._answered_base = 0
         self._in_flight = asyncio.Semaphore(
             max(_MIN_STEPS_IN_FLIGHT, _STEPS_PER_MODEL_SLOT * per_host)
         )
@@ -373,6 +377,8 @@ class AgentHost:
                     error = f"step timed out after {self.spec.step_timeout:g}s"
                 else:
                     error = f"{type(exc).__name__}: {exc}"
+            finally:
+                self._steps_done += 1
         return _error_outcome(agent.agent_id, inp, error)
 
     async def _step_all(
@@ -442,8 +448,10 @@ class AgentHost:
             res.steps += 1
             res.model_calls += o.model_calls
             res.script_calls += o.script_calls
+            res.hook_calls += o.hook_calls
             res.prompt_tokens += o.usage.prompt_tokens
             res.completion_tokens += o.usage.completion_tokens
+            res.cached_prompt_tokens += o.usage.cached_prompt_tokens
             res.degraded += o.degraded
             res.skipped += o.skipped
         res.elapsed = time.perf_counter() - t0
@@ -558,8 +566,10 @@ class AgentHost:
         res.events.extend(out.events)
         res.steps = 1
         res.model_calls, res.script_calls = out.model_calls, out.script_calls
+        res.hook_calls = out.hook_calls
         res.prompt_tokens = out.usage.prompt_tokens
         res.completion_tokens = out.usage.completion_tokens
+        res.cached_prompt_tokens = out.usage.cached_prompt_tokens
         res.degraded, res.skipped = out.degraded, out.skipped
         self._flush_agent(agent, inp.tick)
         self._done.append(StepDone(tick=inp.tick, agent_id=aid, result=res))
@@ -608,17 +618,25 @@ class AgentHost:
         when: datetime,
         views: Mapping[str, EnvView],
     ) -> dict[str, str]:
-        """Ask agents a question in read-only mode (survey / interview)."""
+        """Ask agents a question in read-only mode (survey / interview): all at once, under
+        the same limits as a tick's steps (the host's steps in flight, the model's limiter)
+        and each under its own step timeout. ``answered`` counts the answers in so far."""
         router = EnvRouter(views)
-        answers: dict[str, str] = {}
-        for aid in agent_ids:
-            agent = self.agents.get(aid)
-            if agent is None:
-                continue
-            inp = StepInput(tick=tick, time=when, env=router, question=question, read_only=True)
-            (out,) = await self._step_all([agent], {aid: inp})
-            answers[aid] = out.answer or out.action
-        return answers
+        mine = [self.agents[aid] for aid in agent_ids if aid in self.agents]
+        inputs = {
+            a.agent_id: StepInput(
+                tick=tick, time=when, env=router, question=question, read_only=True
+            )
+            for a in mine
+        }
+        self._answered_base = self._steps_done
+        outcomes = await self._step_all(mine, inputs)
+        return {a.agent_id: o.answer or o.action for a, o in zip(mine, outcomes, strict=True)}
+
+    @property
+    def answered(self) -> int:
+        """Answers given in the current (or last) ``ask``."""
+        return self._steps_done - self._answered_base
 
     def flush(self, *, force: bool = False) -> None:
         """Write every agent's buffered memory lines to its folder, and their trace, skills

@@ -24,8 +24,10 @@ _TICK_COUNTERS = (
     "steps",
     "model_calls",
     "script_calls",
+    "hook_calls",
     "prompt_tokens",
     "completion_tokens",
+    "cached_prompt_tokens",
     "degraded",
     "skipped",
 )
@@ -37,8 +39,10 @@ def new_metrics() -> dict[str, Any]:
         "agent_steps": 0,
         "model_calls": 0,
         "script_calls": 0,
+        "hook_calls": 0,
         "prompt_tokens": 0,
         "completion_tokens": 0,
+        "cached_prompt_tokens": 0,
         "errors": 0,
         "degraded": 0,
         "skipped": 0,
@@ -61,7 +65,7 @@ def add_tick(
     summary = {k: sum(getattr(r, k) for r in results) for k in _TICK_COUNTERS}
     metrics["agent_steps"] += summary["steps"]
     for k in _TICK_COUNTERS[1:]:
-        metrics[k] += summary[k]
+        metrics[k] = metrics.get(k, 0) + summary[k]  # a checkpoint from before a counter
     found, retries = count_problems(events)
     problems = metrics["problems"]
     for kind, n in found.items():

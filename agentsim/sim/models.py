@@ -9,8 +9,6 @@ from pathlib import Path
 from agentsim.llm.base import ChatModel, Completion, Message, ToolSchema
 from agentsim.llm.cache import CachedModel
 from agentsim.llm.limiter import RateLimiter
-from agentsim.llm.openai import OpenAIChatModel
-from agentsim.llm.pool import ServerPool
 from agentsim.llm.scripted import ScriptedModel
 from agentsim.llm.stats import ModelStats, Prices
 from agentsim.sim.config import ModelConfig
@@ -41,6 +39,10 @@ def build_model(
         name = "scripted"
     else:
         assert cfg.model is not None and (cfg.base_url or cfg.base_urls)  # checked by the config
+        # Imported here: a scripted run (and a Ray host's start-up) never loads the HTTP stack.
+        from agentsim.llm.openai import OpenAIChatModel
+        from agentsim.llm.pool import ServerPool
+
         limiter = RateLimiter(
             max_concurrency=max(1, cfg.max_concurrency // hosts),
             rpm=cfg.rpm / hosts if cfg.rpm else None,
@@ -50,6 +52,7 @@ def build_model(
             Prices(
                 prompt_per_1k=cfg.prices.prompt_per_1k,
                 completion_per_1k=cfg.prices.completion_per_1k,
+                cached_prompt_per_1k=cfg.prices.cached_prompt_per_1k,
             )
             if cfg.prices
             else None

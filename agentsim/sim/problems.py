@@ -11,7 +11,15 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["PROBLEMS", "count_problems", "gate_retries", "new_problems", "problem_of"]
+__all__ = [
+    "PROBLEMS",
+    "SHARE_LIMITS",
+    "count_problems",
+    "gate_retries",
+    "new_problems",
+    "over_limits",
+    "problem_of",
+]
 
 # Problem kind (the event type that records it) -> what one of them is.
 PROBLEMS: Mapping[str, str] = {
@@ -60,3 +68,30 @@ def count_problems(events: Iterable[Mapping[str, Any]]) -> tuple[Counter[str], i
             found[kind] += 1
         retries += gate_retries(ev)
     return found, retries
+
+
+# Problem kind -> (the counter it is a share of, the config field of its limit, what one
+# of them is). A completed run over any limit is "completed with problems" (exit code 3).
+SHARE_LIMITS: Mapping[str, tuple[str, str, str]] = {
+    "agent_degraded": ("agent_steps", "model.max_degraded_share", "agent steps degraded"),
+    "agent_error": ("agent_steps", "agent.max_error_share", "agent steps failed"),
+    "hook_failed": ("hook_calls", "agent.max_hook_failure_share", "hook calls failed"),
+    "script_failed": ("script_calls", "agent.max_script_failure_share", "script calls failed"),
+}
+
+
+def over_limits(metrics: Mapping[str, Any], limits: Mapping[str, float]) -> list[str]:
+    """One line per share of ``SHARE_LIMITS`` that ``metrics`` holds above its limit in
+    ``limits`` (config field -> share; a field left out has no limit)."""
+    problems: Mapping[str, int] = metrics.get("problems") or {}
+    out = []
+    for kind, (of, field, what) in SHARE_LIMITS.items():
+        total = int(metrics.get(of) or 0)
+        failed = int(problems.get(kind) or 0)
+        limit = limits.get(field)
+        if limit is None or not total or failed / total <= limit:
+            continue
+        out.append(
+            f"{failed:,} of {total:,} {what} ({failed / total:.0%}), more than {field}={limit:g}"
+        )
+    return out

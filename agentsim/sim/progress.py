@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentsim.sim.problems import over_limits
+
 __all__ = ["Progress", "RunSummary"]
 
 
@@ -26,12 +28,25 @@ class Progress:
     # ``tick`` is the slowest agent's. None: every agent is at ``tick``.
     fastest: int | None = None
     skills_broken: int = 0  # skills an edit broke mid-run (their last good version stayed)
+    # While a survey or an interview runs: what ("survey midday"), answers so far, asked.
+    survey: str | None = None
+    answered: int = 0
+    asked: int = 0
 
     @classmethod
     def of(
-        cls, metrics: Mapping[str, Any], *, tick: int, total: int, fastest: int | None = None
+        cls,
+        metrics: Mapping[str, Any],
+        *,
+        tick: int,
+        total: int,
+        survey: str | None = None,
+        answered: int = 0,
+        asked: int = 0,
+        fastest: int | None = None,
     ) -> Progress:
-        """The progress after ``tick``, from the run's counters (``agentsim.sim.metrics``)."""
+        """The progress after ``tick``, from the run's counters (``agentsim.sim.metrics``);
+        ``survey`` names the survey under way, if any."""
         m = metrics
         busy = sum(m["tick_seconds"]) or 1e-9
         return cls(
@@ -46,6 +61,9 @@ class Progress:
             gate_retries=m["gate_retries"],
             fastest=fastest if fastest is not None and fastest > tick else None,
             skills_broken=m["problems"].get("skill_broken", 0),
+            survey=survey,
+            answered=answered,
+            asked=asked,
         )
 
 
@@ -61,6 +79,16 @@ class RunSummary:
     metrics: dict[str, Any] = field(default_factory=dict)
     reason: str | None = None
     max_degraded_share: float = 1.0
+    # Config field -> the share of failures it allows (``agentsim.sim.problems``).
+    limits: Mapping[str, float] = field(default_factory=dict)
+    parent: Mapping[str, Any] | None = None  # a fork's run and tick (``agentsim run --fork``)
+    done: tuple[str, ...] = ()  # what the workflow ran: "intervention social.broadcast", ...
+
+    @property
+    def problems(self) -> list[str]:
+        """The failure shares over their limits: a completed run with any is "completed with
+        problems" (exit code 3)."""
+        return over_limits(self.metrics, self.limits)
 
     @property
     def degraded_share(self) -> float:

@@ -68,6 +68,10 @@ class _HostActor:
     ) -> dict[str, str]:
         return await self.host.ask(agent_ids, question, tick=tick, when=when, views=views)
 
+    @ray.method(enable_task_events=False)
+    async def answered(self) -> int:
+        return self.host.answered
+
     async def get_state(self) -> dict[str, Any]:
         return self.host.get_state()
 
@@ -258,6 +262,10 @@ class RayExecutor:
             "survey",
         )
         return {aid: answer for p in parts for aid, answer in p.items()}
+
+    async def answered(self) -> int:
+        parts = await self._wait([a.answered.remote() for a in self.actors], "survey progress")
+        return sum(parts)
 
     async def get_state(self) -> dict[str, Any]:
         parts = await self._wait([a.get_state.remote() for a in self.actors], "checkpoint")

@@ -4,13 +4,15 @@ The runner hands the context to ``entrypoint(argv, ctx)`` and also publishes it 
 contextvar, so helper code deep inside a script can call ``current_context()`` without
 threading ``ctx`` through.
 
-``env`` is an allow-listed snapshot of the host's environment (``safe_env``): the few
-variables a script needs to behave like a normal program (``PATH``, ``HOME``, locale, time
-zone, temp folder, Python's own settings) plus the variables its skill declares. Nothing else
-reaches it, however harmless or secret its name looks. The same mapping is the whole
-environment of the subprocess tier and of ``process`` isolation. Inline and thread scripts
-run inside the host process and can still read ``os.environ`` themselves: inline code is
-trusted code.
+``env`` is what a subprocess of the call sees: an allow-listed snapshot of the host's
+environment (``safe_env``: the few variables a script needs to behave like a normal program,
+``PATH``, ``HOME``, locale, time zone, temp folder, Python's own settings), the variables its
+skill declares, and the call's own variables (``call_env``: ``AGENT_WORK_DIR``, ``SKILL_ID``,
+``SKILL_NAME``, ``SKILL_DIR``, as AgentSociety2's runtime sets them, plus the context as JSON
+and ``PYTHONDONTWRITEBYTECODE``). Nothing else reaches it, however harmless or secret its name
+looks. The same mapping is the whole environment of the subprocess tier and of ``process``
+isolation. Inline and thread scripts run inside the host process and can still read
+``os.environ`` themselves: inline code is trusted code.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
@@ -30,9 +32,11 @@ from typing import Any
 from agentsim.skills import measures
 
 __all__ = [
+    "CALL_VARS",
     "CONTEXT_ENV_VAR",
     "DEFAULT_ALLOW",
     "SkillScriptContext",
+    "call_env",
     "current_context",
     "looks_secret",
     "safe_env",
@@ -40,6 +44,16 @@ __all__ = [
 
 CONTEXT_ENV_VAR = "AGENTSIM_CONTEXT_JSON"
 """Environment variable that carries the context (as JSON) into a subprocess-tier script."""
+
+CALL_VARS: tuple[str, ...] = (
+    "AGENT_WORK_DIR",
+    "SKILL_ID",
+    "SKILL_NAME",
+    "SKILL_DIR",
+    CONTEXT_ENV_VAR,
+    "PYTHONDONTWRITEBYTECODE",
+)
+"""The variables ``call_env`` sets for every call (AgentSociety2's four, then agentsim's)."""
 
 DEFAULT_ALLOW: tuple[str, ...] = (
     "PATH",
@@ -112,7 +126,7 @@ class SkillScriptContext:
     ``env`` is stored as a read-only mapping; build it with ``safe_env`` (the default).
     """
 
-    workspace_root: Path
+    workspace_root: Path  # a str is accepted and stored as a Path
     skill_id: str
     skill_name: str
     skill_dir: Path
@@ -122,6 +136,8 @@ class SkillScriptContext:
     env: Mapping[str, str] = field(default_factory=_default_env)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.workspace_root, Path):
+            object.__setattr__(self, "workspace_root", Path(self.workspace_root))
         if not isinstance(self.env, MappingProxyType):
             object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
 
@@ -176,6 +192,26 @@ def _rebuild(data: dict[str, Any], env: dict[str, str]) -> SkillScriptContext:
     return SkillScriptContext.from_dict(data, env=env)
 
 
+def call_env(
+    ctx: SkillScriptContext, extra: Mapping[str, str] = MappingProxyType({})
+) -> SkillScriptContext:
+    """``ctx`` with ``env`` completed into what a subprocess of this call sees: ``ctx.env``,
+    then ``extra`` (the skill's declared variables), then the call's own ``CALL_VARS``.
+
+    The runner applies it to every call, in every tier, so ``ctx.env["AGENT_WORK_DIR"]`` is
+    the agent's workspace whichever way the script runs."""
+    own = {
+        "AGENT_WORK_DIR": str(ctx.workspace_root),
+        "SKILL_ID": ctx.skill_id,
+        "SKILL_NAME": ctx.skill_name,
+        "SKILL_DIR": str(ctx.skill_dir),
+        CONTEXT_ENV_VAR: json.dumps(ctx.to_dict(), sort_keys=True),
+        # Skill folders may be shared or read-only: never leave __pycache__ behind in them.
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    return replace(ctx, env={**ctx.env, **extra, **own})
+
+
 def current_context() -> SkillScriptContext:
     """The context of the script call running now.
 
@@ -193,6 +229,5 @@ def current_context() -> SkillScriptContext:
                 "call; call it from code run by ScriptRunner.run (or use the ctx argument "
                 "of entrypoint)"
             ) from None
-        # A subprocess's whole environment is the allow-listed one the runner gave it.
-        env = {k: v for k, v in os.environ.items() if k != CONTEXT_ENV_VAR}
-        return SkillScriptContext.from_dict(json.loads(raw), env=env)
+        # A subprocess's whole environment is the one the runner gave it (``call_env``).
+        return SkillScriptContext.from_dict(json.loads(raw), env=dict(os.environ))

@@ -88,6 +88,9 @@ class HookOutcome:
     quarantined: bool = False
     log: str = ""  # what the hook's script printed (capped by the runner)
     measures: tuple[tuple[str, float], ...] = ()  # what it recorded (``ctx.record``)
+    # How the runner ran it (``ScriptResult.tier``, ``isolation``); empty when not run.
+    tier: str = ""
+    isolation: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -97,6 +100,9 @@ class HookOutcome:
             "text": self.text,
             "elapsed": round(self.elapsed, 6),
         }
+        if self.tier:
+            out["tier"] = self.tier
+            out["isolation"] = self.isolation
         if self.decision is not None:
             out["decision"] = self.decision.to_dict()
         if self.error:

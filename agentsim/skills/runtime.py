@@ -590,6 +590,8 @@ class AgentSkillRuntime:
                         text=text,
                         decision=decision,
                         elapsed=res.elapsed,
+                        tier=res.tier,
+                        isolation=res.isolation,
                         log=res.log,
                         measures=res.measures,
                     )
@@ -602,6 +604,8 @@ class AgentSkillRuntime:
                         ok=False,
                         text=res.output,
                         elapsed=res.elapsed,
+                        tier=res.tier,
+                        isolation=res.isolation,
                         error=res.error,
                         script=desc.hook_script(hook_type) or "",
                         timed_out=res.timed_out,

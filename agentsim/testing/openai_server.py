@@ -553,6 +553,8 @@ def _completion_json(completion: Completion, number: int, *, with_usage: bool) -
             "completion_tokens": usage.completion_tokens,
             "total_tokens": usage.total_tokens,
         }
+        if usage.cached_prompt_tokens:  # an answer function's Completion may carry them
+            body["usage"]["prompt_tokens_details"] = {"cached_tokens": usage.cached_prompt_tokens}
     return body
 
 

@@ -34,6 +34,7 @@ _LABELS = {
     "model_calls": "model calls",
     "prompt_tokens": "prompt tokens",
     "completion_tokens": "completion tokens",
+    "cached_prompt_tokens": "cached prompt tokens",
     "degraded": "degraded steps",
     "errors": "errors",
     "skipped": "skipped steps",
@@ -52,6 +53,10 @@ def progress(run: Run, manifest: Mapping[str, Any] | None = None) -> dict[str, A
         "ticks_done": int(m.get("ticks_done") or 0),
         "started": state.started,
         "ended": state.ended,
+        # Why it stopped, the failure shares over their limits, what it was forked from.
+        "reason": state.reason,
+        "over_limits": list(state.problems),
+        "parent": dict(state.parent) if state.parent is not None else None,
     }
 
 
@@ -87,7 +92,8 @@ def problems(metrics: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[st
         if isinstance(n, int) and n
     ]
     reason = manifest.get("reason") or manifest.get("error")
-    if reason:
+    # A run stopped on purpose (--ticks, Ctrl-C) says why too; that is no problem.
+    if reason and manifest.get("status") not in ("stopped", "interrupted"):
         out.append(f"stopped: {reason}")
     return out
 

@@ -255,7 +255,10 @@ class PacedRun:
         self.at_gate = threading.Event()  # set once the first tick has ended
         self.free = False
         self.engine = Engine(
-            load_experiment(EXPERIMENT), run_dir=run_dir, progress=lambda _: self._wait()
+            load_experiment(EXPERIMENT),
+            run_dir=run_dir,
+            # After each tick; a survey's progress reports (Progress.survey) pass.
+            progress=lambda p: self._wait() if p.survey is None else None,
         )
         self.thread = threading.Thread(target=lambda: asyncio.run(self.engine.run()))
 
@@ -302,6 +305,59 @@ def test_a_running_run_is_followed_without_a_reload(
         wait_for(browser, lambda d: text(d, 'tr[data-run="live-1"] .ticks') == "4 / 6", "4 / 6")
         paced.finish()
         wait_for(browser, lambda d: text(d, 'tr[data-run="live-1"] .status') == "completed", "end")
+
+
+_FAILING = """
+name: mend
+seed: 4
+clock: {start: "2026-03-02T08:00:00", tick: 1h}
+workflow:
+  - run: {ticks: 2}
+  - intervene: {env: city, action: open_place, args: {place: park-1}}
+  - run: {ticks: 1}
+agents: [{group: people, count: 3, profile: {template: worker}}]
+model: {backend: scripted}
+environment: [{module: city}]
+output: {formats: [jsonl], checkpoint_every: 1}
+"""
+
+
+@pytest.fixture(scope="module")
+def mended(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A workspace with a run that failed at its intervention and the fork that mended it."""
+    from agentsim.cli import main
+
+    root = tmp_path_factory.mktemp("mend")
+    exp = root / "exp.yaml"
+    exp.write_text(_FAILING, encoding="utf-8")
+    ws = root / "workspace"
+    assert main(["run", str(exp), "--out", str(ws / "broken"), "--json"]) == 1
+    fork = ["--fork", str(ws / "broken"), "--at", "2", "--out", str(ws / "fixed"), "--json"]
+    assert main(["run", *fork, "--set", "workflow.1.intervene.action=close_place"]) == 0
+    return ws
+
+
+def test_runs_and_run_pages_show_why_a_run_stopped_and_its_lineage(
+    browser: Any, mended: Path
+) -> None:
+    why = "city.open_place: 'park-1' is not closed; nothing to open (workflow.1.intervene, tick 2)"
+    with serve(mended) as url:
+        browser.get(f"{url}/#/")
+        broken, fixed = 'tr[data-run="broken"]', 'tr[data-run="fixed"]'
+        wait_for(browser, lambda d: text(d, f"{fixed} .lineage") != "", "the fork's lineage")
+        assert text(browser, f"{fixed} .lineage") == "forked from broken at tick 2"
+        assert text(browser, f"{broken} .status") == "failed"
+        title = browser.execute_script(
+            "return document.querySelector(arguments[0]).title;", f"{broken} .status"
+        )
+        assert title == why
+        browser.get(f"{url}/#/run/broken")
+        wait_for(browser, lambda d: text(d, "#run-reason") != "", "the reason")
+        assert text(browser, "#run-reason") == f"reason: {why}"
+        browser.get(f"{url}/#/run/fixed")
+        wait_for(browser, lambda d: text(d, "#run-lineage") != "", "the lineage")
+        assert text(browser, "#run-lineage") == "forked from broken at tick 2"
+        assert text(browser, "#run-reason") == ""
 
 
 def test_the_run_page_splits_calls_per_model(browser: Any, tmp_path: Path) -> None:

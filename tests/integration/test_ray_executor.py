@@ -22,6 +22,7 @@ from agentsim.sim.config import load_experiment, parse_experiment
 from agentsim.sim.engine import Engine, Progress
 from agentsim.sim.executors import LocalExecutor
 from agentsim.sim.ray_executor import RayExecutor
+from agentsim.testing.openai_server import spawn_test_server
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_cluster")]
 
@@ -297,3 +298,44 @@ def test_ray_runs_by_dependencies_write_the_barrier_run(tmp_path: Path, hosts: i
         runs[schedule] = helpers.run_fingerprint(tmp_path / schedule)
     differ = [k for k in runs["barrier"] if runs["barrier"][k] != runs["dependencies"].get(k)]
     assert differ == [] and runs["barrier"].keys() == runs["dependencies"].keys()
+
+
+_SURVEY_YAML = """
+name: ray-survey
+seed: 9
+workflow:
+  - survey: {{name: midday, question: "How is your day going?", agents: all}}
+agents:
+  - group: people
+    count: 40
+    profile: {{template: generic}}
+    skills: {{default: [], disabled: [daily-guidance]}}
+model:
+  backend: openai
+  model: test-model
+  base_url: {base_url}
+  max_concurrency: 8
+  max_retries: 0
+executor: {{kind: local, hosts: 2}}
+output: {{dir: {out}, formats: [jsonl]}}
+"""
+
+
+def test_a_survey_on_ray_asks_in_parallel_and_equals_local(tmp_path: Path) -> None:
+    # 40 answers of 0.3 s: one at a time takes 12 s; each of the two hosts holds 4 slots.
+    with spawn_test_server(latency=0.3) as srv:
+        cfg = parse_experiment(
+            _SURVEY_YAML.format(base_url=srv.base_url, out=tmp_path / "ws"), base_dir=tmp_path
+        )
+        local = _run(cfg, tmp_path / "local", LocalExecutor())
+        seen: list[Progress] = []
+        started = time.monotonic()
+        remote = _run(cfg, tmp_path / "ray", RayExecutor(), progress=seen.append)
+        took = time.monotonic() - started
+    assert local.status == remote.status == "completed"
+    a = (tmp_path / "local" / "events.jsonl").read_bytes()
+    assert a == (tmp_path / "ray" / "events.jsonl").read_bytes()
+    assert a.count(b'"type": "survey_answer"') == 40
+    assert took < 12.0, f"the survey on Ray took {took:.1f} s; one at a time takes 12 s"
+    last = [p for p in seen if p.survey is not None][-1]
+    assert (last.survey, last.answered, last.asked) == ("survey midday", 40, 40)

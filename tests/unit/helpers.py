@@ -3,9 +3,11 @@ folders and the ScriptRunner fixtures scripts."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import threading
 import time
@@ -189,6 +191,37 @@ def run_fingerprint(run_dir: Path) -> dict[str, str]:
     spec.loader.exec_module(module)
     parts: dict[str, str] = module.fingerprint(run_dir)
     return parts
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie, dead but not yet reaped, is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - someone else's process now has that pid
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:  # pragma: no cover - not Linux, or gone meanwhile
+        return True
+
+
+def gone_within(pid: int, seconds: float = 2.0) -> bool:
+    """Whether ``pid`` ends within ``seconds`` (a SIGKILL takes effect asynchronously)."""
+    deadline = time.monotonic() + seconds
+    while process_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def kill_pid_in(pidfile: Path) -> None:
+    """Clean up after a test: SIGKILL the process whose pid ``pidfile`` holds, if any."""
+    with contextlib.suppress(OSError, ValueError):
+        os.kill(int(pidfile.read_text()), signal.SIGKILL)
 
 
 def read_events(run_dir: Path) -> list[dict[str, Any]]:

@@ -100,3 +100,23 @@ def test_the_progress_line_of_a_resumed_run_counts_from_where_it_resumes(
     assert [x.split("] ")[1].split("  ")[0] for x in shown] == ["tick 3/5", "tick 4/5", "tick 5/5"]
     assert err.getvalue().endswith("\n")
     capsys.readouterr()
+
+
+def test_the_progress_line_shows_a_survey_under_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(
+        "name: t\nworkflow:\n  - run: {ticks: 1}\n"
+        "  - survey: {name: midday, question: How are you?, agents: all}\n"
+        "agents: [{group: a, count: 3}]\n"
+    )
+    err = _Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    assert main(["run", str(exp), "--out", str(tmp_path / "r")]) == 0
+    shown = [x for x in err.getvalue().replace("\r", "\n").split("\n") if x.startswith("[")]
+    assert [x.split("] ")[1].split("  ")[0] for x in shown] == ["tick 1/1", "tick 1/1"]
+    assert shown[0].split("  ")[1].endswith(" agent-steps/s")
+    assert shown[1].split("  ")[1] == "survey midday 3/3"  # the survey, once it is over
+    assert err.getvalue().endswith("\n")
+    capsys.readouterr()

@@ -53,6 +53,47 @@ BAD = {
         r"agents\.0\.skills\.default: default skill 'daily-guidanc' is not registered "
         r"\(close matches: daily-guidance.*\); fix the name",
     ),
+    # Every workflow argument is checked at load, the ids it names included (issue 23).
+    "intervene-unknown-arg": (
+        "name: t\nagents: [{group: a, count: 2}]\nenvironment: [{module: social}]\n"
+        "workflow: [{run: {ticks: 1}}, {intervene: {env: social, action: broadcast, "
+        "args: {txt: hello, stance: 0.5}}}]\n",
+        r"workflow\.1\.intervene\.args\.txt: unknown argument 'txt' \(known: stance, text\)",
+    ),
+    "intervene-missing-arg": (
+        "name: t\nagents: [{group: a, count: 2}]\nenvironment: [{module: social}]\n"
+        "workflow: [{run: {ticks: 1}}, {intervene: {env: social, action: broadcast}}]\n",
+        r"workflow\.1\.intervene\.args\.text: argument 'text' is required "
+        r"\(known: stance, text\); add it",
+    ),
+    "intervene-bound": (
+        "name: t\nagents: [{group: a, count: 2}]\nenvironment: [{module: social}]\n"
+        "workflow: [{intervene: {env: social, action: broadcast, "
+        "args: {text: hello, stance: 2}}}, {run: {ticks: 1}}]\n",
+        r"workflow\.0\.intervene\.args\.stance: argument 'stance': input should be less "
+        r"than or equal to 1, got 2",
+    ),
+    "intervene-type": (
+        "name: t\nagents: [{group: a, count: 2}]\nenvironment: [{module: social}]\n"
+        "workflow: [{intervene: {env: social, action: set_opinion, "
+        "args: {agent: a-0001, value: high}}}, {run: {ticks: 1}}]\n",
+        r"workflow\.0\.intervene\.args\.value: argument 'value': input should be a valid "
+        r"number, got 'high'",
+    ),
+    "intervene-place-id": (
+        "name: t\nagents: [{group: a, count: 2}]\nenvironment: [{module: city}]\n"
+        "workflow: [{run: {ticks: 1}}, {intervene: {env: city, action: close_place, "
+        "args: {place: park-99}}}]\n",
+        r"workflow\.1\.intervene\.args\.place: there is no place 'park-99' "
+        r"\(close matches: park-\d.*\); use one of the ids in the places table",
+    ),
+    "intervene-agent-id": (
+        "name: t\nagents: [{group: a, count: 2}]\nenvironment: [{module: social}]\n"
+        "workflow: [{run: {ticks: 1}}, {intervene: {env: social, action: set_opinion, "
+        "args: {agent: b-1, value: 0.5}}}]\n",
+        r"workflow\.1\.intervene\.args\.agent: there is no agent 'b-1'.*; name an agent "
+        r"of the run",
+    ),
 }
 
 
@@ -99,8 +140,9 @@ def json_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
 def test_json_output_ticks_and_out(json_run: tuple[Path, dict[str, Any], int]) -> None:
     out, data, code = json_run
     assert code == 0
-    assert set(data) == {"run_id", "run_dir", "status", "ticks", "agents", "metrics"}
+    assert set(data) == {"run_id", "run_dir", "status", "ticks", "agents", "metrics", "reason"}
     assert (data["run_id"], data["run_dir"], data["status"]) == ("run", str(out), "stopped")
+    assert data["reason"] == "stopped after --ticks 2"
     assert (data["ticks"], data["agents"]) == (2, 20)
     assert data["metrics"]["ticks"] == 2 and data["metrics"]["agent_steps"] == 40
     assert max(e["tick"] for e in events(out)) == 2  # run_end sits at the stopping tick

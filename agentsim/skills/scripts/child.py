@@ -23,17 +23,26 @@ import os
 import pickle
 import signal
 import sys
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from agentsim.skills.context import CONTEXT_ENV_VAR, SkillScriptContext
+from agentsim.skills.context import CONTEXT_ENV_VAR, SkillScriptContext, call_env
 from agentsim.skills.scripts.inprocess import Outcome, Tier, cap_text
 
-__all__ = ["ProcOutcome", "run_in_child", "run_process"]
+__all__ = ["CALL_ID_VAR", "ProcOutcome", "kill_all", "run_in_child", "run_process"]
 
 _CHUNK = 65_536
+_PIPE_GRACE = 0.2
+"""Seconds to keep reading a child's pipes after it exited (what it wrote is there)."""
+_KILL_ROUNDS = 5
+
+CALL_ID_VAR = "AGENTSIM_CALL_ID"
+"""Set in every script process's environment: comma-separated tags of the calls it runs for.
+Processes it starts inherit it, even past ``setsid`` and double forks, so that a timeout (and
+``process`` isolation, after every call) finds and kills them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,20 +56,26 @@ class ProcOutcome:
     stderr_dropped: int
 
 
-async def _read_capped(stream: asyncio.StreamReader | None, limit: int) -> tuple[bytes, int]:
-    # Keep draining past the cap: a child blocked on a full pipe would never exit.
-    kept = bytearray()
-    dropped = 0
-    if stream is None:  # pragma: no cover - both pipes are always requested
-        return b"", 0
-    while chunk := await stream.read(_CHUNK):
-        room = limit - len(kept)
-        if room > 0:
-            kept += chunk[:room]
-            dropped += max(0, len(chunk) - room)
-        else:
-            dropped += len(chunk)
-    return bytes(kept), dropped
+class _Capped:
+    """What one pipe delivered, kept up to ``limit`` bytes; filled as it arrives, so that a
+    reader cut short still holds what it read."""
+
+    __slots__ = ("dropped", "kept", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.kept = bytearray()
+        self.dropped = 0
+        self.limit = limit
+
+    async def drain(self, stream: asyncio.StreamReader) -> None:
+        # Keep draining past the cap: a child blocked on a full pipe would never exit.
+        while chunk := await stream.read(_CHUNK):
+            room = self.limit - len(self.kept)
+            if room > 0:
+                self.kept += chunk[:room]
+                self.dropped += max(0, len(chunk) - room)
+            else:
+                self.dropped += len(chunk)
 
 
 async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:
@@ -73,12 +88,66 @@ async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:
     proc.stdin.close()
 
 
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
+def _scan(tags: Sequence[bytes], root: int) -> set[int]:
+    """Live processes started for a call: those whose environment carries one of ``tags``
+    (``CALL_ID_VAR``, inherited through ``setsid`` and double forks) and the descendants of
+    ``root`` (whatever their environment). Linux's ``/proc``; elsewhere, nothing."""
     try:
+        names = os.listdir("/proc")
+    except OSError:  # pragma: no cover - not Linux: the process group kill is all we have
+        return set()
+    me = os.getpid()
+    parents: dict[int, list[int]] = {}
+    found: set[int] = set()
+    for name in names:
+        if not name.isdigit() or int(name) == me:
+            continue
+        pid = int(name)
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            if fields[0] == b"Z":
+                continue  # a zombie: already dead, waiting for its parent
+            parents.setdefault(int(fields[1]), []).append(pid)
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                environ = fh.read()
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile, or not ours to read
+        if any(tag in environ for tag in tags):
+            found.add(pid)
+    todo = [root]
+    while todo:
+        for child in parents.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    found.discard(me)
+    return found
+
+
+def kill_all(proc: asyncio.subprocess.Process, tag: bytes) -> None:
+    """SIGKILL the child's process group and every process started for it, in rounds until
+    none is left (a process may fork while we look)."""
+    # Look before the first kill: once the child is dead its children lose their parent
+    # link (only the tag still finds them).
+    pids = _scan((tag,), proc.pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):  # pragma: no cover - already gone
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
+    for _ in range(_KILL_ROUNDS):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        pids = _scan((tag,), proc.pid)
+        if not pids:
+            return
+
+
+def _call_tag() -> tuple[str, bytes]:
+    """The ``CALL_ID_VAR`` value for a new child (the tags of the calls this process runs
+    for, plus a new one) and the new tag to look for."""
+    new = uuid.uuid4().hex
+    inherited = os.environ.get(CALL_ID_VAR)
+    return (f"{inherited},{new}" if inherited else new), new.encode()
 
 
 async def run_process(
@@ -90,47 +159,85 @@ async def run_process(
     limit: float | None,
     stdout_limit: int,
     stderr_limit: int,
+    leave_nothing: bool = False,
 ) -> ProcOutcome:
-    """Run ``argv`` to completion or until ``limit`` seconds, then kill its process group.
+    """Run ``argv`` to completion or until ``limit`` seconds; at the limit, kill it and
+    everything it started (``kill_all``). ``leave_nothing``: do that after a normal exit too.
 
-    Raises ``OSError`` when the child cannot be started (missing cwd or interpreter).
+    Output is read until the child exits, then for ``_PIPE_GRACE`` seconds more: a daemon
+    it started may hold the pipes open for ever. Raises ``OSError`` when the child cannot be
+    started (missing cwd or interpreter).
     """
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=cwd,
-        env=dict(env),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-    )
-
-    async def communicate() -> tuple[tuple[bytes, int], tuple[bytes, int]]:
-        async with asyncio.TaskGroup() as tg:
-            tg.create_task(_feed(proc, stdin))
-            out = tg.create_task(_read_capped(proc.stdout, stdout_limit))
-            err = tg.create_task(_read_capped(proc.stderr, stderr_limit))
-        await proc.wait()
-        return out.result(), err.result()
-
+    loop = asyncio.get_running_loop()
+    value, tag = _call_tag()
+    # Our own pipes, not asyncio's: we close them when we stop reading, whoever holds the
+    # other end (with asyncio's, waiting for the child can wait for its pipes too).
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
     try:
-        (out, out_dropped), (err, err_dropped) = await asyncio.wait_for(communicate(), limit)
-    except TimeoutError:
-        _kill_group(proc)
-        await proc.wait()
-        return ProcOutcome(
-            returncode=None, stdout=b"", stdout_dropped=0, stderr=b"", stderr_dropped=0
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env={**env, CALL_ID_VAR: value},
+            stdin=asyncio.subprocess.PIPE,
+            stdout=out_w,
+            stderr=err_w,
+            start_new_session=True,
         )
     except BaseException:
-        # Cancelled by our caller: never leave an orphan behind.
-        _kill_group(proc)
+        for fd in (out_r, err_r):
+            os.close(fd)
         raise
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    out, err = _Capped(stdout_limit), _Capped(stderr_limit)
+    transports: list[asyncio.ReadTransport] = []
+    readers: list[asyncio.Task[None]] = []
+    try:
+        for fd, sink in ((out_r, out), (err_r, err)):
+            reader = asyncio.StreamReader(limit=_CHUNK)
+            pipe = os.fdopen(fd, "rb", buffering=0)
+            transport, _ = await loop.connect_read_pipe(
+                functools.partial(asyncio.StreamReaderProtocol, reader), pipe
+            )
+            transports.append(transport)
+            readers.append(loop.create_task(sink.drain(reader)))
+
+        async def exited() -> None:
+            await _feed(proc, stdin)
+            await proc.wait()
+
+        try:
+            await asyncio.wait_for(exited(), limit)
+        except TimeoutError:
+            kill_all(proc, tag)
+            await proc.wait()
+            return ProcOutcome(
+                returncode=None, stdout=b"", stdout_dropped=0, stderr=b"", stderr_dropped=0
+            )
+        if leave_nothing:
+            kill_all(proc, tag)
+        # What the child wrote before it exited is in the pipes; a daemon's later writes,
+        # and a daemon that never closes them, are not waited for.
+        await asyncio.wait(readers, timeout=_PIPE_GRACE)
+    except BaseException:
+        # Cancelled by our caller: never leave an orphan behind.
+        kill_all(proc, tag)
+        raise
+    finally:
+        for task in readers:
+            task.cancel()
+        for transport in transports:
+            transport.close()
+        if readers:
+            await asyncio.wait(readers)
     return ProcOutcome(
         returncode=proc.returncode,
-        stdout=out,
-        stdout_dropped=out_dropped,
-        stderr=err,
-        stderr_dropped=err_dropped,
+        stdout=bytes(out.kept),
+        stdout_dropped=out.dropped,
+        stderr=bytes(err.kept),
+        stderr_dropped=err.dropped,
     )
 
 
@@ -159,9 +266,7 @@ async def run_in_child(
     tier: ``python script.py argv...`` with the context as JSON in ``AGENTSIM_CONTEXT_JSON``.
     Returns the outcome and the tier used, None when the child was killed at ``limit``;
     raises ``OSError`` when it cannot be started."""
-    env = dict(ctx.env)
-    # Skill folders may be shared or read-only: never leave __pycache__ behind in them.
-    env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    env = dict(call_env(ctx).env if CONTEXT_ENV_VAR not in ctx.env else ctx.env)
     if isolated:
         cmd = [python, "-m", "agentsim.skills.scripts.child"]
         stdin = pickle.dumps(
@@ -180,7 +285,6 @@ async def run_in_child(
         stdout_limit, stderr_limit = 16 * output_cap + 65_536, 4 * output_cap
     else:
         cmd, stdin = [python, path, *argv], b""
-        env[CONTEXT_ENV_VAR] = json.dumps(ctx.to_dict(), sort_keys=True)
         # Bytes, not characters: 4 bytes per character covers any UTF-8 text within the cap.
         stdout_limit = stderr_limit = 4 * output_cap + 4
     proc = await run_process(
@@ -191,6 +295,7 @@ async def run_in_child(
         limit=None if math.isinf(limit) else limit,
         stdout_limit=stdout_limit,
         stderr_limit=stderr_limit,
+        leave_nothing=isolated,
     )
     if proc.returncode is None:
         return None
@@ -246,24 +351,37 @@ def _script_outcome(proc: ProcOutcome, output_cap: int) -> Outcome:
 # -- the child's side of process isolation ---------------------------------------------
 
 
-def serve(request: bytes) -> str:
-    """Run the pickled request and return the JSON reply (the child's whole job, minus fds)."""
+def serve(request: bytes, *, own_process: bool = False) -> str:
+    """Run the pickled request and return the JSON reply (the child's whole job, minus fds).
+
+    ``own_process``: this process exists for this one call (as started by ``run_in_child``),
+    so its environment becomes the call's and a plain script runs here as ``__main__``."""
     from agentsim.skills.scripts.runner import ScriptRunner
 
     data: dict[str, Any] = pickle.loads(request)
+    ctx: SkillScriptContext = data["ctx"]
     runner = ScriptRunner(output_cap=data["output_cap"], default_timeout=math.inf)
-    call = runner.run(data["script"], data["argv"], data["ctx"], hook=data.get("hook"))
+    if own_process:
+        # The call's environment exactly (PYTHONPATH was only for finding agentsim), plus
+        # the tag that lets the parent find what the script starts.
+        tag = os.environ.get(CALL_ID_VAR)
+        os.environ.clear()
+        os.environ.update(ctx.env)
+        if tag is not None:
+            os.environ[CALL_ID_VAR] = tag
+        runner.plain_in_process = True
+    call = runner.run(data["script"], data["argv"], ctx, hook=data.get("hook"))
     result = asyncio.run(call)
     return json.dumps(result.to_dict(), ensure_ascii=False)
 
 
-def main() -> int:
+def main(*, own_process: bool = False) -> int:
     reply = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
-    reply.write(serve(sys.stdin.buffer.read()))
+    reply.write(serve(sys.stdin.buffer.read(), own_process=own_process))
     reply.close()
     return 0
 
 
 if __name__ == "__main__":  # pragma: no cover - run as a child process, see run_in_child
-    sys.exit(main())
+    sys.exit(main(own_process=True))

@@ -34,7 +34,8 @@ package is rebuilt.
 **Calls.** ``call_async`` runs an async entrypoint as a task of its own in the caller's loop
 (at the deadline only that task is cancelled; one that ignores it is kept in
 ``STRAGGLERS``). ``call_in_thread`` runs a sync entrypoint, an async one on a loop of its own
-(``thread`` isolation), or a plain script, on a worker thread.
+(``thread`` isolation), or — in the one-call child of ``process`` isolation — a plain script, on
+a worker thread.
 """
 
 from __future__ import annotations
@@ -65,10 +66,10 @@ from agentsim.skills.context import _CURRENT, SkillScriptContext
 __all__ = [
     "CACHE",
     "HOOK_FUNCTIONS",
-    "WRAPPER_LOCK",
     "FolderStamp",
     "LoadedScript",
     "NeedsSubprocess",
+    "Stopped",
     "folder_lock",
     "load",
     "package_name",
@@ -150,9 +151,16 @@ def cap_text(text: str, cap: int, dropped: int = 0) -> tuple[str, bool]:
 
 
 def outcome_from_value(value: Any, cap: int) -> Outcome:
-    """An entrypoint's return value as output: str as is, JSON data dumped, None empty."""
+    """An entrypoint's return value as output: str as is, a ``(stdout, stderr)`` pair of str
+    split into output and log (AgentSociety2's contract), other JSON data dumped, None empty."""
     if value is None:
         return Outcome(ok=True, output="", exit_code=0, error=None)
+    if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, str) for v in value):
+        output, truncated = cap_text(value[0], cap)
+        log, _ = cap_text(value[1], cap)
+        return Outcome(
+            ok=True, output=output, exit_code=0, error=None, truncated=truncated, log=log
+        )
     if isinstance(value, dict | list | tuple):
         try:
             text = json.dumps(value, sort_keys=True)
@@ -259,6 +267,10 @@ calls are mostly Python code that holds the GIL, so more workers mostly take tur
 other and with the event loop that feeds them; a few still let file I/O overlap."""
 
 
+class Stopped(Exception):
+    """A queued call never started: its script was quarantined while it waited."""
+
+
 class _Job(Generic[T]):
     """One call, the context to run it in, and the future (of the caller's loop) that
     reports on it."""
@@ -272,6 +284,7 @@ class _Job(Generic[T]):
         "loop",
         "running",
         "started_at",
+        "stop",
         "timer",
         "written_off",
     )
@@ -288,6 +301,7 @@ class _Job(Generic[T]):
         self.done: asyncio.Future[T] = loop.create_future()
         self.started_at: float | None = None  # time.monotonic() when a worker took it
         self.timer: asyncio.TimerHandle | None = None  # checks the limit (see _check)
+        self.stop: threading.Event | None = None  # set: never start this job
         # Guarded by the pool's lock.
         self.running = False
         self.finished = False
@@ -364,8 +378,12 @@ class _Pool:
             with self._lock:
                 self._idle -= 1
                 self._pending -= 1
-                skip = job.abandoned
+                stopped = not job.abandoned and job.stop is not None and job.stop.is_set()
+                skip = job.abandoned or stopped
+                job.abandoned = skip
                 job.running = not skip
+            if stopped:
+                _report(job, job.done, None, Stopped())
             if skip:
                 continue
             job.started_at = time.monotonic()
@@ -385,11 +403,16 @@ class _Pool:
 _pool = _Pool(MAX_WORKERS)
 
 
-async def run_in_thread(call: Callable[[], T], *, limit: float) -> T:
+async def run_in_thread(
+    call: Callable[[], T], *, limit: float, stop: threading.Event | None = None
+) -> T:
     """``call()`` on a worker thread, in a copy of the caller's context. Its exceptions are
-    re-raised here; ``TimeoutError`` when it runs longer than ``limit`` seconds."""
+    re-raised here; ``TimeoutError`` when it runs longer than ``limit`` seconds. A worker
+    never starts a job whose ``stop`` is set (the runner sets it when the script is
+    quarantined): the caller is told at once by the runner, and the job is skipped."""
     loop = asyncio.get_running_loop()
     job: _Job[T] = _Job(call, contextvars.copy_context(), loop)
+    job.stop = stop
     _pool.submit(job)
     if not math.isinf(limit):
         job.timer = loop.call_later(limit, _check, job, limit)
@@ -430,6 +453,7 @@ class LoadedScript:
     tier: Tier
     fn: Callable[..., Any] | None = None
     is_async: bool = False
+    takes_ctx: bool = True  # entrypoint(argv, ctx), or else entrypoint(argv)
     code: CodeType | None = None
     package: str | None = None
     reason: str | None = None
@@ -442,9 +466,6 @@ class LoadedScript:
 
 # Process-wide: every runner (and so every agent) of this process shares one import.
 CACHE: dict[str, LoadedScript] = {}
-# sys.argv is a process global that plain scripts read: one plain script at a time. A
-# threading lock (not an asyncio one) so that it is valid from any event loop and thread.
-WRAPPER_LOCK = threading.Lock()
 
 # Not an lru_cache: two threads missing at once could each get a lock of their own.
 _folder_locks: dict[str, threading.Lock] = {}
@@ -571,18 +592,45 @@ def load(path: str, stamp: FolderStamp) -> LoadedScript:
         tier="entrypoint",
         fn=fn,
         is_async=inspect.iscoroutinefunction(fn),
+        takes_ctx=takes_ctx(fn),
         package=package,
         hooks=hooks,
     )
 
 
+def takes_ctx(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` accepts a second positional argument (``ctx``): AgentSociety2's
+    contract allows both ``entrypoint(argv)`` and ``entrypoint(argv, ctx)``. Decided once,
+    when the script is imported."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a C function): the full contract
+        return True
+    positional = 0
+    for p in params:
+        if p.kind is p.VAR_POSITIONAL:
+            return True
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            positional += 1
+    return positional >= 2
+
+
+def invoke(entry: LoadedScript, argv: Sequence[str], ctx: SkillScriptContext) -> Any:
+    """Call the entrypoint with the arguments it takes (a coroutine for an async one)."""
+    fn = entry.fn
+    assert fn is not None  # only entrypoint entries are invoked
+    return fn(list(argv), ctx) if entry.takes_ctx else fn(list(argv))
+
+
 def run_main(
     path: str, entry: LoadedScript, argv: Sequence[str], ctx: SkillScriptContext, cap: int
 ) -> Outcome:
-    """Run a plain script's cached code as ``__main__``; the caller holds ``WRAPPER_LOCK``.
+    """Run a plain script's cached code as ``__main__``, with ``sys.argv`` set.
 
-    What it prints is its output; what it writes to stderr, its log. Raises
-    ``NeedsSubprocess`` when it fails on an import (an absolute sibling import, say)."""
+    Only in a process that runs one call (the child of ``process`` isolation, whose cwd and
+    environment are the call's): ``sys.argv`` is a process global. What it prints is its
+    output; what it writes to stderr, its log. Raises ``NeedsSubprocess`` when it fails on
+    an import (an absolute sibling import, say)."""
     namespace: dict[str, Any] = {
         "__name__": "__main__",
         "__file__": path,
@@ -619,11 +667,6 @@ STRAGGLERS: set[asyncio.Task[Any]] = set()
 _CANCEL_GRACE = 0.1
 
 
-class WrapperBusy(Exception):
-    """A plain script never started: the plain-script lock stayed held (by another plain
-    script) for the whole timeout."""
-
-
 def _seconds(limit: float) -> float | None:
     return None if math.isinf(limit) else limit
 
@@ -634,13 +677,13 @@ def _with_log(outcome: Outcome, log: CappedWriter) -> Outcome:
 
 
 async def call_async(
-    fn: Callable[..., Any], argv: Sequence[str], ctx: SkillScriptContext, cap: int, limit: float
+    entry: LoadedScript, argv: Sequence[str], ctx: SkillScriptContext, cap: int, limit: float
 ) -> Outcome:
-    """Await ``fn(argv, ctx)`` as its own task, in a copy of the caller's context."""
+    """Await the async entrypoint as its own task, in a copy of the caller's context."""
     log = CappedWriter(cap)
     call_context = contextvars.copy_context()
     call_context.run(_bind, ctx, log)
-    task = asyncio.get_running_loop().create_task(fn(list(argv), ctx), context=call_context)
+    task = asyncio.get_running_loop().create_task(invoke(entry, argv, ctx), context=call_context)
     try:
         done, _ = await asyncio.wait({task}, timeout=_seconds(limit))
     except asyncio.CancelledError:
@@ -682,48 +725,26 @@ async def call_in_thread(
     ctx: SkillScriptContext,
     cap: int,
     limit: float,
+    *,
+    stop: threading.Event | None = None,
 ) -> Outcome:
-    """Run the call on a worker thread (``run_in_thread``). Raises ``WrapperBusy`` for
-    a plain script that could not get the plain-script lock in time, ``NeedsSubprocess`` for
-    one that must run as a real script."""
+    """Run the call on a worker thread (``run_in_thread``; ``stop`` as there). Raises
+    ``NeedsSubprocess`` for a plain script that must run as a real script."""
     if entry.fn is None:
-        started, abandoned = threading.Event(), threading.Event()
-        try:
-            return await run_in_thread(
-                lambda: _plain(path, entry, argv, ctx, cap, started, abandoned),
-                limit=limit,
-            )
-        except TimeoutError:
-            abandoned.set()
-            if not started.is_set():
-                raise WrapperBusy from None
-            raise
-    fn = entry.fn
+        return await run_in_thread(
+            lambda: run_main(path, entry, argv, ctx, cap), limit=limit, stop=stop
+        )
     is_async = entry.is_async
 
     def call() -> Outcome:
         log = CappedWriter(cap)
         _bind(ctx, log)  # run_in_thread runs us in a copy of the caller's context
         try:
-            value = asyncio.run(fn(list(argv), ctx)) if is_async else fn(list(argv), ctx)
+            value = invoke(entry, argv, ctx)
+            if is_async:
+                value = asyncio.run(value)
         except (Exception, SystemExit) as exc:
             return _with_log(outcome_from_exception(exc, cap), log)
         return _with_log(outcome_from_value(value, cap), log)
 
-    return await run_in_thread(call, limit=limit)
-
-
-def _plain(
-    path: str,
-    entry: LoadedScript,
-    argv: Sequence[str],
-    ctx: SkillScriptContext,
-    cap: int,
-    started: threading.Event,
-    abandoned: threading.Event,
-) -> Outcome:
-    with WRAPPER_LOCK:
-        if abandoned.is_set():  # the caller gave up while we waited: do not run at all
-            return Outcome(ok=False, output="", exit_code=1, error="abandoned")
-        started.set()
-        return run_main(path, entry, argv, ctx, cap)
+    return await run_in_thread(call, limit=limit, stop=stop)

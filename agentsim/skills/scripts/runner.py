@@ -4,12 +4,14 @@ A script is one of its skill's own ``.py`` files (resolved, it must stay inside
 ``ctx.skill_dir``). Tiers, tried in order:
 
 ``entrypoint``
-    The module defines ``entrypoint(argv, ctx)`` (sync or ``async``); it is imported once
-    per process (see ``inprocess``: a package per scripts folder, so sibling modules import
-    with ``from . import util``) and called in-process, shared by every agent.
+    The module defines ``entrypoint(argv, ctx)`` or ``entrypoint(argv)`` (sync or
+    ``async``; the arity is read once, at import); it is imported once per process (see
+    ``inprocess``: a package per scripts folder, so sibling modules import with
+    ``from . import util``) and called in-process, shared by every agent.
 ``wrapper``
-    A plain script: its code runs as ``__main__`` in a fresh namespace with ``sys.argv`` set
-    (one at a time: ``sys.argv`` is a process global); what it prints is its output.
+    A plain script under ``process`` isolation: its code runs as ``__main__`` in the
+    isolation process (cwd the agent's workspace, environment the call's, ``sys.argv`` set);
+    what it prints is its output.
 ``hook``
     A lifecycle hook call (``run(..., hook="pre_step")``) to a script that defines a function
     of that name: the function (sync or ``async``, no parameters) is called instead, isolated
@@ -17,9 +19,11 @@ A script is one of its skill's own ``.py`` files (resolved, it must stay inside
     .hook_context()``. Without such a function the hook is an ordinary call with
     ``--args-json PAYLOAD``.
 ``subprocess``
-    The module cannot be imported (syntax error, missing dependency, an absolute sibling
-    import): ``python script.py argv...`` with cwd = the agent's workspace and ``ctx.env``
-    as its whole environment.
+    A plain script in any other isolation, or a module that cannot be imported (syntax
+    error, missing dependency, an absolute sibling import): ``python script.py argv...``
+    with cwd = the agent's workspace and ``ctx.env`` as its whole environment. Plain scripts
+    never run inside the host: the working folder and ``os.environ`` are process globals
+    that every other call (and the host itself) would see changed.
 
 Isolation and what a timeout can stop:
 
@@ -36,24 +40,29 @@ Isolation and what a timeout can stop:
     killed at the deadline. The host never imports the script.
 
 A script whose calls overrun their timeout ``quarantine_after`` times is quarantined: its
-later calls fail at once (``quarantined=True``) until its folder's files change.
+later calls fail at once (``quarantined=True``) until its folder's files change, and its calls
+already waiting or running are abandoned at that moment (threads not yet started never start,
+tasks are cancelled, processes killed), so a hanging script costs a tick one timeout however
+many agents call it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from agentsim._paths import is_inside
 from agentsim.errors import SkillError
 from agentsim.skills import measures
-from agentsim.skills.context import SkillScriptContext, safe_env
+from agentsim.skills.context import SkillScriptContext, call_env, safe_env
 from agentsim.skills.hooks import hook_caller
 from agentsim.skills.measures import Measure
 from agentsim.skills.scripts.child import run_in_child
@@ -63,8 +72,8 @@ from agentsim.skills.scripts.inprocess import (
     LoadedScript,
     NeedsSubprocess,
     Outcome,
+    Stopped,
     Tier,
-    WrapperBusy,
     call_async,
     call_in_thread,
     folder_lock,
@@ -133,6 +142,17 @@ class Quarantined:
     overruns: int
 
 
+@dataclass(slots=True)
+class _Flight:
+    """The calls of one script now waiting or running, so that a quarantine can end them:
+    ``stop`` keeps queued worker-thread jobs from starting; each task maps to its
+    ``cancelling()`` count when it began (see ``ScriptRunner.run``)."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+    calls: dict[asyncio.Task[object], int] = field(default_factory=dict)
+    aborted: set[asyncio.Task[object]] = field(default_factory=set)
+
+
 class ScriptRunner:
     """Runs skill scripts for every agent of this process. One runner per host is enough.
 
@@ -178,6 +198,9 @@ class ScriptRunner:
         self._located: dict[tuple[str, str], tuple[str, str | None]] = {}
         # script path -> (stamp, skill id, overruns) for the file version that overran
         self._overruns: dict[str, tuple[FolderStamp | None, str, int]] = {}
+        self._flights: dict[str, _Flight] = {}
+        # Set by the isolation child (one call per process): plain scripts run in-process.
+        self.plain_in_process = False
         self._counts = dict.fromkeys(
             ("imports", "entrypoint", "wrapper", "subprocess", "hook", "timeouts", "errors"), 0
         )
@@ -259,13 +282,35 @@ class ScriptRunner:
                 isolation,
             )
         declared = tuple(env)
-        if declared:
-            source = os.environ if self._environ is None else self._environ
-            ctx = replace(ctx, env={**ctx.env, **safe_env(source, allow=(), declared=declared)})
+        source = os.environ if self._environ is None else self._environ
+        ctx = call_env(ctx, safe_env(source, allow=(), declared=declared) if declared else {})
         refused = self._refuse_quarantined(path, stamp, start, isolation)
         if refused is not None:
             return refused
-        result = await self._dispatch(path, stamp, argv, ctx, isolation, limit, start, hook)
+        flight = self._flights.get(path)
+        if flight is None:
+            flight = self._flights[path] = _Flight()
+        task = asyncio.current_task()
+        if task is not None:
+            flight.calls[task] = task.cancelling()
+        try:
+            result = await self._dispatch(
+                path, stamp, argv, ctx, isolation, limit, start, flight, hook
+            )
+        except asyncio.CancelledError:
+            # Ours (the script was quarantined meanwhile) or our caller's: only ours is
+            # turned into a result, as asyncio.timeout() does with its own cancellation.
+            if task is None or task not in flight.aborted or task.uncancel() > flight.calls[task]:
+                raise
+            result = self._abandoned(path, start, isolation)
+        except Stopped:
+            result = self._abandoned(path, start, isolation)
+        finally:
+            if task is not None:
+                flight.calls.pop(task, None)
+                flight.aborted.discard(task)
+            if not flight.calls and self._flights.get(path) is flight:
+                del self._flights[path]
         return _measured(self._settle(path, stamp, ctx, result))
 
     # -- dispatch -------------------------------------------------------------------------
@@ -279,6 +324,7 @@ class ScriptRunner:
         isolation: Isolation,
         limit: float,
         start: float,
+        flight: _Flight,
         hook: str | None = None,
     ) -> ScriptResult:
         if isolation == "process":
@@ -287,42 +333,30 @@ class ScriptRunner:
             entry = await self._entry(path, stamp, limit)
         except TimeoutError:
             return self._timed_out(path, limit, start, "entrypoint", isolation, " importing it")
-        if entry.tier == "subprocess":
-            return await self._in_child(path, argv, ctx, limit, start, isolation)
         tier: Tier = entry.tier
         fn = entry.hook(hook) if hook is not None else None
         call = hook_caller(fn, hook, argv, ctx) if fn is not None and hook is not None else None
         if call is not None:
             is_async = inspect.iscoroutinefunction(call)
-            entry, tier = replace(entry, fn=call, is_async=is_async), "hook"
+            entry = replace(entry, fn=call, is_async=is_async, takes_ctx=True)
+            tier = "hook"
+        elif entry.tier == "subprocess" or (entry.tier == "wrapper" and not self.plain_in_process):
+            return await self._in_child(path, argv, ctx, limit, start, isolation)
         try:
             if entry.is_async and isolation == "inline" and entry.fn is not None:
                 called = time.perf_counter()
-                outcome = await call_async(entry.fn, argv, ctx, self.output_cap, limit)
+                outcome = await call_async(entry, argv, ctx, self.output_cap, limit)
                 if time.perf_counter() - called > limit:
                     # A coroutine that blocked without awaiting: it could not be cut.
                     return self._timed_out(
                         path, limit, start, tier, isolation, " (it blocked the event loop)"
                     )
             else:
-                outcome = await call_in_thread(path, entry, argv, ctx, self.output_cap, limit)
+                outcome = await call_in_thread(
+                    path, entry, argv, ctx, self.output_cap, limit, stop=flight.stop
+                )
         except TimeoutError:
             return self._timed_out(path, limit, start, tier, isolation)
-        except WrapperBusy:
-            return self._result(
-                Outcome(
-                    ok=False,
-                    output="",
-                    exit_code=TIMEOUT_EXIT_CODE,
-                    error=f"plain script {path} did not start within {limit:g}s: another "
-                    "plain script held the lock on sys.argv; give long plain scripts "
-                    "an entrypoint or process isolation",
-                ),
-                start,
-                tier,
-                isolation,
-                timed_out=True,
-            )
         except NeedsSubprocess as exc:
             _demote(path, entry, str(exc))
             return await self._in_child(path, argv, ctx, limit, start, isolation)
@@ -401,9 +435,7 @@ class ScriptRunner:
 
     # -- results and quarantine -----------------------------------------------------------
 
-    def _result(
-        self, outcome: Outcome, start: float, tier: Tier, isolation: str, *, timed_out: bool = False
-    ) -> ScriptResult:
+    def _result(self, outcome: Outcome, start: float, tier: Tier, isolation: str) -> ScriptResult:
         return ScriptResult(
             ok=outcome.ok,
             output=outcome.output,
@@ -411,7 +443,6 @@ class ScriptRunner:
             error=outcome.error,
             elapsed=time.perf_counter() - start,
             tier=tier,
-            timed_out=timed_out,
             isolation=isolation,
             truncated=outcome.truncated,
             log=outcome.log,
@@ -487,6 +518,39 @@ class ScriptRunner:
         )
         return replace(result, quarantined=True)
 
+    def _abandoned(self, path: str, start: float, isolation: str) -> ScriptResult:
+        """A call of a script quarantined while it waited or ran: not a strike of its own."""
+        n = self._overruns[path][2] if path in self._overruns else self.quarantine_after
+        return ScriptResult(
+            ok=False,
+            output="",
+            exit_code=TIMEOUT_EXIT_CODE,
+            error=f"script {path} was quarantined after {n} timeouts while this call waited "
+            "or ran; the call was abandoned (not counted as a timeout of its own): fix the "
+            "script, or raise the skill's timeout",
+            elapsed=time.perf_counter() - start,
+            tier="entrypoint",
+            isolation=isolation,
+            quarantined=True,
+        )
+
+    def _abort(self, path: str) -> None:
+        """End the calls of ``path`` still waiting or running (not the caller's own)."""
+        flight = self._flights.pop(path, None)
+        if flight is None:
+            return
+        flight.stop.set()
+        me = asyncio.current_task()
+        for task in flight.calls:
+            if task is me or task.done():
+                continue
+            flight.aborted.add(task)
+            loop = task.get_loop()
+            if loop is asyncio.get_running_loop():
+                task.cancel()
+            else:  # pragma: no cover - a runner shared by two event loops at once
+                loop.call_soon_threadsafe(task.cancel)
+
     def _settle(
         self, path: str, stamp: FolderStamp, ctx: SkillScriptContext, result: ScriptResult
     ) -> ScriptResult:
@@ -502,6 +566,7 @@ class ScriptRunner:
         self._overruns[path] = (stamp, ctx.skill_id, n)
         if n < self.quarantine_after:
             return result
+        self._abort(path)
         note = (
             f"; script quarantined after {n} timeouts: later calls fail at once until a "
             "file of its folder changes"

@@ -39,12 +39,26 @@ function showError(err) {
 }
 
 function statusCell(row) {
-  const status = h("span", { class: `status ${row.state}` }, row.state);
+  const why = [row.reason, ...(row.over_limits || [])].filter(Boolean).join("\n");
+  const status = h("span", { class: `status ${row.state.replaceAll(" ", "-")}`, title: why }, row.state);
   const problems = row.problems || [];
   if (!problems.length) return status;
   // A run with problems says so beside its state; the tooltip lists them.
   return h("span", {}, status, " ",
     h("span", { class: "problems", title: problems.join("\n") }, "⚠ problems"));
+}
+
+// What a run was forked from ("" for a run that is not a fork).
+function lineageText(row) {
+  return row.parent ? `forked from ${row.parent.run_id} at tick ${row.parent.tick}` : "";
+}
+
+// Why a run stopped, and the failure shares over their limits: a line each.
+function whyLines(row) {
+  const lines = [];
+  if (row.reason) lines.push(h("p", { class: "reason", id: "run-reason" }, `reason: ${row.reason}`));
+  for (const p of row.over_limits || []) lines.push(h("p", { class: "reason" }, `over limit: ${p}`));
+  return lines;
 }
 
 function tickText(row) {
@@ -80,7 +94,9 @@ async function runsPage() {
     shown = key;
     body.replaceChildren(...data.runs.map((r) => h("tr", {
       "data-run": r.id, class: (r.problems || []).length ? "with-problems" : null },
-      h("td", {}, h("a", { href: `#/run/${enc(r.id)}` }, r.id)), h("td", {}, statusCell(r)),
+      h("td", {}, h("a", { href: `#/run/${enc(r.id)}` }, r.id),
+        r.parent ? h("div", { class: "muted lineage" }, lineageText(r)) : ""),
+      h("td", {}, statusCell(r)),
       h("td", { class: "num ticks" }, tickText(r)), h("td", {}, progressBar(r)),
       h("td", { class: "num" }, r.agents), h("td", { class: "num" }, r.errors),
       h("td", { class: "num" }, r.degraded), h("td", { class: "muted" }, r.started || ""))));
@@ -103,6 +119,7 @@ async function runPage(run) {
   page.replaceChildren(
     h("h1", { id: "run-title" }, run, " ", h("span", { id: "run-status" })),
     h("p", {}, counter, " · ", h("a", { href: `#/world/${enc(run)}` }, "World view →")),
+    h("div", { id: "run-why" }),
     grid,
     h("div", { class: "grid", style: "margin-top:14px" },
       h("div", { class: "card" }, h("h2", {}, "Interventions, surveys and hot reloads"), markers),
@@ -120,7 +137,7 @@ async function runPage(run) {
     chart("Agent-steps and model calls per tick", "chart-steps", (c, l) =>
       window.charts.lineChart(c, l, S(["steps", "model_calls", "skipped"]), data.markers)),
     chart("Tokens per tick", "chart-tokens", (c, l) =>
-      window.charts.lineChart(c, l, S(["prompt_tokens", "completion_tokens"]), data.markers)),
+      window.charts.lineChart(c, l, S(["prompt_tokens", "cached_prompt_tokens", "completion_tokens"]), data.markers)),
     chart("Degraded steps, errors, script and hook failures", "chart-failures", (c, l) =>
       window.charts.lineChart(c, l, S(["degraded", "errors", "script_failures", "hook_failures"]), data.markers)),
     chart("Skills activated per tick", "chart-skills", (c) =>
@@ -144,6 +161,9 @@ async function runPage(run) {
 
   function render() {
     document.getElementById("run-status").replaceChildren(statusCell(data));
+    const lineage = lineageText(data);
+    document.getElementById("run-why").replaceChildren(
+      ...(lineage ? [h("p", { class: "muted", id: "run-lineage" }, lineage)] : []), ...whyLines(data));
     counter.textContent = `tick ${tickText(data)} · ${data.agents} agents · ${data.errors} errors`;
     counter.dataset.ticks = String(data.ticks_done);
     setLive(data.state);

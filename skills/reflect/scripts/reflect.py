@@ -1,8 +1,8 @@
 """reflect: summarise the agent's recent memory into ``state/reflect/summary.md``.
 
-A plain script without ``entrypoint``: the runner executes it as ``__main__`` with
-``sys.argv = [script, *argv]`` and captures what it prints. Having no ``ctx`` argument, it
-asks ``agentsim.skills.context.current_context()`` which agent's workspace it serves.
+Called through ``entrypoint(argv, ctx)`` in-process (a plain script would cost a process
+per call); run as ``__main__`` it works as a plain script too, and then asks
+``agentsim.skills.context.current_context()`` which agent's workspace it serves.
 
 Usage: ``reflect.py [--last N]`` (default 50 entries of ``memory.jsonl``).
 
@@ -113,8 +113,12 @@ def summarise(entries: list[dict[str, Any]], agent_id: str) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str]) -> str:
-    ctx = current_context()
+def entrypoint(argv: list[str], ctx: Any) -> str:
+    return main(argv, ctx)
+
+
+def main(argv: list[str], ctx: Any = None) -> str:
+    ctx = ctx if ctx is not None else current_context()
     entries = read_memory(ctx.workspace_root / "memory.jsonl", parse_last(argv))
     text = summarise(entries, ctx.agent_id)
     out = ctx.workspace_root / "state" / "reflect" / "summary.md"

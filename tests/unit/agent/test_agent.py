@@ -130,6 +130,8 @@ async def test_scripted_step_activates_runs_a_script_and_finishes(
     assert out.action == "activated play-skill, used play-skill stroll"
     assert kinds(out) == ["skill_activated", "script_called", "agent_action"]
     assert out.events[1]["ok"] is True
+    # The trace says how the script ran (play-skill's script has an entrypoint).
+    assert (out.events[1]["tier"], out.events[1]["isolation"]) == ("entrypoint", "inline")
     assert out.usage.prompt_tokens > 0
     rows = store_rows(agent)
     [trace] = [r["data"] for r in rows if r["kind"] == "trace" and "action" in r["data"]]
@@ -340,6 +342,8 @@ async def test_hook_output_is_in_the_prompt_escaped(
     assert "x" * 300 + "\n[... truncated 4703 characters]" in user
     [_, trace] = traces(agent)
     assert [h["hook"] for h in trace["hooks"]] == ["post_step", "pre_step", "pre_step"]
+    # The trace says how each hook call ran.
+    assert [(h["tier"], h["isolation"]) for h in trace["hooks"]] == [("entrypoint", "inline")] * 3
 
 
 async def test_pre_step_skip_sits_the_step_out(registry: SkillRegistry, tmp_path: Path) -> None:

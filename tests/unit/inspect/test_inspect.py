@@ -159,11 +159,19 @@ def test_overview_json_shape(finished: Path, capsys: pytest.CaptureFixture[str])
         "run_id", "name", "path", "status", "state", "pid", "alive", "started", "ended",
         "seed", "ticks_done", "ticks_total", "last_time", "agents", "agent_steps",
         "agent_steps_per_s", "model_calls", "script_calls", "prompt_tokens",
-        "completion_tokens", "tokens", "cost", "models", "skipped", "errors", "error_total",
+        "completion_tokens", "cached_prompt_tokens", "tokens", "cost", "models", "skipped",
+        "errors", "error_total",
         "gate_retries", "quarantined", "events", "skills", "skills_hidden", "hot_reloads",
-        "checkpoints", "skills_refused", "skills_shadowed", "skills_broken",
+        "checkpoints", "reason", "problems", "parent", "lineage",
+        "skills_refused", "skills_shadowed", "skills_broken",
     }  # fmt: skip
     assert data["status"] == "completed" and data["ticks_done"] == 5
+    assert (data["reason"], data["problems"], data["parent"], data["lineage"]) == (
+        None,
+        [],
+        None,
+        [],
+    )
     for use in data["skills"].values():
         assert set(use) == {
             "activations",

@@ -27,10 +27,10 @@ from agentsim.errors import (
     ModelResponseError,
     ModelTimeoutError,
 )
-from agentsim.llm.base import ChatModel, Usage
+from agentsim.llm.base import ChatModel, Completion, Usage
 from agentsim.llm.limiter import RateLimiter
 from agentsim.llm.openai import OpenAIChatModel
-from agentsim.llm.stats import Prices
+from agentsim.llm.stats import ModelStats, Prices
 from agentsim.testing import ChatRequest, tool_call, usage_for
 from agentsim.testing.openai_server import Fault, OpenAITestServer
 from tests.unit.helpers import free_port
@@ -374,6 +374,48 @@ async def test_usage_and_cost_are_summed_over_concurrent_calls(srv: OpenAITestSe
     )
     assert s.cost == pytest.approx((srv.prompt_tokens + 2 * srv.completion_tokens) / 1000)
     assert s.latency_count == 20
+
+
+async def test_cached_prompt_tokens_the_server_reports_are_counted_and_priced() -> None:
+    def answer(request: ChatRequest) -> Completion:
+        usage = Usage(prompt_tokens=1000, completion_tokens=10, cached_prompt_tokens=600)
+        return Completion(content="ok", usage=usage)
+
+    prices = Prices(prompt_per_1k=1.0, completion_per_1k=2.0, cached_prompt_per_1k=0.25)
+    async with OpenAITestServer(answer=answer) as srv:
+        model = make(srv, prices=prices)
+        got = [await model.complete(USER, seed=i) for i in range(3)]
+        await model.aclose()
+    assert [c.usage.cached_prompt_tokens for c in got] == [600, 600, 600]
+    # 400 full-price prompt tokens, 600 cached at a quarter, 10 completion tokens: 0.57 each.
+    assert model.stats.cost == pytest.approx(3 * (0.4 + 0.15 + 0.02))
+    snap = model.stats.snapshot()
+    assert (snap["prompt_tokens"], snap["cached_prompt_tokens"]) == (3000, 1800)
+    merged = ModelStats()
+    merged.merge(snap)
+    merged.merge({k: v for k, v in snap.items() if k != "cached_prompt_tokens"})  # older
+    assert merged.cached_prompt_tokens == 1800 and merged.prompt_tokens == 6000
+    # Without a price of its own, a cached token costs what any prompt token costs.
+    plain = Prices(prompt_per_1k=1.0, completion_per_1k=2.0)
+    assert plain.cost(got[0].usage) == pytest.approx(1.0 + 0.02)
+
+
+async def test_cached_tokens_of_the_test_servers_prefix_cache_are_counted() -> None:
+    long_prompt = [{"role": "system", "content": "Shared instructions for every agent. " * 80}]
+    async with OpenAITestServer(prefix_cache_tokens=100_000) as srv:
+        model = make(srv)
+        first = await model.complete([*long_prompt, {"role": "user", "content": "agent 1"}])
+        second = await model.complete([*long_prompt, {"role": "user", "content": "agent 2"}])
+        await model.aclose()
+        reported = srv.stats()["cached_tokens"]
+    assert first.usage.cached_prompt_tokens == 0  # a cold cache
+    assert 0 < second.usage.cached_prompt_tokens < second.usage.prompt_tokens
+    assert model.stats.cached_prompt_tokens == second.usage.cached_prompt_tokens == reported
+
+
+def test_a_negative_cached_price_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"cached_prompt_per_1k=-0.1\); use 0 for a free model"):
+        Prices(prompt_per_1k=1.0, completion_per_1k=1.0, cached_prompt_per_1k=-0.1)
 
 
 @pytest.mark.slow

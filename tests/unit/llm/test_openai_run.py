@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from agentsim.inspect import open_run
+from agentsim.llm.base import Completion, Usage
 from agentsim.llm.openai import OpenAIChatModel
 from agentsim.sim.config import parse_experiment
 from agentsim.sim.engine import Engine
@@ -204,3 +206,41 @@ async def test_model_and_preflight_follow_http_proxy_and_no_proxy(
         await model.aclose()
     expected = [f"GET {srv.base_url}/models", f"POST {srv.base_url}/chat/completions"]
     assert [s.rsplit(" ", 1)[0] for s in proxy.seen] == ([] if no_proxy else expected)
+
+
+def test_cached_prompt_tokens_reach_metrics_the_summary_inspect_and_the_viewer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentsim.cli import main
+    from agentsim.testing import ChatRequest, echo_answer
+    from agentsim.view._api import run_summary
+
+    def answer(request: ChatRequest) -> Completion:
+        usage = Usage(prompt_tokens=500, completion_tokens=5, cached_prompt_tokens=400)
+        return Completion(content=echo_answer(request), usage=usage)
+
+    with OpenAITestServer(answer=answer) as srv:
+        text = _YAML.format(base_url=srv.base_url, cache="off", cache_path="c", out="o")
+        prices = (
+            "  prices: {prompt_per_1k: 1.0, completion_per_1k: 2.0, cached_prompt_per_1k: 0.1}\n"
+        )
+        exp = tmp_path / "exp.yaml"
+        exp.write_text(text.replace("  cache: off\n", prices))
+        assert main(["run", str(exp), "--out", str(tmp_path / "r")]) == 0
+    run_dir = tmp_path / "r"
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    calls = metrics["model_calls"]
+    assert calls > 0
+    assert (metrics["prompt_tokens"], metrics["cached_prompt_tokens"]) == (500 * calls, 400 * calls)
+    assert metrics["model"]["cached_prompt_tokens"] == 400 * calls
+    # 100 full-price prompt tokens, 400 cached at a tenth and 5 completion tokens a call.
+    assert metrics["model"]["cost"] == pytest.approx(calls * (0.1 + 0.04 + 0.01))
+    out = capsys.readouterr().out
+    assert f"prompt-tokens={500 * calls} (cached {400 * calls})" in out
+    assert main(["inspect", str(run_dir)]) == 0
+    shown = capsys.readouterr().out
+    assert f"({500 * calls:,} prompt, {400 * calls:,} of them cached, + " in shown
+    assert f"cost {calls * 0.15:.4f}" in shown
+    view = run_summary(open_run(run_dir))
+    assert view["labels"]["cached_prompt_tokens"] == "cached prompt tokens"
+    assert sum(view["series"]["cached_prompt_tokens"]) == 400 * calls

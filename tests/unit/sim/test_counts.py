@@ -75,13 +75,14 @@ def test_a_hook_past_its_timeout_is_counted_and_its_quarantine_shown_once(
         timeout=0.1,
     )
     code, out, run = _run(tmp_path, capsys, skill="slow-hook", ticks=4)
-    assert code == 0
+    assert code == 3  # every hook call failed: over agent.max_hook_failure_share
+    assert "8 of 8 hook calls failed (100%), more than agent.max_hook_failure_share" in out
     events = _events(run)
     failed = [e for e in events if e["type"] == "hook_failed"]
-    # 2 agents x 4 ticks: two overruns per tick until the third gets the script quarantined
-    # (tick 1), then every call is refused at once.
+    # 2 agents x 4 ticks: two overruns at tick 0, then the third gets the script quarantined
+    # (tick 1) and the other call of that tick is abandoned; later calls are refused at once.
     assert len(failed) == 8
-    assert sum(e["timed_out"] for e in failed) == 4
+    assert sum(e["timed_out"] for e in failed) == 3
     assert all(e["skill"] == "custom@slow-hook" and e["hook"] == "pre_step" for e in failed)
     (quarantine,) = [e for e in events if e["type"] == "skill_quarantined"]
     assert quarantine["skill"] == "custom@slow-hook"
@@ -175,7 +176,10 @@ async def test_a_script_past_its_timeout_is_quarantined_once_in_a_real_run(
     cfg = parse_experiment(_YAML.format(skill="slow-script", ticks=3, retries=1), base_dir=tmp_path)
     executor = LocalExecutor(model_factory=lambda spec: FunctionModel(brain))
     summary = await Engine(cfg, run_dir=tmp_path / "run", executor=executor).run()
-    assert summary.status == "completed"
+    assert summary.status == "completed with problems"
+    assert summary.problems == [
+        "6 of 6 script calls failed (100%), more than agent.max_script_failure_share=0.25"
+    ]
     events = _events(tmp_path / "run")
     failed = [e for e in events if e["type"] == "script_called" and e["ok"] is False]
     assert len(failed) == 6  # 2 agents x 3 ticks: 3 overruns, then refusals

@@ -205,12 +205,17 @@ def test_a_server_failing_every_call_stops_the_run_then_resume_exits_3(
         srv.fault_rate = 0.0
         code, out, err = _run(capsys, "--resume", str(run))
     assert code == 3
-    assert out.startswith("completed: ")
+    assert out.startswith("completed with problems: ")
     assert (
         "error: 40% of the agent steps degraded (their model call failed after its retries), "
         "more than model.max_degraded_share=0.1"
     ) in err
-    assert _json(run / "manifest.json")["status"] == "completed"
+    manifest = _json(run / "manifest.json")
+    assert manifest["status"] == "completed with problems"
+    assert manifest["problems"] == [
+        "6 of 15 agent steps degraded (40%), more than model.max_degraded_share=0.1"
+    ]
+    assert manifest["reason"] is None  # the failure before the resume is mended
     assert _json(run / "metrics.json")["agent_steps"] == 15
 
 
@@ -219,7 +224,11 @@ def test_help_names_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
         main(["run", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "--no-preflight" in text
-    assert "3 the run completed but more than model.max_degraded_share" in text
+    assert (
+        "3 the run completed with problems: more than model.max_degraded_share of its steps "
+        "degraded, or more than agent.max_error_share of its steps, "
+        "agent.max_hook_failure_share of its hook calls or agent.max_script_failure_share"
+    ) in text
     assert "stopped after model.max_consecutive_failures failed model calls in a row" in text
 
 
@@ -233,3 +242,30 @@ def test_no_preflight_skips_the_check_and_the_run_stops_on_its_own(
     assert "stopped: 3 model calls in a row failed" in out
     manifest = json.loads((run / "manifest.json").read_text("utf-8"))
     assert manifest["status"] == "failed" and manifest["ticks_done"] == 1
+
+
+@pytest.mark.slow
+def test_ticks_lost_to_an_outage_are_redone_by_a_fork(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, fork = tmp_path / "run", tmp_path / "redone"
+    with OpenAITestServer(models=["test-model"], faults=(Fault.status(500),)) as srv:
+        exp = _experiment(tmp_path, srv.base_url, ticks=4)
+        code, _, _ = _run(capsys, str(exp), "--out", str(run), "--ticks", "2")
+        assert code == 0 and (run / "checkpoints" / "tick-00000002").is_dir()
+        srv.fault_rate = 1.0  # the outage: ticks 2 and 3 degrade
+        code, out, _ = _run(capsys, "--resume", str(run))
+        assert code == 3 and out.startswith("completed with problems: ")
+        assert _json(run / "manifest.json")["problems"] == [
+            "6 of 12 agent steps degraded (50%), more than model.max_degraded_share=0.1"
+        ]
+        srv.fault_rate = 0.0  # the server is back: redo the ticks after the checkpoint
+        code, out, _ = _run(capsys, "--fork", str(run), "--at", "2", "--out", str(fork))
+    assert code == 0 and out.startswith(f"completed: {fork}")
+    manifest = _json(fork / "manifest.json")
+    assert manifest["status"] == "completed" and manifest["problems"] == []
+    assert manifest["parent"]["tick"] == 2
+    metrics = _json(fork / "metrics.json")
+    assert metrics["agent_steps"] == 12 and metrics["degraded"] == 0
+    types = [json.loads(x)["type"] for x in (fork / "events.jsonl").read_text().splitlines()]
+    assert "agent_degraded" not in types

@@ -413,7 +413,7 @@ async def test_each_skill_runs_through_the_runner_with_its_isolation(make_ctx: C
     cases = {
         "daily-guidance": (["draft"], "entrypoint"),
         "opinion-update": (["--json", feed], "entrypoint"),
-        "reflect": (["--last", "5"], "wrapper"),
+        "reflect": (["--last", "5"], "entrypoint"),
         "weather-lookup": ([], "entrypoint"),
         "diary": (["write", "hello"], "entrypoint"),
     }

@@ -138,7 +138,7 @@ async def test_async_and_sync_hook_functions_are_called_by_name(tmp_path: Path) 
     assert (rt.workspace_root / "post.txt").read_text() == "post_step"
     # A call that is not a hook runs the script as before: as a plain script.
     res = await rt.call_script("native", [], tick=3, time=WHEN)
-    assert (res.ok, res.output.strip(), res.tier) == (True, "ran as a plain script", "wrapper")
+    assert (res.ok, res.output.strip(), res.tier) == (True, "ran as a plain script", "subprocess")
 
 
 async def test_hook_functions_run_under_thread_isolation(tmp_path: Path) -> None:

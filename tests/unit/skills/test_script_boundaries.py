@@ -85,7 +85,7 @@ async def test_a_plain_script_imports_its_siblings_relatively_too(tmp_path: Path
     scripts = tmp_path / "delta" / "scripts"
     write(scripts / "util.py", "NAME = 'delta-util'\n")
     plain = write(scripts / "plain.py", "from . import util\nprint(util.NAME)\n")
-    result = await ScriptRunner().run(plain, [], make_ctx(tmp_path / "delta"))
+    result = await ScriptRunner().run(plain, [], make_ctx(tmp_path / "delta"), isolation="process")
     assert (result.ok, result.tier, result.output) == (True, "wrapper", "delta-util\n")
 
 
@@ -137,7 +137,7 @@ async def test_plain_and_subprocess_scripts_print_into_their_result(
         runner.run(plain, [], ctx), runner.run(as_script, [], ctx)
     )
     assert (plain_result.tier, plain_result.output, plain_result.log) == (
-        "wrapper",
+        "subprocess",
         "plain out\n",
         "e\n",
     )

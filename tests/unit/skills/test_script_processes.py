@@ -33,7 +33,18 @@ async def test_import_failure_falls_back_to_a_scrubbed_subprocess(tmp_path: Path
     real = os.path.realpath  # blocking, but trivial in a test
     assert real(data["cwd"]) == real(ctx.workspace_root)
     env = data["env"]
-    assert set(env) == {"PATH", "LANG", "PYTHONDONTWRITEBYTECODE", "AGENTSIM_CONTEXT_JSON"}
+    assert set(env) == {
+        "PATH",
+        "LANG",
+        "PYTHONDONTWRITEBYTECODE",
+        "AGENTSIM_CONTEXT_JSON",
+        "AGENT_WORK_DIR",
+        "SKILL_ID",
+        "SKILL_NAME",
+        "SKILL_DIR",
+        "AGENTSIM_CALL_ID",
+    }
+    assert (env["AGENT_WORK_DIR"], env["SKILL_ID"]) == (str(ctx.workspace_root), ctx.skill_id)
     shipped = json.loads(env["AGENTSIM_CONTEXT_JSON"])
     assert shipped["agent_id"] == "a-1"
     assert shipped["workspace_root"] == str(ctx.workspace_root)
@@ -141,9 +152,9 @@ async def test_missing_workspace_is_reported(tmp_path: Path) -> None:
     [
         ("echo.py", ["t"], "entrypoint", "a-1:7:t"),
         ("async_sleepy.py", ["0"], "entrypoint", '["slept", "a-1"]'),
-        ("plain.py", ["t"], "wrapper", "argv=t\nagent=a-1\n"),
+        ("plain.py", ["t"], "subprocess", "argv=t\nagent=a-1\n"),
     ],
-    ids=["sync", "async", "wrapper"],
+    ids=["sync", "async", "plain"],
 )
 async def test_thread_isolation_runs_every_tier(
     tmp_path: Path, script: str, argv: list[str], tier: str, output: str
@@ -282,3 +293,18 @@ def test_child_main_replies_on_fd_1_and_sends_raw_writes_to_stderr(
         data = json.loads(reply.read())
     assert (data["ok"], data["output"], data["log"]) == (True, "x", "noise\n")
     assert "raw on fd 1" in capfd.readouterr().err
+
+
+async def test_a_one_call_process_runs_plain_scripts_as_main(tmp_path: Path) -> None:
+    """``plain_in_process`` (the isolation child's mode): the wrapper tier, and a plain
+    script whose import only resolves as a real script goes to the subprocess tier."""
+    runner = ScriptRunner()
+    runner.plain_in_process = True
+    ctx = make_ctx(tmp_path)
+    saved = sys.argv
+    plain = await runner.run(fx(tmp_path, "plain.py"), ["w"], ctx)
+    assert sys.argv is saved
+    assert (plain.ok, plain.tier, plain.output) == (True, "wrapper", "argv=w\nagent=a-1\n")
+    fx(tmp_path, "plain_sibling.py")
+    sibling = await runner.run(tmp_path / "plain_sibling.py", [], ctx)
+    assert (sibling.ok, sibling.tier, sibling.output) == (True, "subprocess", "sibling-ok\n")

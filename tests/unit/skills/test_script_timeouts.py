@@ -311,3 +311,60 @@ async def test_a_cancelled_caller_leaves_its_sync_call_behind(tmp_path: Path, st
     result = await asyncio.wait_for(runner.run(quick, [], ctx, timeout=5), 2)
     assert time.perf_counter() - began < 0.5
     assert result.output == "quick"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import os, time\n\ndef entrypoint(argv, ctx):\n"
+        "    while not os.path.exists(argv[0]):\n        time.sleep(0.02)\n",
+        "import asyncio\n\nasync def entrypoint(argv, ctx):\n    await asyncio.sleep(60)\n",
+    ],
+    ids=["sync-threads", "async-tasks"],
+)
+async def test_a_quarantine_abandons_the_calls_already_waiting_or_running(
+    tmp_path: Path, source: str
+) -> None:
+    release = tmp_path / "release"
+    script = helpers.write_script(tmp_path, "hangs.py", source)
+    runner = ScriptRunner(quarantine_after=2)
+    began = time.perf_counter()
+    try:
+        results = await asyncio.gather(
+            *(
+                runner.run(script, [str(release)], make_ctx(tmp_path, f"a-{i}"), timeout=0.5)
+                for i in range(40)
+            )
+        )
+    finally:
+        release.touch()
+    assert time.perf_counter() - began < 0.5 + 1.5  # one timeout, not 40 / 8 workers of them
+    overran = [r for r in results if r.timed_out]
+    abandoned = [r for r in results if not r.timed_out]
+    assert 2 <= len(overran) <= 12 and runner.stats()["timeouts"] == len(overran)
+    assert all(r.quarantined and not r.ok for r in abandoned)
+    assert len(abandoned) == 40 - len(overran)
+    assert all(
+        r.error is not None
+        and "was quarantined after 2 timeouts while this call waited or ran" in r.error
+        for r in abandoned
+    )
+    assert [q.script for q in runner.quarantined()] == [str(script.resolve())]
+
+
+async def test_a_caller_cancelled_while_a_quarantine_strikes_stays_cancelled(
+    tmp_path: Path,
+) -> None:
+    """Only the runner's own cancellation becomes a result: the caller's propagates."""
+    script = helpers.write_script(
+        tmp_path,
+        "nap.py",
+        "import asyncio\n\nasync def entrypoint(argv, ctx):\n    await asyncio.sleep(60)\n",
+    )
+    runner = ScriptRunner()
+    call = asyncio.create_task(runner.run(script, [], make_ctx(tmp_path), timeout=30))
+    await asyncio.sleep(0.05)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call

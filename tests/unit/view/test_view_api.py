@@ -92,6 +92,13 @@ def test_a_run_with_problems_lists_them_and_a_clean_run_none(
         "2 script failed",
         "stopped: social.broadcast: unknown argument 'txt'",
     ]
+    # A run stopped on purpose records why, and that is no problem.
+    metrics["problems"].update(hook_failed=0, script_failed=0)
+    (ws / "bad" / "metrics.json").write_text(json.dumps(metrics), encoding="utf-8")
+    manifest.update(status="stopped", reason="stopped after --ticks 2")
+    (ws / "bad" / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    [row] = get(TestClient(create_app(ws)), "/api/runs")["runs"]
+    assert row["problems"] == [] and row["reason"] == "stopped after --ticks 2"
 
 
 def test_run_page_has_metrics_per_tick_skills_markers_and_surveys(client: TestClient) -> None:

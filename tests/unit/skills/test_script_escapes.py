@@ -1,0 +1,101 @@
+"""Timeouts hold for everything a script starts: a helper in a session of its own that keeps
+the script's pipes open is killed with the script, in every tier that owns a process, and
+the call returns within its timeout plus a second."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from agentsim.skills.scripts import ScriptRunner
+from agentsim.skills.scripts.runner import TIMEOUT_EXIT_CODE
+from tests.unit.helpers import fx, gone_within, kill_pid_in, make_ctx, process_alive
+
+pytestmark = pytest.mark.slow  # each case starts Python processes and waits a timeout
+
+CASES = [
+    pytest.param("escapes_plain.py", "inline", "subprocess", id="subprocess"),
+    pytest.param("escapes_plain.py", "process", "wrapper", id="process-wrapper"),
+    pytest.param("escapes.py", "process", "entrypoint", id="process-entrypoint"),
+]
+
+
+@pytest.mark.parametrize(("script", "isolation", "tier"), CASES)
+async def test_a_timeout_kills_a_setsid_helper_holding_the_pipes(
+    tmp_path: Path, script: str, isolation: str, tier: str
+) -> None:
+    pidfile = tmp_path / "daemon.pid"
+    try:
+        began = time.perf_counter()
+        result = await ScriptRunner().run(
+            fx(tmp_path, script),
+            [str(pidfile), "hang"],
+            make_ctx(tmp_path),
+            isolation=isolation,  # type: ignore[arg-type]
+            timeout=3,
+        )
+        took = time.perf_counter() - began
+        assert (result.timed_out, result.exit_code) == (True, TIMEOUT_EXIT_CODE)
+        assert result.error is not None and "timed out after 3s" in result.error
+        assert took < 3 + 1, took
+        assert gone_within(int(pidfile.read_text())), "the setsid helper outlived the call"
+    finally:
+        kill_pid_in(pidfile)
+
+
+async def test_a_timeout_kills_a_descendant_without_the_tag(tmp_path: Path) -> None:
+    """A helper started with an empty environment is found as the script's descendant."""
+    pidfile = tmp_path / "daemon.pid"
+    try:
+        result = await ScriptRunner().run(
+            fx(tmp_path, "escapes_plain.py"), [str(pidfile), "bare"], make_ctx(tmp_path), timeout=3
+        )
+        assert (result.timed_out, result.tier) == (True, "subprocess")
+        assert gone_within(int(pidfile.read_text())), "the bare helper outlived the call"
+    finally:
+        kill_pid_in(pidfile)
+
+
+@pytest.mark.parametrize(("script", "isolation", "tier"), CASES)
+async def test_a_helper_holding_the_pipes_never_delays_a_finished_call(
+    tmp_path: Path, script: str, isolation: str, tier: str
+) -> None:
+    """The script returns at once; its helper lives on (subprocess tier) or is killed
+    (process isolation leaves nothing behind) — the call never waits for its pipes."""
+    pidfile = tmp_path / "daemon.pid"
+    try:
+        began = time.perf_counter()
+        result = await ScriptRunner().run(
+            fx(tmp_path, script),
+            [str(pidfile), "return"],
+            make_ctx(tmp_path),
+            isolation=isolation,  # type: ignore[arg-type]
+            timeout=20,
+        )
+        assert time.perf_counter() - began < 10  # Python start-ups only, never the 120 s
+        assert (result.ok, result.tier, result.output.strip()) == (True, tier, "started")
+        pid = int(pidfile.read_text())
+        if isolation == "process":
+            assert gone_within(pid), "process isolation left the helper running"
+        else:
+            assert process_alive(pid)  # a plain subprocess may leave a daemon, as a shell does
+    finally:
+        kill_pid_in(pidfile)
+
+
+async def test_an_inline_entrypoint_returns_at_its_timeout(tmp_path: Path) -> None:
+    """In-process, the call returns at its timeout; what an inline script started cannot be
+    told apart from the host's own children, so it runs on (use process isolation)."""
+    pidfile = tmp_path / "daemon.pid"
+    try:
+        began = time.perf_counter()
+        result = await ScriptRunner().run(
+            fx(tmp_path, "escapes.py"), [str(pidfile), "hang"], make_ctx(tmp_path), timeout=3
+        )
+        assert time.perf_counter() - began < 3 + 1
+        assert (result.timed_out, result.tier, result.isolation) == (True, "entrypoint", "inline")
+        assert result.error is not None and "the call was abandoned" in result.error
+    finally:
+        kill_pid_in(pidfile)
