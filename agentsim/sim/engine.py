@@ -427,8 +427,10 @@ class Engine:
         every = self.config.output.checkpoint_every
         while k < ticks:
             if self.stop.is_set():
+                self.reason = f"interrupted before tick {self.clock.tick}; resume it"
                 return "interrupted"
             if self.max_ticks is not None and done >= self.max_ticks:
+                self.reason = f"stopped after --ticks {self.max_ticks}"
                 return "stopped"
             n = ticks - k
             if every:

@@ -242,7 +242,9 @@ def test_a_hung_step_is_bounded_by_step_timeout_without_deadlock(tmp_path: Path)
         return await asyncio.wait_for(Engine(cfg, run_dir=tmp_path / "r", executor=ex).run(), 60)
 
     summary = asyncio.run(go())
-    assert summary.status == "completed" and summary.metrics["agent_steps"] == 18
+    # One agent in six failed every step: over agent.max_error_share, yet every tick ended.
+    assert summary.status == "completed with problems"
+    assert summary.metrics["agent_steps"] == 18
     lines = (tmp_path / "r" / "events.jsonl").read_text().splitlines()
     errors = [e for e in map(json.loads, lines) if e["type"] == "agent_error"]
     assert [(e["agent_id"], e["tick"], e["error"]) for e in errors] == [
