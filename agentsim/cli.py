@@ -109,7 +109,7 @@ class _ProgressLine:
             else f"{p.steps_per_s:,.0f} agent-steps/s"
         )
         line = (
-            f"[{bar}] tick {p.tick}/{total}  {doing}  "
+            f"[{bar}] tick {p.tick}/{total}{_lead(p.fastest)}  {doing}  "
             f"model calls {p.model_calls:,}  tokens {p.tokens:,}  "
             f"{_problems(p.errors, p.degraded, p.gate_retries, p.skills_broken)}  "
             f"elapsed {_clock(now - self._started)}  left ~{_clock(per_tick * left)}"
@@ -131,6 +131,11 @@ class _ProgressLine:
             self._stream.write("\n")
             self._stream.flush()
             self._open_line = False
+
+
+def _lead(fastest: int | None) -> str:
+    """The fastest agent's tick, when agents do not all stand at the slowest one's."""
+    return "" if fastest is None else f" (fastest {fastest})"
 
 
 def _notice(progress: _ProgressLine | None, line: str) -> None:

@@ -1,14 +1,21 @@
 """Model-bound efficiency: how busy a run keeps a slow model server. Prints JSON.
 
-    python bench/efficiency.py [--agents 2000] [--ticks 3] [--concurrency 256]
-                               [--latency 1.0] [--repeats 1]
+    python bench/efficiency.py [--agents 2000] [--ticks 6] [--concurrency 256]
+                               [--latency 1.0] [--sigma 0.8] [--repeats 1]
+                               [--schedules barrier,dependencies]
+
+Each repeat runs every schedule of ``--schedules`` (``executor.schedule``) in turn, so
+that both meet the same machine load; ``schedules`` reports each one's median run and
+``slot_share_ratio`` the second over the first.
 
 The experiment is ``experiments/daily-mobility.yaml`` scaled to ``--agents`` (the groups
 keep their shares), ``--ticks`` ticks of its first ``run`` step, and ``backend: openai``
 against the test server (``python -m agentsim.testing.openai_server --answer scripted``),
-which answers what the offline scripted model would, after ``--latency`` seconds. With
-``max_concurrency`` slots the most a run can get is ``max_concurrency / latency`` calls/s;
-``efficiency`` is the achieved rate over that.
+which answers what the offline scripted model would, after ``--latency`` seconds (with
+``--sigma`` > 0, a seeded lognormal time of that median, as a real server's answers vary).
+``slot_share`` is the share of the run's slot-seconds (``max_concurrency`` x wall time) that
+the server spent answering; ``efficiency_run`` is the call rate over
+``max_concurrency / mean answer time``.
 
 Placement: the server runs in a child process, the engine (and this script) in this one, so
 the engine's event loop never shares its thread with the server's. The machine may have only
@@ -43,6 +50,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import shutil
 import statistics
@@ -70,7 +78,15 @@ from agentsim.sim.executors import LocalExecutor  # noqa: E402
 SAMPLE_EVERY = 0.01
 
 
-def _experiment(agents: int, ticks: int, concurrency: int, base_url: str, out: Path) -> str:
+def _experiment(
+    agents: int,
+    ticks: int,
+    concurrency: int,
+    base_url: str,
+    out: Path,
+    schedule: str,
+    max_lead: int = 4,
+) -> str:
     doc = yaml.safe_load((ROOT / "experiments" / "daily-mobility.yaml").read_text())
     groups = doc["agents"]
     total = sum(g["count"] for g in groups)
@@ -85,18 +101,20 @@ def _experiment(agents: int, ticks: int, concurrency: int, base_url: str, out: P
         "max_concurrency": concurrency,
     }
     doc["output"]["dir"] = str(out)
+    doc["executor"] = {**doc.get("executor", {}), "schedule": schedule, "max_lead": max_lead}
     return yaml.safe_dump(doc, sort_keys=False)
 
 
 class _Server:
     """``python -m agentsim.testing.openai_server`` in a child process."""
 
-    def __init__(self, latency: float) -> None:
+    def __init__(self, latency: float, sigma: float) -> None:
         cmd = [
             sys.executable,
             "-m",
             "agentsim.testing.openai_server",
             f"--latency={latency}",
+            f"--latency-sigma={sigma}",
             "--answer=scripted",
             "--timeline",
             "--stop-on-stdin-eof",
@@ -134,16 +152,24 @@ def _busy_seconds(timeline: list[list[float]], start: float, end: float) -> floa
     return sum(max(0.0, min(b, end) - max(a, start)) for a, b in timeline)
 
 
-def _one_run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    server = _Server(args.latency)
+def _one_run(args: argparse.Namespace, tmp: Path, schedule: str) -> dict[str, Any]:
+    server = _Server(args.latency, args.sigma)
     try:
-        return _measure(args, tmp, server)
+        return _measure(args, tmp, server, schedule)
     finally:
         server.stop()
 
 
-def _measure(args: argparse.Namespace, tmp: Path, server: _Server) -> dict[str, Any]:
-    text = _experiment(args.agents, args.ticks, args.concurrency, server.base_url, tmp / "ws")
+def _measure(args: argparse.Namespace, tmp: Path, server: _Server, schedule: str) -> dict[str, Any]:
+    text = _experiment(
+        args.agents,
+        args.ticks,
+        args.concurrency,
+        server.base_url,
+        tmp / "ws",
+        schedule,
+        args.max_lead,
+    )
     cfg = parse_experiment(text, base_dir=ROOT / "experiments", environ={})
     executor = LocalExecutor()
     engine = Engine(cfg, run_dir=tmp / "run", executor=executor, stop=threading.Event())
@@ -158,6 +184,22 @@ def _measure(args: argparse.Namespace, tmp: Path, server: _Server) -> dict[str, 
             phases.append((t, time.monotonic()))
 
     executor.step_tick = timed_step_tick  # type: ignore[method-assign]
+    # By dependencies the ticks overlap: one agent phase, from the first steps started
+    # to the last ones collected.
+    start_steps, collect = executor.start_steps, executor.collect
+    span: list[float] = []
+
+    async def timed_start_steps(tick: Any, by_host: Any, *, final: bool) -> None:
+        span.append(time.monotonic())
+        await start_steps(tick, by_host, final=final)
+
+    async def timed_collect(host: int) -> Any:
+        done = await collect(host)
+        span.append(time.monotonic())
+        return done
+
+    executor.start_steps = timed_start_steps  # type: ignore[method-assign]
+    executor.collect = timed_collect  # type: ignore[method-assign]
     checkpoint_s: list[float] = []
     write_checkpoint = engine.checkpoint
 
@@ -196,6 +238,8 @@ def _measure(args: argparse.Namespace, tmp: Path, server: _Server) -> dict[str, 
     t0 = time.monotonic()
     summary = asyncio.run(main())
     t1 = time.monotonic()
+    if span:
+        phases.append((min(span), max(span)))
     cpu, srv_cpu = time.process_time() - cpu0, server.cpu_seconds() - srv_cpu0
     timeline = server.get("/_timeline")["timeline"]
     if args.dump:
@@ -203,6 +247,7 @@ def _measure(args: argparse.Namespace, tmp: Path, server: _Server) -> dict[str, 
         Path(args.dump).write_text(json.dumps(dump))
     served = server.get("/_stats")["served"]
     return _report(args, summary, timeline, served, phases, samples, checkpoint_s, t0, t1) | {
+        "schedule": schedule,
         "engine_cpu_s": round(cpu, 2),
         "engine_cpu_ms_per_call": round(cpu / max(1, summary.metrics["model_calls"]) * 1000, 3),
         "server_cpu_s": round(srv_cpu, 2),
@@ -223,7 +268,9 @@ def _report(
     t0: float,
     t1: float,
 ) -> dict[str, Any]:
-    slots, lat = args.concurrency, args.latency
+    slots = args.concurrency
+    # The mean answer time: a lognormal's mean lies above its median.
+    lat = args.latency * math.exp(args.sigma**2 / 2)
     ideal = slots / lat
     wall = t1 - t0
     calls = summary.metrics["model_calls"]
@@ -254,7 +301,8 @@ def _report(
             tail += idle
     lost["tick_tail"] = tail
     lost["client"] = client
-    # A served request takes ``lat`` by design; what it took beyond is server overhead.
+    # A served request takes its drawn time by design (``lat`` on average); what it took
+    # beyond is server overhead.
     lost["server_over_latency"] = sum(b - a for a, b in timeline) - lat * len(timeline)
     # How late the 10 ms sampler woke up during ticks: the engine's event-loop delay.
     lags = [
@@ -268,7 +316,10 @@ def _report(
         "agents": args.agents,
         "ticks": args.ticks,
         "max_concurrency": slots,
-        "latency_s": lat,
+        "latency_median_s": args.latency,
+        "latency_sigma": args.sigma,
+        "latency_mean_s": round(lat, 3),
+        "slot_share": round(_busy_seconds(timeline, t0, t1) / (slots * wall), 3),
         "ideal_calls_per_s": ideal,
         "status": summary.status,
         "model_calls": calls,
@@ -337,29 +388,43 @@ def _step_shape(agents_dir: Path, slots: int) -> dict[str, Any]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--agents", type=int, default=2000)
-    p.add_argument("--ticks", type=int, default=3)
+    p.add_argument("--ticks", type=int, default=6)
     p.add_argument("--concurrency", type=int, default=256)
-    p.add_argument("--latency", type=float, default=1.0)
+    p.add_argument("--latency", type=float, default=1.0, help="median answer time (s)")
+    p.add_argument("--sigma", type=float, default=0.0, help="lognormal sigma (0: fixed)")
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--max-lead", type=int, default=4, help="executor.max_lead (dependencies)")
+    p.add_argument("--schedules", default="barrier,dependencies", help="run in turn, each repeat")
     p.add_argument("--fifo", action="store_true", help="compare: slots in arrival order")
     p.add_argument("--start-all", action="store_true", help="compare: start all steps at once")
     p.add_argument("--dump", help="write the raw timeline and limiter samples to this JSON file")
     args = p.parse_args()
-    runs = []
+    schedules = [s.strip() for s in args.schedules.split(",") if s.strip()]
+    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in schedules}
     for _ in range(args.repeats):
-        tmp = Path(tempfile.mkdtemp(prefix="agentsim-eff-"))
-        try:
-            runs.append(_one_run(args, tmp))
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    best = sorted(runs, key=lambda r: r["efficiency_run"])[len(runs) // 2]
-    out = {
+        for schedule in schedules:
+            tmp = Path(tempfile.mkdtemp(prefix="agentsim-eff-"))
+            try:
+                runs[schedule].append(_one_run(args, tmp, schedule))
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    out: dict[str, Any] = {
         "load_average_at_end": os.getloadavg()[0],
         "variant": {"fifo": args.fifo, "start_all": args.start_all},
-        "median_run": best,
-        "efficiency_run_each": [r["efficiency_run"] for r in runs],
-        "efficiency_median_tick_each": [r["efficiency_median_tick"] for r in runs],
+        "schedules": {},
     }
+    for schedule, each in runs.items():
+        best = sorted(each, key=lambda r: r["slot_share"])[len(each) // 2]
+        out["schedules"][schedule] = {
+            "slot_share_each": [r["slot_share"] for r in each],
+            "efficiency_run_each": [r["efficiency_run"] for r in each],
+            "wall_s_each": [r["wall_s"] for r in each],
+            "median_run": best,
+        }
+    if len(schedules) == 2:
+        a, b = (out["schedules"][s]["median_run"] for s in schedules)
+        out["slot_share_ratio"] = round(b["slot_share"] / a["slot_share"], 3)
+        out["wall_ratio"] = round(b["wall_s"] / a["wall_s"], 3)
     print(json.dumps(out, indent=1))
 
 

@@ -56,7 +56,11 @@ def fingerprint(run: Path) -> dict[str, str]:
     )
     for path in sorted((run / "agents").rglob("*")):
         if path.is_file():
-            parts[str(path.relative_to(run))] = _digest(path.read_bytes())
+            data = path.read_bytes()
+            if path.name == "AGENT.json":  # names the agent's folder: where the run is
+                for where in {str(run.resolve()), str(run)}:
+                    data = data.replace(json.dumps(where)[1:-1].encode(), b"<run>")
+            parts[str(path.relative_to(run))] = _digest(data)
     for shard in sorted((run / "store").rglob("rows.jsonl.gz")):
         with gzip.open(shard, "rt", encoding="utf-8") as rows:
             kept = [json.dumps(_without_wall_clock(json.loads(line))) for line in rows]

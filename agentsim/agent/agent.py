@@ -575,7 +575,9 @@ class Agent:
         if not isinstance(sub, dict):
             return "error: ask_env `args` must be an object"
         st.seq += 1
-        answer = env.ask(self.agent_id, str(args["module"]), str(args["action"]), sub, seq=st.seq)
+        answer = await env.aask(
+            self.agent_id, str(args["module"]), str(args["action"]), sub, seq=st.seq
+        )
         if answer.intent is not None:
             if st.inp.read_only:
                 return f"error: {args['action']} changes the world; not allowed in read-only mode"

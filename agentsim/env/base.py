@@ -9,6 +9,7 @@ which agents finish or the number of hosts.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import itertools
 import math
@@ -25,8 +26,10 @@ from agentsim.errors import ConfigError, EnvError
 from agentsim.events import EventType
 
 __all__ = [
+    "ALL",
     "ActionSpec",
     "AgentInfo",
+    "AgentSet",
     "ArgReader",
     "EnvAnswer",
     "EnvModule",
@@ -42,6 +45,24 @@ __all__ = [
 ]
 
 _Model = TypeVar("_Model", bound=BaseModel)
+
+
+class _AllAgents:
+    """The type of ``ALL``: every agent of the run (one instance, compared by identity)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ALL"
+
+    def __reduce__(self) -> str:
+        return "ALL"  # unpickles to the module's one instance
+
+
+ALL = _AllAgents()
+"""What ``EnvModule.depends_on`` returns when an agent may read what any agent wrote."""
+
+AgentSet = frozenset[str] | _AllAgents
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +110,10 @@ class ActionSpec:
     doc: str
     params: tuple[str, ...] = ()
     writes: bool = False
+    # Reads what other agents wrote (counts of people at a place, say) beyond what
+    # ``EnvModule.depends_on`` names: under ``executor.schedule: dependencies`` the call
+    # waits until every agent's previous tick is applied, so its answer is the barrier's.
+    reads_all: bool = False
 
     def describe(self) -> str:
         args = ", ".join(self.params)
@@ -442,6 +467,24 @@ class EnvModule:
     def tick_events(self, clock: SimClock) -> list[dict[str, Any]]:
         """Run-level events at the end of each tick (after ``apply``)."""
         return []
+
+    def depends_on(self, agent_id: str) -> AgentSet:
+        """The agents whose writes can change what ``agent_id`` observes and reads in the
+        view of the coming tick, asked of the module's state at that tick (so a follow made
+        last tick counts). ``ALL`` (the default) is always correct: every agent waits for
+        the whole previous tick, as with ``executor.schedule: barrier``.
+
+        A smaller set lets the agent start its next step as soon as it and those agents
+        have finished theirs (docs/performance.md, "Scheduling"). The promise it makes: the
+        agent's observation and its actions' answers (but those marked ``reads_all``), and
+        the outcome of ``apply`` for its intents, are the same whether or not the intents
+        of the agents outside the set, at any tick, have been applied."""
+        return ALL
+
+    def fork(self) -> EnvModule:
+        """A copy whose state can change without changing this one (the dependency
+        scheduler applies early intents to it). Override to share what never changes."""
+        return copy.deepcopy(self)
 
     def get_state(self) -> dict[str, Any]:
         return {}

@@ -7,6 +7,7 @@ the agent in transit; it is at its destination in the view of tick ``t + k``.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import math
 from collections import Counter
@@ -19,8 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentsim._seeding import agent_rng
 from agentsim.env.base import (
+    ALL,
     ActionSpec,
     AgentInfo,
+    AgentSet,
     ArgReader,
     EnvAnswer,
     EnvModule,
@@ -76,7 +79,9 @@ class CityView(EnvView):
             doc="places near you, nearest first, with hours and walking minutes",
             params=("category", "open_now", "limit"),
         ),
-        ActionSpec(name="place_info", doc="details of one place", params=("place",)),
+        ActionSpec(
+            name="place_info", doc="details of one place", params=("place",), reads_all=True
+        ),
         ActionSpec(
             name="travel_time",
             doc="walking minutes to a place (from where you are, or from `from`)",
@@ -357,6 +362,19 @@ class CityModule(EnvModule):
         self._assigned = assigned
         self._positions = {a: home for a, (home, _) in assigned.items()}
         self._transit = {}
+
+    def depends_on(self, agent_id: str) -> AgentSet:
+        """Only the agent itself: its observation and reads see its own position and walk,
+        the places and the clock (``place_info``'s head count reads everyone: it waits).
+        With a ``capacity`` whether a move is accepted depends on everyone's moves: ALL."""
+        return ALL if self.config.capacity is not None else frozenset((agent_id,))
+
+    def fork(self) -> CityModule:
+        new = copy.copy(self)  # places and assignments are replaced, never mutated
+        new._positions = dict(self._positions)
+        new._transit = dict(self._transit)
+        new._closed = set(self._closed)
+        return new
 
     def view_layout(self) -> ViewLayout:
         return ViewLayout(

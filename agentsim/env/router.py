@@ -3,7 +3,7 @@ built-in modules by name."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -38,12 +38,22 @@ def create_module(
 
 
 class EnvRouter:
-    """The views of one tick, by module name, behind one ``ask`` entry point. Picklable."""
+    """The views of one tick, by module name, behind one ``ask`` entry point. Picklable.
 
-    __slots__ = ("_views",)
+    ``final``, given when the views were built before every agent's previous tick was
+    applied (``executor.schedule: dependencies``), waits for the tick's complete views:
+    ``aask`` uses them for actions marked ``reads_all``."""
 
-    def __init__(self, modules: Mapping[str, EnvView]) -> None:
+    __slots__ = ("_final", "_views")
+
+    def __init__(
+        self,
+        modules: Mapping[str, EnvView],
+        *,
+        final: Callable[[], Awaitable[Mapping[str, EnvView]]] | None = None,
+    ) -> None:
         self._views = dict(modules)
+        self._final = final
 
     @property
     def modules(self) -> tuple[str, ...]:
@@ -63,6 +73,18 @@ class EnvRouter:
         self, agent_id: str, module: str, action: str, args: Mapping[str, Any], *, seq: int
     ) -> EnvAnswer:
         return self._view(module).query(agent_id, action, args, seq=seq)
+
+    async def aask(
+        self, agent_id: str, module: str, action: str, args: Mapping[str, Any], *, seq: int
+    ) -> EnvAnswer:
+        """``ask``, but an action that reads what every agent wrote waits for the tick's
+        complete views first (when these are not them)."""
+        view = self._view(module)
+        if self._final is not None and any(a.reads_all and a.name == action for a in view.ACTIONS):
+            self._views = dict(await self._final())
+            self._final = None
+            view = self._view(module)
+        return view.query(agent_id, action, args, seq=seq)
 
     def observe(self, agent_id: str) -> str:
         """Every module's observation of the agent, one per line, in module order."""

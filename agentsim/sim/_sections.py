@@ -370,6 +370,11 @@ class ExecutorConfig(StrictModel):
     step_timeout: float = Field(default=120, gt=0, le=_MAX_SECONDS)
     # Ray: a host that does not answer a ping for this long stops the run (with resume).
     heartbeat_timeout: float = Field(default=120, gt=0, le=_MAX_SECONDS)
+    # dependencies: an agent starts its next tick as soon as what it observes is final
+    # (EnvModule.depends_on); barrier: every agent waits for the whole tick. Same results.
+    schedule: Literal["dependencies", "barrier"] = "dependencies"
+    # Most ticks the agent furthest ahead may have done beyond the slowest (dependencies).
+    max_lead: int = Field(default=4, ge=1, le=64)
 
 
 class OutputConfig(StrictModel):

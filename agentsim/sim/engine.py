@@ -42,7 +42,7 @@ from agentsim.sim.config import (
 )
 from agentsim.sim.executors import Executor, LocalExecutor, partition
 from agentsim.sim.fork import ForkPoint, copy_history, own_checkpoint
-from agentsim.sim.host import HostSpec, TickInput, build_registry
+from agentsim.sim.host import HostSpec, TickInput, TickResult, build_registry
 from agentsim.sim.metrics import add_tick, merge_model_stats, new_metrics, public_metrics
 from agentsim.sim.preflight import preflight_model
 from agentsim.sim.problems import over_limits
@@ -148,6 +148,8 @@ class Engine:
         # A resume writes nothing until its checkpoint is restored: a resume that fails
         # before that leaves the run folder exactly as it found it.
         self._may_write = True
+        self.host_agents: list[list[str]] = []  # each host's agent ids, by host index
+        self.fastest_tick: int | None = None  # ticks done by the agent furthest ahead
 
     # -- set-up ----------------------------------------------------------------------------
 
@@ -231,6 +233,7 @@ class Engine:
         if resume:  # the run's own split: each host's shard holds its agents' history
             n_hosts = run_hosts(self.run_dir) or n_hosts
         blocks = partition(self.agents, n_hosts)
+        self.host_agents = [[a.agent_id for a in b] for b in blocks]
         await self.executor.start(
             self._host_specs(len(blocks), resume=resume), blocks, self.registry
         )
@@ -386,7 +389,12 @@ class Engine:
         for si in range(first_step, len(steps)):
             step = steps[si]
             already = first_done if si == first_step else 0
-            if isinstance(step, RunStep):
+            if isinstance(step, RunStep) and self.config.executor.schedule == "dependencies":
+                status = await self._run_by_dependencies(si, already, step.ticks, done)
+                if status is not None:
+                    return status
+                done += step.ticks - already
+            elif isinstance(step, RunStep):
                 for k in range(already, step.ticks):
                     if self.stop.is_set():
                         self.reason = f"interrupted before tick {self.clock.tick}; resume it"
@@ -409,6 +417,35 @@ class Engine:
                 self._pos = (si, 1)
         self._pos = (len(steps), 0)
         return "completed"
+
+    async def _run_by_dependencies(self, si: int, k: int, ticks: int, done: int) -> str | None:
+        """Ticks ``k..ticks`` of workflow step ``si`` with ``executor.schedule:
+        dependencies``: every agent aligns again (a barrier) at each checkpoint, at a stop,
+        and at the end of the step. Returns a status if the run stops here."""
+        from agentsim.sim.schedule import run_ticks
+
+        every = self.config.output.checkpoint_every
+        while k < ticks:
+            if self.stop.is_set():
+                self.reason = f"interrupted before tick {self.clock.tick}; resume it"
+                return "interrupted"
+            if self.max_ticks is not None and done >= self.max_ticks:
+                self.reason = f"stopped after --ticks {self.max_ticks}"
+                return "stopped"
+            n = ticks - k
+            if every:
+                n = min(n, every - self.clock.tick % every)
+            if self.max_ticks is not None:
+                n = min(n, self.max_ticks - done)
+            self._pos = (si, k)
+            ran = await run_ticks(self, n)
+            k, done = k + ran, done + ran
+            self._pos = (si, k)
+            if every and ran and self.clock.tick % every == 0:
+                await self.checkpoint()
+            if self._model_gave_up():
+                return "failed"
+        return None
 
     def _why(self, exc: BaseException, status: str) -> str:
         """The ``reason`` a run that raised records: the error and where the run was."""
@@ -437,43 +474,59 @@ class Engine:
     def _views(self) -> dict[str, EnvView]:
         return {name: m.view(self.clock) for name, m in self.modules.items()}
 
+    def _refresh_skills(self) -> tuple[list[dict[str, Any]], tuple[str, ...] | None]:
+        """Hot reload's check (a stat per file): the ``skills_reloaded`` event, if any, and
+        the ids added or changed (None: nothing changed)."""
+        res = self.registry.refresh()
+        events: list[dict[str, Any]] = []
+        changed: tuple[str, ...] | None = None
+        if res.added or res.changed or res.removed:
+            self._metrics["skills_reloads"] += 1
+            events.append(
+                self._run_event(
+                    "skills_reloaded",
+                    generation=res.generation,
+                    added=sorted(res.added),
+                    changed=sorted(res.changed),
+                    removed=sorted(res.removed),
+                )
+            )
+            changed = (*res.added, *res.changed)
+        events += self._broken_events(res.broken, self.clock.tick, self.clock.now.isoformat())
+        return events, changed
+
+    def take_messages(self) -> dict[str, tuple[str, ...]]:
+        """The messages of ``intervene`` steps, for each addressee's next step."""
+        messages = {aid: tuple(m) for aid, m in self._pending_messages.items()}
+        self._pending_messages.clear()
+        return messages
+
     async def _tick(self) -> None:
         t0 = time.perf_counter()
         tick, now = self.clock.tick, self.clock.now
-        iso = now.isoformat()
         refresh = self.config.skills.hot_reload
         run_events: list[dict[str, Any]] = []
-        changed: tuple[str, ...] = ()
+        changed: tuple[str, ...] | None = None
         if refresh:
-            res = self.registry.refresh()
-            changed = (*res.added, *res.changed)
-            if res.added or res.changed or res.removed:
-                self._metrics["skills_reloads"] += 1
-                run_events.append(
-                    {
-                        "tick": tick,
-                        "time": iso,
-                        "type": "skills_reloaded",
-                        "agent_id": None,
-                        "generation": res.generation,
-                        "added": sorted(res.added),
-                        "changed": sorted(res.changed),
-                        "removed": sorted(res.removed),
-                    }
-                )
-            run_events += self._broken_events(res.broken, tick, iso)
-        messages = {aid: tuple(m) for aid, m in self._pending_messages.items()}
-        self._pending_messages.clear()
+            run_events, changed = self._refresh_skills()
         results = await self.executor.step_tick(
             TickInput(
                 tick=tick,
                 time=now,
                 views=self._views(),
-                messages=messages,
+                messages=self.take_messages(),
                 refresh_skills=refresh,
-                skills_changed=changed,
+                skills_changed=changed or (),
             )
         )
+        self.complete_tick(results, run_events, t0)
+
+    def complete_tick(
+        self, results: Sequence[TickResult], run_events: list[dict[str, Any]], t0: float
+    ) -> None:
+        """Every agent has stepped the current tick: apply its intents, write its events
+        and metrics, and advance the clock."""
+        tick, iso = self.clock.tick, self.clock.now.isoformat()
         agent_events = sorted(
             (e for r in results for e in r.events), key=lambda e: str(e.get("agent_id") or "")
         )
@@ -499,7 +552,11 @@ class Engine:
         self.ws.write_metrics(public_metrics(self._metrics))
         if self.progress is not None:
             total = self.config.total_ticks()
-            self.progress(Progress.of(self._metrics, tick=self.clock.tick, total=total))
+            self.progress(
+                Progress.of(
+                    self._metrics, tick=self.clock.tick, total=total, fastest=self.fastest_tick
+                )
+            )
 
     def _tell(self, lines: Sequence[str]) -> None:
         if self.notice is not None:

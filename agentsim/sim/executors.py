@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from agentsim.env.base import EnvView
 from agentsim.llm.base import ChatModel
-from agentsim.sim.host import AgentHost, HostSpec, TickInput, TickResult
+from agentsim.sim.host import AgentHost, HostSpec, StepDone, TickInput, TickResult
 from agentsim.sim.profiles import AgentSpec
 from agentsim.skills.registry import SkillRegistry
 
@@ -46,6 +46,13 @@ class Executor(Protocol):
     ) -> None: ...
     async def setup(self, extra: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]: ...
     async def step_tick(self, tick: TickInput) -> list[TickResult]: ...
+    # executor.schedule: dependencies (see agentsim.sim.schedule); hosts by index.
+    async def start_steps(
+        self, tick: TickInput, by_host: Mapping[int, Sequence[str]], *, final: bool
+    ) -> None: ...
+    async def collect(self, host: int) -> list[StepDone]: ...
+    async def tick_final(self, tick: int, views: Mapping[str, EnvView]) -> None: ...
+    async def reload(self, tick: int, when: datetime, *, changed: Sequence[str]) -> None: ...
     async def ask(
         self,
         agent_ids: Sequence[str],
@@ -100,6 +107,23 @@ class LocalExecutor:
         async with asyncio.TaskGroup() as tg:
             tasks = [tg.create_task(h.step_tick(tick)) for h in self.hosts]
         return [t.result() for t in tasks]
+
+    async def start_steps(
+        self, tick: TickInput, by_host: Mapping[int, Sequence[str]], *, final: bool
+    ) -> None:
+        for h, ids in by_host.items():
+            await self.hosts[h].start_steps(tick, ids, final=final)
+
+    async def collect(self, host: int) -> list[StepDone]:
+        return await self.hosts[host].collect()
+
+    async def tick_final(self, tick: int, views: Mapping[str, EnvView]) -> None:
+        for h in self.hosts:
+            h.tick_final(tick, views)
+
+    async def reload(self, tick: int, when: datetime, *, changed: Sequence[str]) -> None:
+        for h in self.hosts:
+            await h.reload(tick, when, changed=changed)
 
     async def ask(
         self,

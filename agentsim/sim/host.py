@@ -11,6 +11,8 @@ by agent id so that the merged log does not depend on completion order.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import json
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -33,7 +35,15 @@ from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace
 from agentsim.skills.scripts import ScriptRunner
 from agentsim.store.layout import HostStore
 
-__all__ = ["AgentHost", "HostSpec", "SkillSources", "TickInput", "TickResult", "build_registry"]
+__all__ = [
+    "AgentHost",
+    "HostSpec",
+    "SkillSources",
+    "StepDone",
+    "TickInput",
+    "TickResult",
+    "build_registry",
+]
 
 # Agent steps started per turn of the event loop at the start of a tick (see _step_all).
 START_BATCH = 32
@@ -42,6 +52,11 @@ START_BATCH = 32
 # prompt and script calls (about 15 KB) until it ends.
 _STEPS_PER_MODEL_SLOT = 4
 _MIN_STEPS_IN_FLIGHT = 256
+# The running step's time limit, so that waiting for a tick's complete views (which is not
+# the step's own time) can push it back.
+_STEP_LIMIT: contextvars.ContextVar[asyncio.Timeout | None] = contextvars.ContextVar(
+    "agentsim_step_limit", default=None
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,6 +136,15 @@ class TickResult:
     elapsed: float = 0.0
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepDone:
+    """One agent's finished step of one tick (``executor.schedule: dependencies``)."""
+
+    tick: int
+    agent_id: str
+    result: TickResult
+
+
 class AgentHost:
     """Holds resident agents (plain objects, never one actor per agent)."""
 
@@ -187,6 +211,15 @@ class AgentHost:
         self._in_flight = asyncio.Semaphore(
             max(_MIN_STEPS_IN_FLIGHT, _STEPS_PER_MODEL_SLOT * per_host)
         )
+        # Stepping agents one by one as the engine schedules them (see ``start_steps``).
+        self._running: set[asyncio.Task[None]] = set()
+        self._done: list[StepDone] = []
+        self._done_event = asyncio.Event()
+        self._final: dict[int, Mapping[str, EnvView]] = {}
+        self._final_events: dict[int, asyncio.Event] = {}
+        self._agent_unflushed: dict[str, int] = {}
+        self._flush_rows: dict[int, dict[str, list[tuple[str, str]]]] = {}
+        self._deactivated: dict[str, list[dict[str, Any]]] = {}
 
     @property
     def agent_ids(self) -> list[str]:
@@ -330,6 +363,7 @@ class AgentHost:
         that one broken step never cancels the others."""
         async with self._in_flight:  # the step's time starts when it gets its turn
             limit = asyncio.timeout(self.spec.step_timeout)
+            _STEP_LIMIT.set(limit)  # this step's task has a context of its own
             try:
                 async with limit:
                     return await agent.step(
@@ -423,6 +457,140 @@ class AgentHost:
         res.elapsed = time.perf_counter() - t0
         return res
 
+    # -- stepping agents as their dependencies allow (executor.schedule: dependencies) ----
+
+    async def start_steps(self, tick: TickInput, agent_ids: Sequence[str], *, final: bool) -> None:
+        """Start these agents' steps of ``tick`` and return; ``collect`` hands back each
+        finished step. ``final``: ``tick.views`` are the tick's complete views; if not,
+        an action marked ``reads_all`` waits for them (``tick_final``)."""
+        self.space.runner.new_tick()
+        if tick.refresh_skills:
+            # Hot reload of each agent's own skills folder, as step_tick's refresh does;
+            # the run's folders reload through ``reload``, between steps.
+            for aid in agent_ids:
+                await self._refresh_one(self.agents[aid], tick)
+        wait = None if final else functools.partial(self._wait_final, tick.tick)
+        router = EnvRouter(tick.views, final=wait)
+        shared = StepInput(tick=tick.tick, time=tick.time, env=router)
+        loop = asyncio.get_running_loop()
+        for i, aid in enumerate(agent_ids):
+            if i and i % START_BATCH == 0:
+                await asyncio.sleep(0)  # see _step_all
+            agent = self.agents[aid]
+            inp = shared
+            msgs = tick.messages.get(aid)
+            if msgs:
+                inp = StepInput(tick=tick.tick, time=tick.time, env=router, messages=msgs)
+                for m in msgs:
+                    agent.remember(tick=tick.tick, time=shared.iso, kind="message", text=m)
+            task = loop.create_task(self._step_and_keep(agent, inp))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+
+    async def collect(self) -> list[StepDone]:
+        """The steps finished since the last call; waits for at least one."""
+        while not self._done:
+            self._done_event.clear()
+            await self._done_event.wait()
+        done, self._done = self._done, []
+        return done
+
+    def tick_final(self, tick: int, views: Mapping[str, EnvView]) -> None:
+        """Every agent's tick ``tick - 1`` is applied: these are tick ``tick``'s views."""
+        self._final = {t: v for t, v in self._final.items() if t >= tick}
+        self._final[tick] = views
+        event = self._final_events.pop(tick, None)
+        if event is not None:
+            event.set()
+        for t in [t for t in self._final_events if t < tick]:
+            self._final_events.pop(t).set()
+
+    async def reload(self, tick: int, when: datetime, *, changed: Collection[str] = ()) -> None:
+        """Bring the agents up to the registry's skills between steps (hot reload); each
+        agent's ``skill_deactivated`` events come with its next step."""
+        if self._running:
+            raise RuntimeError("reload() while steps run; wait for them first")
+        found = await self.refresh_skills(tick, when, changed=changed)
+        for aid, events in found.items():
+            self._deactivated.setdefault(aid, []).extend(events)
+
+    async def _refresh_one(self, agent: Agent, tick: TickInput) -> None:
+        own_edited = self._refresh_own_view(agent)
+        gone = await agent.skills.sync(own_edited)
+        self._deactivated.setdefault(agent.agent_id, []).extend(
+            {
+                "tick": tick.tick,
+                "time": tick.time.isoformat(),
+                "type": "skill_deactivated",
+                "agent_id": agent.agent_id,
+                "skill": sid,
+                "reason": "removed from its skills folder",
+            }
+            for sid in gone
+        )
+
+    async def _wait_final(self, tick: int) -> Mapping[str, EnvView]:
+        views = self._final.get(tick)
+        if views is not None:
+            return views
+        event = self._final_events.setdefault(tick, asyncio.Event())
+        # Waiting for the others is not this step's own time: it gives its place among
+        # the steps in flight to theirs, and its time limit waits with it.
+        loop = asyncio.get_running_loop()
+        limit, began = _STEP_LIMIT.get(), loop.time()
+        when = limit.when() if limit is not None else None
+        if limit is not None:
+            limit.reschedule(None)  # no deadline while it waits for the others
+        self._in_flight.release()
+        try:
+            await event.wait()
+        finally:
+            await self._in_flight.acquire()
+            if limit is not None and when is not None:
+                limit.reschedule(when + loop.time() - began)
+        return self._final[tick]
+
+    async def _step_and_keep(self, agent: Agent, inp: StepInput) -> None:
+        aid = agent.agent_id
+        try:
+            out = await self._step_one(agent, inp)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the host is closing
+            out = _error_outcome(aid, inp, "step was cancelled")
+        self._once_per_quarantine([out])
+        res = TickResult(host_id=self.spec.host_id, events=[], intents=out.intents)
+        for e in self._deactivated.pop(aid, ()):
+            res.events.append({**e, "tick": inp.tick, "time": inp.iso})
+        res.events.extend(out.events)
+        res.steps = 1
+        res.model_calls, res.script_calls = out.model_calls, out.script_calls
+        res.hook_calls = out.hook_calls
+        res.prompt_tokens = out.usage.prompt_tokens
+        res.completion_tokens = out.usage.completion_tokens
+        res.cached_prompt_tokens = out.usage.cached_prompt_tokens
+        res.degraded, res.skipped = out.degraded, out.skipped
+        self._flush_agent(agent, inp.tick)
+        self._done.append(StepDone(tick=inp.tick, agent_id=aid, result=res))
+        self._done_event.set()
+
+    def _flush_agent(self, agent: Agent, tick: int) -> None:
+        """Flush an agent after the same ticks as ``step_tick`` flushes every agent; its
+        store rows wait until every agent of the host has flushed after that tick, and
+        are then appended in agent order, as ``flush`` does."""
+        aid = agent.agent_id
+        n = self._agent_unflushed.get(aid, self._unflushed) + 1
+        if n < self.spec.flush_every:
+            self._agent_unflushed[aid] = n
+            return
+        self._agent_unflushed[aid] = 0
+        rows = self._flush_rows.setdefault(tick, {})
+        rows[aid] = [(aid, line) for line in agent.flush()]
+        if len(rows) == len(self.agents):
+            del self._flush_rows[tick]
+            self.store.append(r for a in self.agents if a in rows for r in rows[a])
+
     def _once_per_quarantine(self, outcomes: Sequence[StepOutcome]) -> None:
         """Keep one ``skill_quarantined`` event per quarantine (a script edited since gets a
         fresh start, and may be reported again)."""
@@ -477,6 +645,7 @@ class AgentHost:
             (aid, line) for aid, agent in self.agents.items() for line in agent.flush(force=force)
         )
         self._unflushed = 0
+        self._agent_unflushed.clear()
 
     def get_state(self) -> dict[str, Any]:
         self.flush(force=True)  # a checkpoint records file sizes right after this
@@ -508,6 +677,10 @@ class AgentHost:
         return {**total.snapshot(), "by_model": by_model}
 
     async def close(self) -> None:
+        for task in list(self._running):  # a run that failed may leave steps behind
+            task.cancel()
+        if self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)
         self.flush(force=True)
         for model in (self.model, *self.named_models.values()):
             closer = getattr(model, "aclose", None)

@@ -24,6 +24,9 @@ class Progress:
     errors: int  # every problem (see ``agentsim.sim.problems``)
     degraded: int = 0  # steps whose model call failed after its retries
     gate_retries: int = 0
+    # Ticks done by the agent furthest ahead (``executor.schedule: dependencies``);
+    # ``tick`` is the slowest agent's. None: every agent is at ``tick``.
+    fastest: int | None = None
     skills_broken: int = 0  # skills an edit broke mid-run (their last good version stayed)
     # While a survey or an interview runs: what ("survey midday"), answers so far, asked.
     survey: str | None = None
@@ -40,6 +43,7 @@ class Progress:
         survey: str | None = None,
         answered: int = 0,
         asked: int = 0,
+        fastest: int | None = None,
     ) -> Progress:
         """The progress after ``tick``, from the run's counters (``agentsim.sim.metrics``);
         ``survey`` names the survey under way, if any."""
@@ -55,6 +59,7 @@ class Progress:
             errors=m["errors"],
             degraded=m["degraded"],
             gate_retries=m["gate_retries"],
+            fastest=fastest if fastest is not None and fastest > tick else None,
             skills_broken=m["problems"].get("skill_broken", 0),
             survey=survey,
             answered=answered,

@@ -21,7 +21,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError
 from agentsim.env.base import EnvView
 from agentsim.env.loader import ModuleCode
 from agentsim.errors import ExecutorError
-from agentsim.sim.host import AgentHost, HostSpec, TickInput, TickResult
+from agentsim.sim.host import AgentHost, HostSpec, StepDone, TickInput, TickResult
 from agentsim.sim.profiles import AgentSpec
 from agentsim.skills.registry import SkillRegistry
 
@@ -42,6 +42,21 @@ class _HostActor:
     @ray.method(enable_task_events=False)
     async def step_tick(self, tick: TickInput) -> TickResult:
         return await self.host.step_tick(tick)
+
+    @ray.method(enable_task_events=False)
+    async def start_steps(self, tick: TickInput, agent_ids: list[str], final: bool) -> None:
+        await self.host.start_steps(tick, agent_ids, final=final)
+
+    @ray.method(enable_task_events=False)
+    async def collect(self) -> list[StepDone]:
+        return await self.host.collect()
+
+    @ray.method(enable_task_events=False)
+    async def tick_final(self, tick: int, views: Mapping[str, EnvView]) -> None:
+        self.host.tick_final(tick, views)
+
+    async def reload(self, tick: int, when: datetime, changed: list[str]) -> None:
+        await self.host.reload(tick, when, changed=changed)
 
     async def ask(
         self,
@@ -210,6 +225,27 @@ class RayExecutor:
     async def step_tick(self, tick: TickInput) -> list[TickResult]:
         ref = ray.put(tick)  # shared per-tick data goes to the object store once
         return await self._wait([a.step_tick.remote(ref) for a in self.actors], f"tick {tick.tick}")
+
+    async def start_steps(
+        self, tick: TickInput, by_host: Mapping[int, Sequence[str]], *, final: bool
+    ) -> None:
+        ref = ray.put(tick)  # once, whatever the number of hosts
+        calls = [
+            self.actors[h].start_steps.remote(ref, list(ids), final) for h, ids in by_host.items()
+        ]
+        await self._wait(calls, f"tick {tick.tick}")
+
+    async def collect(self, host: int) -> list[StepDone]:
+        (done,) = await self._wait([self.actors[host].collect.remote()], "a tick's steps")
+        return list(done)
+
+    async def tick_final(self, tick: int, views: Mapping[str, EnvView]) -> None:
+        ref = ray.put(dict(views))
+        await self._wait([a.tick_final.remote(tick, ref) for a in self.actors], f"tick {tick}")
+
+    async def reload(self, tick: int, when: datetime, *, changed: Sequence[str]) -> None:
+        calls = [a.reload.remote(tick, when, list(changed)) for a in self.actors]
+        await self._wait(calls, "skill reload")
 
     async def ask(
         self,

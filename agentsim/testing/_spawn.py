@@ -38,6 +38,7 @@ class SpawnedServer:
 def spawn_test_server(
     *,
     latency: float = 0.0,
+    latency_sigma: float = 0.0,
     fault_rate: float = 0.0,
     faults: str = "429,500,503,drop",
     seed: int = 0,
@@ -57,6 +58,7 @@ def spawn_test_server(
         "-m",
         "agentsim.testing.openai_server",
         f"--latency={latency}",
+        f"--latency-sigma={latency_sigma}",
         f"--fault-rate={fault_rate}",
         f"--faults={faults}",
         f"--seed={seed}",

@@ -25,7 +25,9 @@ or from a shell: ``python -m agentsim.testing.openai_server --port 8000 --latenc
 token sums) are there for assertions; ``GET /_stats`` returns them as JSON. With
 ``timeline=True`` (``--timeline``) the server also keeps when each chat request arrived and
 was answered (``GET /_timeline``), from which a benchmark reads how many requests were in
-flight over time.
+flight over time. ``latency_sigma`` makes answer times vary as a real server's do: each
+answer waits a lognormal time whose median is ``latency`` (``--latency-sigma 0.8``), drawn
+from a generator seeded by ``seed``; 0 keeps one fixed latency.
 
 With ``prefix_cache_tokens=N`` (``--prefix-cache-tokens N``) the server models an inference
 server's prefix cache of N tokens (``agentsim.testing.prefix_cache``: 16-token blocks,
@@ -45,6 +47,7 @@ import dataclasses
 import inspect
 import json
 import logging
+import math
 import random
 import socket
 import sys
@@ -111,7 +114,8 @@ class _Counters:
 class OpenAITestServer:
     """An OpenAI-compatible server bound to 127.0.0.1 (``port=0`` picks a free port).
 
-    ``latency`` delays every chat answer. ``answer(request)`` decides the answers (see
+    ``latency`` delays every chat answer; with ``latency_sigma`` > 0 that is the median of
+    a lognormal answer time (``next_latency()``). ``answer(request)`` decides the answers (see
     ``agentsim.testing.FunctionModel`` for what it may return). ``models`` lists the served
     models: ``GET /v1/models`` returns them and a chat request for another model gets 404;
     without it any model is accepted. ``list_models=False`` (or no ``models``) makes
@@ -130,6 +134,7 @@ class OpenAITestServer:
         *,
         port: int = 0,
         latency: float = 0.0,
+        latency_sigma: float = 0.0,
         answer: AnswerFunction = echo_answer,
         fault_rate: float = 0.0,
         faults: Sequence[Fault] = RETRYABLE_FAULTS,
@@ -158,7 +163,15 @@ class OpenAITestServer:
             raise ValueError(f"fault_rate={fault_rate!r} is outside [0, 1]; pass e.g. 0.1")
         if fault_rate and not faults:
             raise ValueError("fault_rate > 0 needs at least one fault to pick from (faults=...)")
+        if latency < 0 or latency_sigma < 0:
+            raise ValueError(
+                f"latency={latency!r} and latency_sigma={latency_sigma!r} must be >= 0;"
+                " pass e.g. latency=1.0, latency_sigma=0.8"
+            )
         self.latency = latency
+        self.latency_sigma = latency_sigma
+        # Its own generator, so that varying answer times leave the choice of faults as it was.
+        self._latency_rng = random.Random(f"latency:{seed}")
         self.answer = answer
         self.fault_rate = fault_rate
         self.faults = tuple(faults)
@@ -244,6 +257,13 @@ class OpenAITestServer:
             "cached_tokens": c.cached_tokens,
         }
 
+    def next_latency(self) -> float:
+        """The answer time of the next chat request, in seconds: ``latency``, or with
+        ``latency_sigma`` a lognormal draw of median ``latency`` (the same sequence for a seed)."""
+        if not self.latency_sigma:
+            return self.latency
+        return self.latency * math.exp(self._latency_rng.gauss(0.0, self.latency_sigma))
+
     def enqueue(self, *faults: Fault) -> None:
         """Apply these faults, in order, to the next chat requests (one each)."""
         self._queue.extend(faults)
@@ -292,7 +312,8 @@ class OpenAITestServer:
         if cache is not None and answered:
             tokens, cached = cache.serve_chat(body["messages"], body.get("tools") or ())
         prefill = (tokens - cached) * self.prefill_seconds_per_token
-        await asyncio.sleep(self.latency + prefill + (fault.seconds if fault is not None else 0.0))
+        delay = self.next_latency() + prefill + (fault.seconds if fault is not None else 0.0)
+        await asyncio.sleep(delay)
         if fault is not None and fault.kind == "status":
             extra = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
             text = fault.message or f"injected status {fault.status_code}"
@@ -571,12 +592,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         description="Serve a fake, fault-injecting OpenAI chat-completions API on 127.0.0.1.",
     )
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds per answer")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds per answer (median)")
+    parser.add_argument(
+        "--latency-sigma", type=float, default=0.0, help="lognormal sigma of answer times (0 fixed)"
+    )
     parser.add_argument("--fault-rate", type=float, default=0.0, help="share of faulty answers")
     parser.add_argument(
         "--faults", default="429,500,503,drop", help=f"comma list of: {', '.join(_FAULTS_BY_NAME)}"
     )
-    parser.add_argument("--seed", type=int, default=0, help="seeds the choice of faults")
+    parser.add_argument("--seed", type=int, default=0, help="seeds faults and answer times")
     parser.add_argument("--answer", choices=("echo", "scripted"), default="echo")
     parser.add_argument("--models", default="", help="comma list of served models (default any)")
     parser.add_argument(
@@ -603,6 +627,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     server = OpenAITestServer(
         port=args.port,
         latency=args.latency,
+        latency_sigma=args.latency_sigma,
         answer=_answers()[args.answer],
         fault_rate=args.fault_rate,
         faults=_parse_faults(args.faults),

@@ -18,7 +18,7 @@ import pytest
 
 from agentsim.errors import ExecutorError
 from agentsim.inspect import open_run
-from agentsim.sim.config import parse_experiment
+from agentsim.sim.config import load_experiment, parse_experiment
 from agentsim.sim.engine import Engine, Progress
 from agentsim.sim.executors import LocalExecutor
 from agentsim.sim.ray_executor import RayExecutor
@@ -242,7 +242,7 @@ def test_two_node_cluster_run(tmp_path: Path) -> None:
         from pathlib import Path
         import ray
         from ray.cluster_utils import Cluster
-        from agentsim.sim.config import parse_experiment
+        from agentsim.sim.config import load_experiment, parse_experiment
         from agentsim.sim.engine import Engine
         from agentsim.sim.ray_executor import RayExecutor
 
@@ -282,6 +282,22 @@ def test_two_node_cluster_run(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr[-3000:]
     last = out.stdout.strip().splitlines()[-1]
     assert last == '{"status": "completed", "nodes": 2}'
+
+
+@pytest.mark.parametrize("hosts", [1, 2], ids=["1-host", "2-hosts"])
+def test_ray_runs_by_dependencies_write_the_barrier_run(tmp_path: Path, hosts: int) -> None:
+    from tests.unit import helpers
+
+    cfg = load_experiment(helpers.REPO / "experiments" / "daily-mobility.yaml")
+    runs = {}
+    for schedule in ("barrier", "dependencies"):
+        ex = cfg.executor.model_copy(update={"schedule": schedule, "hosts": hosts})
+        one = cfg.model_copy(update={"executor": ex})
+        engine = Engine(one, run_dir=tmp_path / schedule, executor=RayExecutor(), max_ticks=14)
+        assert asyncio.run(engine.run()).status == "stopped"
+        runs[schedule] = helpers.run_fingerprint(tmp_path / schedule)
+    differ = [k for k in runs["barrier"] if runs["barrier"][k] != runs["dependencies"].get(k)]
+    assert differ == [] and runs["barrier"].keys() == runs["dependencies"].keys()
 
 
 _SURVEY_YAML = """

@@ -178,6 +178,21 @@ def write_script(folder: Path, name: str, text: str) -> Path:
     return path
 
 
+def run_fingerprint(run_dir: Path) -> dict[str, str]:
+    """What a seed fixes in a run folder, one digest per part (``bench/same_outputs.py``'s
+    comparison: events byte for byte, metrics' counts, agents' files, store rows)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "same_outputs", REPO / "bench" / "same_outputs.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    parts: dict[str, str] = module.fingerprint(run_dir)
+    return parts
+
+
 def process_alive(pid: int) -> bool:
     """Whether ``pid`` is a live process (a zombie, dead but not yet reaped, is not)."""
     try:

@@ -334,3 +334,22 @@ def test_declared_interventions_are_exactly_the_handled_ones(name: str) -> None:
         rf"{', '.join(module.INTERVENTIONS)}\)",
     ):
         module.intervene("nope", {}, new_clock())
+
+
+async def test_a_read_of_everyone_waits_for_the_complete_views() -> None:
+    clock = new_clock()
+    asked: list[int] = []
+
+    async def final() -> Any:
+        asked.append(1)
+        return {name: built(name).view(clock) for name in ("city", "social")}
+
+    router = EnvRouter({"city": built("city").view(clock)}, final=final)
+    # An ordinary read answers from the early views; a reads_all one waits, once.
+    assert (await router.aask("p000", "city", "my_places", {}, seq=0)).result["home"]
+    assert asked == []
+    home = router.ask("p000", "city", "my_places", {}, seq=0).result["home"]["id"]
+    info = await router.aask("p000", "city", "place_info", {"place": home}, seq=1)
+    assert info.result["people_here"] >= 1 and asked == [1]
+    await router.aask("p000", "city", "place_info", {"place": home}, seq=2)
+    assert asked == [1] and router.modules == ("city", "social")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import math
+import statistics
 import time
 
 import httpx
@@ -112,6 +114,43 @@ def test_options_are_checked() -> None:
         OpenAITestServer(fault_rate=0.1, faults=())
     with pytest.raises(SystemExit, match=r"unknown fault\(s\) 418; choose from 429, 500"):
         main(["--faults", "429,418"])
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_lognormal_answer_times_have_the_median_and_spread_asked_for(seed: int) -> None:
+    srv = OpenAITestServer(latency=1.0, latency_sigma=0.8, seed=seed)
+    draws = sorted(srv.next_latency() for _ in range(4000))
+    assert statistics.median(draws) == pytest.approx(1.0, rel=0.06)
+    # log of a lognormal is normal: its spread is sigma.
+    assert statistics.stdev(math.log(d) for d in draws) == pytest.approx(0.8, rel=0.06)
+    assert draws[-1] > 4 * draws[len(draws) // 2] > 16 * draws[0]
+
+
+def test_answer_times_are_the_same_for_a_seed_and_fixed_without_sigma() -> None:
+    def seq(seed: int, sigma: float = 0.5) -> list[float]:
+        srv = OpenAITestServer(latency=0.3, latency_sigma=sigma, seed=seed)
+        return [srv.next_latency() for _ in range(50)]
+
+    assert seq(3) == seq(3) and seq(3) != seq(4)
+    assert seq(3, sigma=0.0) == [0.3] * 50
+
+
+def test_negative_latency_or_sigma_is_refused_with_the_fix() -> None:
+    with pytest.raises(ValueError, match=r"latency_sigma=-0.1 must be >= 0; pass e.g."):
+        OpenAITestServer(latency=1.0, latency_sigma=-0.1)
+
+
+async def test_answers_wait_the_drawn_times() -> None:
+    expected = OpenAITestServer(latency=0.02, latency_sigma=1.0, seed=5)
+    waits = [expected.next_latency() for _ in range(6)]
+    async with OpenAITestServer(latency=0.02, latency_sigma=1.0, seed=5, timeline=True) as srv:
+        m = model(srv.base_url)
+        for _ in range(6):
+            await m.complete(USER)
+        await m.aclose()
+    took = [answered - arrived for arrived, answered in srv.timeline]
+    assert all(w <= t < w + 0.5 for w, t in zip(waits, took, strict=True))
+    assert len(set(waits)) == 6
 
 
 async def test_port_in_use_is_an_os_error() -> None:

@@ -1,0 +1,345 @@
+"""``executor.schedule: dependencies`` against ``barrier``: the same run folder, agents
+running ahead no more than ``max_lead``, barriers where a module declares nothing, a hung
+step bounded by ``step_timeout``, resume."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentsim.agent.agent import step_seed
+from agentsim.env import CityModule, EnvModule, SocialModule
+from agentsim.env.base import ALL, AgentSet
+from agentsim.sim.config import ExperimentConfig, load_experiment, parse_experiment
+from agentsim.sim.engine import Engine, Progress, RunSummary
+from agentsim.sim.executors import LocalExecutor
+from agentsim.testing import FunctionModel
+from agentsim.testing.function_model import ChatRequest, tool_call
+from tests.unit import helpers
+
+EXPERIMENTS = sorted((helpers.REPO / "experiments").glob("*.yaml"))
+
+_YAML = """
+name: sched
+seed: 3
+clock: {{start: "2026-03-02T09:00:00", tick: 1h}}
+ticks: {ticks}
+agents:
+  - group: people
+    count: {count}
+    profile: {{template: generic}}
+    skills: {{default: [], disabled: [daily-guidance]}}
+skills: {{builtin: false}}
+model: {{backend: scripted}}
+environment:
+{modules}
+executor: {{schedule: {schedule}, max_lead: {lead}, step_timeout: {timeout}}}
+output: {{dir: ws, formats: [jsonl], checkpoint_every: {every}}}
+"""
+
+
+def config(
+    tmp: Path,
+    *,
+    schedule: str = "dependencies",
+    ticks: int = 6,
+    count: int = 6,
+    lead: int = 2,
+    timeout: float = 60,
+    every: int = 0,
+    modules: str = "  - {module: city}",
+) -> ExperimentConfig:
+    text = _YAML.format(
+        ticks=ticks,
+        count=count,
+        lead=lead,
+        schedule=schedule,
+        timeout=timeout,
+        every=every,
+        modules=modules,
+    )
+    return parse_experiment(text, base_dir=tmp)
+
+
+def with_schedule(cfg: ExperimentConfig, schedule: str, **executor: Any) -> ExperimentConfig:
+    ex = cfg.executor.model_copy(update={"schedule": schedule, **executor})
+    return cfg.model_copy(update={"executor": ex})
+
+
+class Steps:
+    """Who steps which tick, seen from the model: agents pass their step seed to it."""
+
+    def __init__(self, cfg: ExperimentConfig, *, slow: str | None = None, hang: bool = False):
+        ids = [f"people-{i:05d}" for i in range(cfg.agents[0].count)]
+        self.of = {step_seed(cfg.seed, a, t): (a, t) for a in ids for t in range(20)}
+        self.slow, self.hang = slow, hang
+        self.finished = dict.fromkeys(ids, 0)  # ticks whose call has answered, by agent
+        self.lead: list[int] = []  # at each call: its tick minus the slowest agent's
+
+    async def __call__(self, request: ChatRequest) -> Any:
+        aid, tick = self.of[request.seed]
+        self.lead.append(tick - min(self.finished.values()))
+        if aid == self.slow:
+            if self.hang:
+                await asyncio.Event().wait()
+            await asyncio.sleep(0.1)
+        else:
+            await asyncio.sleep(0.005)
+        self.finished[aid] = tick + 1
+        if tick % 2 == 1 and aid != self.slow and not request.calls:
+            # How many people are there: a read of everyone's moves, which waits.
+            info = {"module": "city", "action": "place_info", "args": {"place": "cafe-1"}}
+            return tool_call("ask_env", info)
+        if tick % 2 == 0 and aid != self.slow:
+            place = "cafe-1" if tick % 4 == 0 else "park-1"
+            move = {"module": "city", "action": "move_to", "args": {"place": place}}
+            if not request.calls:
+                return tool_call("ask_env", move)
+        return tool_call("finish", action=f"tick {tick}")
+
+
+def run(cfg: ExperimentConfig, run_dir: Path, model: Any = None, **kw: Any) -> RunSummary:
+    ex = LocalExecutor(model_factory=(lambda spec: FunctionModel(model))) if model else None
+    return asyncio.run(Engine(cfg, run_dir=run_dir, executor=ex, **kw).run())
+
+
+def assert_same_runs(first: Path, second: Path) -> None:
+    a, b = helpers.run_fingerprint(first), helpers.run_fingerprint(second)
+    assert sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k)) == []
+    assert len(a) > 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("experiment", EXPERIMENTS, ids=[p.stem for p in EXPERIMENTS])
+@pytest.mark.parametrize("hosts", [1, 3], ids=["1-host", "3-hosts"])
+def test_each_shipped_experiment_writes_the_same_run_under_both_schedules(
+    experiment: Path, hosts: int, tmp_path: Path
+) -> None:
+    cfg = load_experiment(experiment)
+    # Past the first workflow steps: a checkpoint, an intervention and a survey.
+    ticks = cfg.steps()[0].ticks + 2  # type: ignore[union-attr]
+    for schedule in ("barrier", "dependencies"):
+        one = with_schedule(cfg, schedule, hosts=hosts)
+        assert run(one, tmp_path / schedule, max_ticks=ticks).status == "stopped"
+    assert_same_runs(tmp_path / "barrier", tmp_path / "dependencies")
+
+
+@pytest.mark.slow
+def test_agents_run_ahead_of_a_slow_one_by_at_most_max_lead(tmp_path: Path) -> None:
+    cfg = config(tmp_path, ticks=8, lead=3)
+    steps = Steps(cfg, slow="people-00002")
+    seen: list[Progress] = []
+    summary = run(cfg, tmp_path / "run", steps, progress=seen.append)
+    assert summary.status == "completed" and summary.metrics["agent_steps"] == 8 * 6
+    # A call of tick t starts only once the slowest agent has done t - max_lead + 1 ticks.
+    assert max(steps.lead) == 3 - 1
+    assert [p.tick for p in seen] == list(range(1, 9))
+    ahead = [p for p in seen if p.fastest is not None]
+    assert ahead and all(p.tick < p.fastest <= p.tick + 3 for p in ahead)  # type: ignore[operator]
+    # The progress line shows the slowest agent's tick and the fastest's.
+    import io
+
+    from agentsim.cli import _ProgressLine
+
+    out = io.StringIO()
+    line = _ProgressLine(out, max_ticks=None)
+    line(ahead[0])
+    assert f"tick {ahead[0].tick}/8 (fastest {ahead[0].fastest})  " in out.getvalue()
+    # The same run, step for step, as under a barrier.
+    barrier = with_schedule(cfg, "barrier")
+    run(barrier, tmp_path / "barrier", Steps(cfg, slow="people-00002"))
+    assert_same_runs(tmp_path / "run", tmp_path / "barrier")
+
+
+@pytest.mark.slow
+def test_a_module_that_declares_nothing_is_a_barrier(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(CityModule, "depends_on", EnvModule.depends_on)
+    cfg = config(tmp_path, ticks=4, lead=4)
+    steps = Steps(cfg, slow="people-00002")
+    run(cfg, tmp_path / "run", steps)
+    # No call of tick t + 1 before every agent's call of tick t has answered.
+    assert max(steps.lead) == 0 and steps.lead.count(0) == len(steps.lead)
+    run(with_schedule(cfg, "barrier"), tmp_path / "barrier", Steps(cfg, slow="people-00002"))
+    assert_same_runs(tmp_path / "run", tmp_path / "barrier")
+
+
+def test_an_undeclared_module_next_to_a_declared_one_still_holds_every_agent(
+    tmp_path: Path,
+) -> None:
+    mods = "  - {module: city}\n  - {module: social, follow_k: 2}"
+    cfg = config(tmp_path, ticks=3, modules=mods)
+    steps = Steps(cfg, slow="people-00001")
+    run(cfg, tmp_path / "run", steps)
+    assert max(steps.lead) == 0
+
+
+def test_city_depends_on_the_agent_alone_unless_places_have_a_capacity(tmp_path: Path) -> None:
+    free = CityModule({}, seed=1, base_dir=tmp_path)
+    full = CityModule({"capacity": 3}, seed=1, base_dir=tmp_path)
+    assert free.depends_on("a") == frozenset({"a"}) and full.depends_on("a") is ALL
+    assert SocialModule({}, seed=1, base_dir=tmp_path).depends_on("a") is ALL
+    assert repr(ALL) == "ALL"
+    import pickle
+
+    assert pickle.loads(pickle.dumps(ALL)) is ALL
+
+
+def _followees(self: SocialModule, agent_id: str) -> AgentSet:
+    return frozenset(self.get_state()["following"].get(agent_id, ()))
+
+
+@pytest.mark.slow
+def test_a_social_run_whose_follow_graph_changes_keeps_its_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Social declares ALL (its inbox takes messages from anyone); declared as the agents
+    each one follows, the scheduler follows the graph as it changes, follows and unfollows
+    included, and the run is the barrier's."""
+    monkeypatch.setattr(SocialModule, "depends_on", _followees)
+    mods = "  - {module: social, follow_k: 2, influence: 0.3}"
+    cfg = config(tmp_path, ticks=6, count=8, lead=3, modules=mods)
+    ids = [f"people-{i:05d}" for i in range(8)]
+    of = {step_seed(cfg.seed, a, t): (a, t) for a in ids for t in range(6)}
+
+    async def brain(request: ChatRequest) -> Any:
+        aid, tick = of[request.seed]
+        await asyncio.sleep(0.05 if aid == "people-00003" else 0.002)
+        i = ids.index(aid)
+        other = ids[(i + tick + 1) % 8]
+        turn = len(request.calls)
+        if turn == 0:
+            action = ("follow", "unfollow")[tick % 2]
+            args = {"module": "social", "action": "following", "args": {}}
+            if tick % 2 == 0:
+                args = {"module": "social", "action": action, "args": {"agent": other}}
+            return tool_call("ask_env", args)
+        if turn == 1:
+            post = {"text": f"{aid} at {tick}", "stance": round((i - 4) / 4, 2)}
+            return tool_call("ask_env", {"module": "social", "action": "post", "args": post})
+        return tool_call("finish", action="posted")
+
+    run(cfg, tmp_path / "run", brain)
+    run(with_schedule(cfg, "barrier"), tmp_path / "barrier", brain)
+    assert_same_runs(tmp_path / "run", tmp_path / "barrier")
+    lines = (tmp_path / "run" / "events.jsonl").read_text().splitlines()
+    kinds = [json.loads(line)["type"] for line in lines]
+    assert kinds.count("follow") >= 8 and "opinion_change" in kinds
+
+
+@pytest.mark.slow
+def test_a_hung_step_is_bounded_by_step_timeout_without_deadlock(tmp_path: Path) -> None:
+    cfg = config(tmp_path, ticks=3, timeout=0.5)
+    steps = Steps(cfg, slow="people-00004", hang=True)
+
+    async def go() -> RunSummary:
+        ex = LocalExecutor(model_factory=lambda spec: FunctionModel(steps))
+        return await asyncio.wait_for(Engine(cfg, run_dir=tmp_path / "r", executor=ex).run(), 60)
+
+    summary = asyncio.run(go())
+    # One agent in six failed every step: over agent.max_error_share, yet every tick ended.
+    assert summary.status == "completed with problems"
+    assert summary.metrics["agent_steps"] == 18
+    lines = (tmp_path / "r" / "events.jsonl").read_text().splitlines()
+    errors = [e for e in map(json.loads, lines) if e["type"] == "agent_error"]
+    assert [(e["agent_id"], e["tick"], e["error"]) for e in errors] == [
+        ("people-00004", t, "step timed out after 0.5s") for t in range(3)
+    ]
+    # The others went on from its outcome, ahead of it.
+    assert max(steps.lead) >= 1
+
+
+@pytest.mark.slow
+def test_resume_under_dependencies_is_the_uninterrupted_run(tmp_path: Path) -> None:
+    cfg = config(tmp_path, ticks=6, every=2, lead=3)
+    run(cfg, tmp_path / "whole", Steps(cfg, slow="people-00001"))
+    assert run(cfg, tmp_path / "cut", Steps(cfg, slow="people-00001"), max_ticks=3).status == (
+        "stopped"
+    )
+    resumed = asyncio.run(
+        Engine(
+            cfg,
+            run_dir=tmp_path / "cut",
+            executor=LocalExecutor(
+                model_factory=lambda spec: FunctionModel(Steps(cfg, slow="people-00001"))
+            ),
+        ).run(resume=True)
+    )
+    assert resumed.status == "completed" and resumed.ticks == 6
+    whole = (tmp_path / "whole" / "events.jsonl").read_bytes()
+    assert (tmp_path / "cut" / "events.jsonl").read_bytes() == whole
+
+
+def test_schedule_and_max_lead_are_checked_with_the_fix(tmp_path: Path) -> None:
+    from agentsim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"executor\.schedule.*dependencies.*barrier"):
+        config(tmp_path, schedule="eager")
+    with pytest.raises(ConfigError, match=r"executor\.max_lead"):
+        config(tmp_path, lead=0)
+
+
+_HOOKED = """---
+name: alpha
+description: Use for the alpha routine.
+hooks: {pre_step: scripts/hook.py}
+---
+Alpha body, edition {n}.
+"""
+
+
+@pytest.mark.slow
+def test_hot_reload_under_dependencies_reaches_each_agent_from_its_next_step(
+    tmp_path: Path,
+) -> None:
+    from agentsim.inspect import open_run
+
+    skills = tmp_path / "skills"
+
+    def edition(n: int) -> None:
+        (skills / "alpha" / "scripts").mkdir(parents=True, exist_ok=True)
+        (skills / "alpha" / "SKILL.md").write_text(_HOOKED.replace("{n}", str(n)))
+        hook = f"def entrypoint(argv, ctx):\n    return 'alpha v{n}'\n"
+        (skills / "alpha" / "scripts" / "hook.py").write_text(hook)
+
+    edition(1)
+    text = (
+        _YAML.format(
+            ticks=6,
+            count=6,
+            lead=3,
+            schedule="dependencies",
+            timeout=60,
+            every=0,
+            modules="  - {module: city}",
+        )
+        .replace("default: []", "default: [alpha]")
+        .replace("skills: {builtin: false}", f'skills: {{builtin: false, paths: ["{skills}"]}}')
+    )
+    cfg = parse_experiment(text, base_dir=tmp_path)
+    steps = Steps(cfg, slow="people-00005")
+
+    def between_ticks(p: Progress) -> None:
+        if p.tick == 2:
+            edition(2)
+
+    run(cfg, tmp_path / "run", steps, progress=between_ticks)
+    lines = (tmp_path / "run" / "events.jsonl").read_text().splitlines()
+    (reload,) = [e for e in map(json.loads, lines) if e["type"] == "skills_reloaded"]
+    assert reload["tick"] == 2 and reload["changed"] == ["custom@alpha"]
+    record = open_run(tmp_path / "run")
+    for aid in record.agents:
+        seen = [
+            h["text"]
+            for step in record.agent(aid).trace()
+            for h in step.get("hooks", ())
+            if h["skill"] == "custom@alpha"
+        ]
+        # Old until the agent's first step after the change, new from then on.
+        assert seen[:2] == ["alpha v1"] * 2 and seen[-1] == "alpha v2", aid
+        assert seen == sorted(seen), aid
