@@ -64,6 +64,7 @@ from typing import Any
 
 import httpx
 import yaml
+from _mobility import daily_mobility
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -87,20 +88,7 @@ def _experiment(
     schedule: str,
     max_lead: int = 4,
 ) -> str:
-    doc = yaml.safe_load((ROOT / "experiments" / "daily-mobility.yaml").read_text())
-    groups = doc["agents"]
-    total = sum(g["count"] for g in groups)
-    for g in groups:
-        g["count"] = g["count"] * agents // total
-    groups[0]["count"] += agents - sum(g["count"] for g in groups)
-    doc["workflow"] = [{"run": {"ticks": ticks}}]
-    doc["model"] = {
-        "backend": "openai",
-        "model": "bench",
-        "base_url": base_url,
-        "max_concurrency": concurrency,
-    }
-    doc["output"]["dir"] = str(out)
+    doc = daily_mobility(agents, ticks, concurrency, base_url, out)
     doc["executor"] = {**doc.get("executor", {}), "schedule": schedule, "max_lead": max_lead}
     return yaml.safe_dump(doc, sort_keys=False)
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from _mobility import daily_mobility
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,21 +56,9 @@ def _load_cache_module() -> Any:
 
 
 def _experiment(agents: int, ticks: int, concurrency: int, base_url: str, out: Path) -> str:
-    doc = yaml.safe_load((ROOT / "experiments" / "daily-mobility.yaml").read_text())
-    groups = doc["agents"]
-    total = sum(g["count"] for g in groups)
-    for g in groups:
-        g["count"] = g["count"] * agents // total
-    groups[0]["count"] += agents - sum(g["count"] for g in groups)
-    doc["workflow"] = [{"run": {"ticks": ticks}}]
-    doc["model"] = {
-        "backend": "openai",
-        "model": "bench",
-        "base_url": base_url,
-        "max_concurrency": concurrency,
-    }
-    doc["output"]["dir"] = str(out)
-    return yaml.safe_dump(doc, sort_keys=False)
+    return yaml.safe_dump(
+        daily_mobility(agents, ticks, concurrency, base_url, out), sort_keys=False
+    )
 
 
 class _Replay:
