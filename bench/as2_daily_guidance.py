@@ -136,13 +136,16 @@ class Follower:
         date = stamp.group(1) if stamp else ""
         if not calls and "<skill_hooks>" in user and "active_segment:" in user:
             self.hook_prompts += 1
-        active = f'<skill_content name="{SKILL}">' in request.system or "activate_skill" in names
+        # The agent's own part of the prompt (its active skill bodies, its profile) opens
+        # the first user message.
+        own = request.agent
+        active = f'<skill_content name="{SKILL}">' in own or "activate_skill" in names
         if not active:
             return tool_call("activate_skill", name=SKILL)
         run = [json.loads(c.arguments).get("args", [""])[0] for c in calls if c.name == names[-1]]
         hook_ok = "<skill_hooks>" in user and "ok: true" in user
         if not hook_ok and "plan" not in run:
-            agent = re.search(r'"agent_id": "(\d+)"', request.system)
+            agent = re.search(r'"agent_id": "(\d+)"', own)
             plan = day_plan(agent.group(1) if agent else "0", date)
             args = ["plan", "--date", date, "--json", json.dumps(plan)]
             return tool_call("execute_skill_script", name=SKILL, args=args)
