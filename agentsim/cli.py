@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from agentsim.errors import AgentsimError, ConfigError
 
 if TYPE_CHECKING:
-    from agentsim.sim.engine import Progress
+    from agentsim.run.engine import Progress
 
 __all__ = ["main"]
 
@@ -199,9 +199,9 @@ def _run_dir_for(config: Any, out: str | None) -> Path:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from agentsim.sim.config import load_experiment, parse_experiment
-    from agentsim.sim.engine import Engine
-    from agentsim.sim.workspace import RunLock, RunWorkspace
+    from agentsim.config.experiment import load_experiment, parse_experiment
+    from agentsim.run.engine import Engine
+    from agentsim.run.workspace import RunLock, RunWorkspace
 
     resume = args.resume is not None
     fork = None
@@ -212,8 +212,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             "--set", "only amends a fork", "use it with --fork RUN --at TICK, or edit the YAML"
         )
     if args.fork is not None:
-        from agentsim.sim.engine import ENGINE_STATE
-        from agentsim.sim.fork import fork_config, open_fork
+        from agentsim.run.engine import ENGINE_STATE
+        from agentsim.run.fork import fork_config, open_fork
 
         if resume:
             raise ConfigError("--fork", "cannot be combined with --resume", "give one of them")
@@ -338,7 +338,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _print_summary(summary: Any) -> None:
-    """The summary lines: every problem counted (see ``agentsim.sim.problems``)."""
+    """The summary lines: every problem counted (see ``agentsim.run.problems``)."""
     m = summary.metrics
     print(
         f"{summary.status}: {summary.run_dir}  ticks={summary.ticks} agents={summary.agents} "
@@ -367,13 +367,13 @@ def _print_summary(summary: Any) -> None:
 
 def _make_executor(config: Any) -> Any:
     if config.executor.kind == "ray":
-        from agentsim.sim.ray_executor import RayExecutor
+        from agentsim.hosts.ray_executor import RayExecutor
 
         return RayExecutor(
             address=config.executor.address,
             heartbeat_timeout=config.executor.heartbeat_timeout,
         )
-    from agentsim.sim.executors import LocalExecutor
+    from agentsim.hosts.local import LocalExecutor
 
     return LocalExecutor()
 

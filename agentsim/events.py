@@ -153,7 +153,7 @@ _DECLARED: tuple[EventType, ...] = (
             _f("cached_prompt_tokens", int, "prompt tokens the server served from its cache"),
             _f("degraded", int, "degraded steps"),
             _f("skipped", int, "steps a pre_step hook skipped"),
-            _f("errors", int, "the tick's problems (`agentsim.sim.problems`)"),
+            _f("errors", int, "the tick's problems (`agentsim.run.problems`)"),
             _f("gate_retries", int, "extra model rounds post_step gates asked for"),
         ),
     ),

@@ -198,7 +198,7 @@ async def run(agents: int, ticks: int) -> dict[str, Any]:
 def agent_json_cost(n: int = 2000) -> dict[str, Any]:
     """Median wall time of one AGENT.json write (build + atomic replace) for a worker."""
     from agentsim.agent.agent_json import agent_json, write_agent_json
-    from agentsim.sim.profiles import sample_profile
+    from agentsim.config.profiles import sample_profile
 
     profile = sample_profile("worker", seed=1, agent_id="7")
     times = []
@@ -227,10 +227,10 @@ def agent_json_cost(n: int = 2000) -> dict[str, Any]:
 
 
 async def run_once(source: Path, agents: int, ticks: int) -> dict[str, Any]:
+    from agentsim.config.experiment import parse_experiment
+    from agentsim.hosts.local import LocalExecutor
     from agentsim.inspect import open_run
-    from agentsim.sim.config import parse_experiment
-    from agentsim.sim.engine import Engine
-    from agentsim.sim.executors import LocalExecutor
+    from agentsim.run.engine import Engine
     from agentsim.testing import FunctionModel
 
     before = tree_sha(source)

@@ -69,12 +69,12 @@ from _mobility import daily_mobility
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import agentsim.sim.host as host_module  # noqa: E402
+import agentsim.hosts.host as host_module  # noqa: E402
+from agentsim.config.experiment import parse_experiment  # noqa: E402
+from agentsim.hosts.local import LocalExecutor  # noqa: E402
 from agentsim.llm.limiter import RateLimiter  # noqa: E402
 from agentsim.llm.openai import OpenAIChatModel  # noqa: E402
-from agentsim.sim.config import parse_experiment  # noqa: E402
-from agentsim.sim.engine import Engine  # noqa: E402
-from agentsim.sim.executors import LocalExecutor  # noqa: E402
+from agentsim.run.engine import Engine  # noqa: E402
 
 SAMPLE_EVERY = 0.01
 

@@ -72,9 +72,9 @@ def _child(args: argparse.Namespace) -> None:
     import asyncio
     import threading
 
-    from agentsim.sim.config import parse_experiment
-    from agentsim.sim.engine import Engine
-    from agentsim.sim.executors import LocalExecutor
+    from agentsim.config.experiment import parse_experiment
+    from agentsim.hosts.local import LocalExecutor
+    from agentsim.run.engine import Engine
 
     tmp = Path(args.tmp)
     custom = tmp / "custom"
@@ -93,7 +93,7 @@ def _child(args: argparse.Namespace) -> None:
     )
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     if args.executor == "ray":
-        from agentsim.sim.ray_executor import RayExecutor
+        from agentsim.hosts.ray_executor import RayExecutor
 
         executor: object = RayExecutor()
     else:

@@ -28,8 +28,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentsim.sim.config import ExperimentConfig, parse_experiment
-from agentsim.sim.engine import Engine
+from agentsim.config.experiment import ExperimentConfig, parse_experiment
+from agentsim.run.engine import Engine
 from agentsim.testing.openai_server import spawn_test_server
 
 ROOT = Path(__file__).resolve().parents[1]

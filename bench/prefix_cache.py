@@ -132,9 +132,9 @@ def _common_prefix(a: list[str], b: list[str]) -> int:
 
 
 def _run(args: argparse.Namespace, tmp: Path, pc: Any) -> dict[str, Any]:
-    from agentsim.sim.config import parse_experiment
-    from agentsim.sim.engine import Engine
-    from agentsim.sim.executors import LocalExecutor
+    from agentsim.config.experiment import parse_experiment
+    from agentsim.hosts.local import LocalExecutor
+    from agentsim.run.engine import Engine
     from agentsim.testing import OpenAITestServer
     from agentsim.testing.answers import scripted_answer
 

@@ -64,8 +64,8 @@ requestAnimationFrame(() => requestAnimationFrame(() => done(performance.now() -
 
 
 def make_run(root: Path, agents: int, ticks: int) -> tuple[Path, float]:
-    from agentsim.sim.config import load_experiment
-    from agentsim.sim.engine import Engine
+    from agentsim.config.experiment import load_experiment
+    from agentsim.run.engine import Engine
 
     posters = max(1, agents // 5)
     half = max(1, ticks // 2)

@@ -169,8 +169,8 @@ import asyncio
 import json
 from pathlib import Path
 
-from agentsim.sim.config import load_experiment
-from agentsim.sim.engine import Engine
+from agentsim.config.experiment import load_experiment
+from agentsim.run.engine import Engine
 
 EXPERIMENT = Path(__file__).parent / "experiment.yaml"
 

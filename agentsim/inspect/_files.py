@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsim.errors import RunError
-from agentsim.sim.checkpoints import read_agents_state
+from agentsim.run.checkpoints import read_agents_state
 
 __all__ = ["close_matches", "iter_jsonl", "read_checkpoint_agents", "read_json"]
 

@@ -88,7 +88,7 @@ def env_layouts(run: Run) -> dict[str, ViewLayout]:
     """Each environment module of the run rebuilt from its config and set up with the run's
     agents (``build_world``, as the engine does before the first tick), mapped to its
     ``view_layout()``; modules that are not drawn are left out."""
-    from agentsim.sim.world import build_world
+    from agentsim.run.world import build_world
 
     out: dict[str, ViewLayout] = {}
     for name, module in build_world(run.config()).modules.items():

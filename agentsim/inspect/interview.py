@@ -1,6 +1,6 @@
 """Interview one agent of a run, in read-only mode, without changing anything in the run.
 
-The agent is rebuilt in this process from the run's world (``agentsim.sim.world``, as
+The agent is rebuilt in this process from the run's world (``agentsim.run.world``, as
 the engine builds it: same agents, modules, skills and settings) in an ``AgentHost``, then
 given the state it had: its memory replayed from ``memory.jsonl``, its active skills as last
 recorded (with their activation arguments from the latest checkpoint), and an environment
@@ -124,9 +124,9 @@ async def interview(
     from agentsim.agent.agent import StepInput, StepOutcome, step_seed
     from agentsim.env.clock import SimClock
     from agentsim.env.router import EnvRouter
-    from agentsim.sim.host import AgentHost, HostSpec, build_registry
-    from agentsim.sim.models import build_model, cache_file
-    from agentsim.sim.world import build_world
+    from agentsim.hosts.host import AgentHost, HostSpec, build_registry
+    from agentsim.llm.models import build_model, cache_file
+    from agentsim.run.world import build_world
 
     if not question.strip():
         raise ConfigError(

@@ -38,7 +38,7 @@ from agentsim.inspect.agentview import AgentRecord
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from agentsim.sim.config import ExperimentConfig
+    from agentsim.config.experiment import ExperimentConfig
 
 __all__ = ["EVENT_COLUMNS", "Run", "RunState", "events_table", "iter_jsonl", "open_run"]
 
@@ -152,7 +152,7 @@ class Run:
 
     def config(self) -> ExperimentConfig:
         """The experiment, validated, with paths resolved against its original folder."""
-        from agentsim.sim.config import parse_experiment
+        from agentsim.config.experiment import parse_experiment
 
         p = self.path / "config.yaml"
         base = Path(str(self.manifest().get("source_dir") or "."))

@@ -3,7 +3,7 @@
 No trace is opened, so the cost grows with the number of events, not of agents' files.
 Counts come from the events (what the log shows so far, also for a run that is still going
 or that died); the wall-clock rate comes from ``metrics.json``, since events hold simulation
-time only. Problems are counted with ``agentsim.sim.problems``, as the engine counts them for
+time only. Problems are counted with ``agentsim.run.problems``, as the engine counts them for
 ``metrics.json``: the two always agree.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from agentsim.inspect.run import Run
 from agentsim.llm.stats import Prices
-from agentsim.sim.problems import gate_retries, problem_of
+from agentsim.run.problems import gate_retries, problem_of
 
 __all__ = ["EventCounts", "RunOverview", "SkillUse", "error_kind", "summarize", "summarize_events"]
 
@@ -49,7 +49,7 @@ _PLAIN = frozenset(
 
 def error_kind(event: Mapping[str, Any]) -> str | None:
     """The kind of an error event (``None`` for an event that is no error): its problem kind
-    (``agentsim.sim.problems.PROBLEMS``), with ``agent_error`` split by the text before its
+    (``agentsim.run.problems.PROBLEMS``), with ``agent_error`` split by the text before its
     first colon (the exception type, or "default skill"), or "step timeout"."""
     kind = problem_of(event)
     if kind == "agent_error":

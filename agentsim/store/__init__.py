@@ -1,2 +1,2 @@
-"""Run storage shared by the writer (``agentsim.sim``) and the reader (``agentsim.inspect``):
+"""Run storage shared by the writer (``agentsim.run``) and the reader (``agentsim.inspect``):
 the shard format (``shard``) and the run folder's layout of shards (``layout``)."""

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from _serve import missing_browser, serve, start_chrome
 
-from agentsim.sim.config import load_experiment
-from agentsim.sim.engine import Engine
+from agentsim.config.experiment import load_experiment
+from agentsim.run.engine import Engine
 
 EXPERIMENT = Path(__file__).parents[1] / "fixtures" / "experiments" / "small.yaml"
 

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from _serve import serve
 
-from agentsim.sim.config import load_experiment, parse_experiment
-from agentsim.sim.engine import Engine
+from agentsim.config.experiment import load_experiment, parse_experiment
+from agentsim.run.engine import Engine
 
 # Without selenium the module is skipped (with the reason), not an import error.
 _WHY = "browser tests need selenium: pip install -e '.[test]'"

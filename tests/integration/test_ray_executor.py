@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
+from agentsim.config.experiment import load_experiment, parse_experiment
 from agentsim.errors import ExecutorError
+from agentsim.hosts.local import LocalExecutor
+from agentsim.hosts.ray_executor import RayExecutor
 from agentsim.inspect import open_run
-from agentsim.sim.config import load_experiment, parse_experiment
-from agentsim.sim.engine import Engine, Progress
-from agentsim.sim.executors import LocalExecutor
-from agentsim.sim.ray_executor import RayExecutor
+from agentsim.run.engine import Engine, Progress
 from agentsim.testing.openai_server import spawn_test_server
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_cluster")]
@@ -242,9 +242,9 @@ def test_two_node_cluster_run(tmp_path: Path) -> None:
         from pathlib import Path
         import ray
         from ray.cluster_utils import Cluster
-        from agentsim.sim.config import load_experiment, parse_experiment
-        from agentsim.sim.engine import Engine
-        from agentsim.sim.ray_executor import RayExecutor
+        from agentsim.config.experiment import load_experiment, parse_experiment
+        from agentsim.run.engine import Engine
+        from agentsim.hosts.ray_executor import RayExecutor
 
         loopback = {{"node_ip_address": "127.0.0.1"}}
         cluster = Cluster(initialize_head=True, head_node_args={{"num_cpus": 1, **loopback}})

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from agentsim.sim.config import parse_experiment
-from agentsim.sim.engine import Engine
-from agentsim.sim.executors import LocalExecutor
-from agentsim.sim.ray_executor import RayExecutor
+from agentsim.config.experiment import parse_experiment
+from agentsim.hosts.local import LocalExecutor
+from agentsim.hosts.ray_executor import RayExecutor
+from agentsim.run.engine import Engine
 from tests.unit.helpers import ENVMODS, read_events, user_modules_experiment
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.usefixtures("ray_cluster")]

@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from agentsim import events
+from agentsim.config.experiment import parse_experiment
 from agentsim.errors import EventError
 from agentsim.events import EVENTS, checked, problems
-from agentsim.sim.config import parse_experiment
-from agentsim.sim.engine import Engine
+from agentsim.run.engine import Engine
 from tests.unit.helpers import REPO as ROOT
 
 DOC = ROOT / "docs" / "inspection.md"
@@ -186,7 +186,7 @@ def _small(path: Path) -> Any:
 
 
 def _workspace(run_dir: Path) -> Any:
-    from agentsim.sim.workspace import RunWorkspace
+    from agentsim.run.workspace import RunWorkspace
 
     return RunWorkspace.create(run_dir)
 
@@ -217,11 +217,13 @@ _BUILDERS = {"_emit": 1, "_run_event": 0}
 
 @functools.cache
 def _built_events() -> tuple[tuple[str, str, frozenset[str]], ...]:
-    """(where, type, field names) of every event the writers (sim, agent, env) build with
+    """(where, type, field names) of every event the writers (run, hosts, agent, env) build with
     a literal type: a dict literal with ``"type"`` and ``"agent_id"`` keys, or a call of a
     builder helper."""
     found = []
-    paths = sorted(p for layer in ("sim", "agent", "env") for p in (PACKAGE / layer).rglob("*.py"))
+    paths = sorted(
+        p for layer in ("run", "hosts", "agent", "env") for p in (PACKAGE / layer).rglob("*.py")
+    )
     for path in paths:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"

@@ -1,4 +1,5 @@
-"""The package's arrows point one way: cli -> sim -> agent -> skills / llm / env, and
+"""The package's arrows point one way: cli -> run -> hosts -> agent -> skills / llm / env,
+``config`` is a leaf (it reads ``env``'s pure helpers only), and
 ``events`` (the declaration of every event, used by all of them) imports none of them.
 
 Every ``import`` in the package (module level or inside a function) is checked, so a new
@@ -16,21 +17,28 @@ import agentsim
 PACKAGE = Path(agentsim.__file__).parent
 
 # What each layer may not import (besides itself).
+UP_FROM_AGENT = ("agentsim.run", "agentsim.hosts", "agentsim.cli", "agentsim.inspect")
 FORBIDDEN = {
-    "skills": ("agentsim.sim", "agentsim.agent", "agentsim.cli", "agentsim.inspect"),
-    "llm": (
-        "agentsim.sim",
+    "config": (
+        *UP_FROM_AGENT,
         "agentsim.agent",
         "agentsim.skills",
-        "agentsim.cli",
-        "agentsim.inspect",
+        "agentsim.llm",
+        "agentsim.store",
+        "agentsim.testing",
+        "agentsim.view",
     ),
-    "env": ("agentsim.sim", "agentsim.agent", "agentsim.cli", "agentsim.inspect"),
-    "agent": ("agentsim.sim", "agentsim.cli", "agentsim.inspect"),
-    "sim": ("agentsim.cli", "agentsim.inspect"),
-    "testing": ("agentsim.sim", "agentsim.cli", "agentsim.inspect"),
+    "skills": (*UP_FROM_AGENT, "agentsim.agent", "agentsim.config"),
+    "llm": (*UP_FROM_AGENT, "agentsim.agent", "agentsim.skills"),
+    "env": (*UP_FROM_AGENT, "agentsim.agent"),
+    "agent": UP_FROM_AGENT,
+    "hosts": ("agentsim.run", "agentsim.cli", "agentsim.inspect"),
+    "run": ("agentsim.cli", "agentsim.inspect"),
+    "testing": UP_FROM_AGENT,
     "events": (
-        "agentsim.sim",
+        "agentsim.config",
+        "agentsim.run",
+        "agentsim.hosts",
         "agentsim.agent",
         "agentsim.skills",
         "agentsim.llm",
@@ -77,8 +85,8 @@ def test_a_module_layer_is_checked_as_its_file() -> None:
 
 def test_the_check_sees_function_level_imports(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
-    source.write_text("def f():\n    from agentsim.sim.engine import Engine\n")
-    assert _imports(source) == [(2, "agentsim.sim.engine")]
+    source.write_text("def f():\n    from agentsim.run.engine import Engine\n")
+    assert _imports(source) == [(2, "agentsim.run.engine")]
 
 
 # Outside the skills package, only its public modules are imported: a private

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from agentsim.agent.agent_json import agent_json
-from agentsim.sim.config import parse_experiment
-from agentsim.sim.engine import Engine
-from agentsim.sim.executors import LocalExecutor
+from agentsim.config.experiment import parse_experiment
+from agentsim.hosts.local import LocalExecutor
+from agentsim.run.engine import Engine
 from agentsim.testing import ChatRequest, FunctionModel, tool_call
 from tests.unit import helpers
 

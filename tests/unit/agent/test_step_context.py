@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from agentsim.agent.agent import step_seed
+from agentsim.config.experiment import parse_experiment
+from agentsim.hosts.local import LocalExecutor
 from agentsim.inspect import open_run
 from agentsim.llm.base import Completion, Message, ToolSchema
 from agentsim.llm.scripted import ScriptedModel
-from agentsim.sim.config import parse_experiment
-from agentsim.sim.engine import Engine
-from agentsim.sim.executors import LocalExecutor
+from agentsim.run.engine import Engine
 from tests.unit import helpers
 
 SKILLS = helpers.FIXTURES / "context_skills"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from agentsim.cli import main
-from agentsim.sim.config import load_experiment
-from agentsim.sim.world import build_world
+from agentsim.config.experiment import load_experiment
+from agentsim.run.world import build_world
 
 
 def test_the_scaffold_loads_with_its_own_skill(

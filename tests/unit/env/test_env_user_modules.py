@@ -14,13 +14,13 @@ import pytest
 import yaml
 
 from agentsim.cli import main
+from agentsim.config.experiment import load_experiment, parse_experiment
 from agentsim.env.loader import ENTRY_POINT_GROUP, module_code, resolve_module
 from agentsim.errors import ConfigError
 from agentsim.inspect import open_run
 from agentsim.inspect._query import env_layouts
-from agentsim.sim.config import load_experiment, parse_experiment
-from agentsim.sim.engine import Engine, Progress
-from agentsim.sim.world import build_world
+from agentsim.run.engine import Engine, Progress
+from agentsim.run.world import build_world
 from tests.unit.helpers import ENVMODS, read_events, user_modules_experiment
 
 MARKET = ENVMODS / "market"

@@ -25,13 +25,13 @@ import pytest
 import yaml
 
 import agentsim
+from agentsim.config.experiment import load_experiment
 from agentsim.errors import ConfigError, RunError
 from agentsim.inspect.agentview import HISTORY_LAST
 from agentsim.inspect.cli import add_inspect_commands
 from agentsim.inspect.run import EVENT_COLUMNS, Run, iter_jsonl, open_run
 from agentsim.inspect.summary import error_kind, summarize, summarize_events
-from agentsim.sim.config import load_experiment
-from agentsim.sim.engine import Engine
+from agentsim.run.engine import Engine
 from agentsim.store.shard import read_index, read_member
 
 EXPERIMENT = """

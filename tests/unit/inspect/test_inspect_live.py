@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from agentsim.config.experiment import load_experiment
 from agentsim.inspect import open_run
-from agentsim.sim.config import load_experiment
-from agentsim.sim.engine import Engine
+from agentsim.run.engine import Engine
 from agentsim.store.layout import HostStore, part_hash, prompt_row, row, text_hash
 from tests.unit import helpers
 

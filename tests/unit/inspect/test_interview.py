@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 import yaml
 
+from agentsim.config.experiment import load_experiment
 from agentsim.errors import ConfigError, ModelError, RunError
 from agentsim.inspect.cli import add_inspect_commands
 from agentsim.inspect.interview import interview
 from agentsim.inspect.run import open_run
 from agentsim.llm.base import Completion, Message, ToolCall, ToolSchema
-from agentsim.sim.config import load_experiment
-from agentsim.sim.engine import Engine
+from agentsim.run.engine import Engine
 
 EXPERIMENT = """
 name: small-town

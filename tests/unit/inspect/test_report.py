@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 import agentsim.cli
+from agentsim.config.experiment import load_experiment
 from agentsim.inspect.cli import add_inspect_commands
 from agentsim.inspect.report import collect_report_data, write_report
 from agentsim.inspect.run import open_run
-from agentsim.sim.config import load_experiment
-from agentsim.sim.engine import Engine
+from agentsim.run.engine import Engine
 
 CITY = """
 name: report-city

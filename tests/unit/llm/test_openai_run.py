@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from agentsim.config.experiment import parse_experiment
 from agentsim.inspect import open_run
 from agentsim.llm.base import Completion, Usage
 from agentsim.llm.openai import OpenAIChatModel
-from agentsim.sim.config import parse_experiment
-from agentsim.sim.engine import Engine
+from agentsim.run.engine import Engine
 from agentsim.testing import scripted_answer
 from agentsim.testing.openai_server import OpenAITestServer
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from agentsim.config.experiment import parse_experiment
 from agentsim.errors import ConfigError, ModelError, ModelHTTPError, PreflightError
 from agentsim.llm.openai import OpenAIChatModel
 from agentsim.llm.pool import ServerPool
-from agentsim.sim.config import parse_experiment
-from agentsim.sim.engine import Engine, Progress
+from agentsim.run.engine import Engine, Progress
 from agentsim.testing import scripted_answer
 from agentsim.testing.openai_server import OpenAITestServer
 from tests.unit.helpers import free_port

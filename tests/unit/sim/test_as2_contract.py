@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from agentsim.config.experiment import ExperimentConfig, parse_experiment
+from agentsim.hosts.local import LocalExecutor
 from agentsim.inspect import open_run
-from agentsim.sim.config import ExperimentConfig, parse_experiment
-from agentsim.sim.engine import Engine, Progress
-from agentsim.sim.executors import LocalExecutor
+from agentsim.run.engine import Engine, Progress
 from agentsim.testing import ChatRequest, FunctionModel, tool_call
 from agentsim.view import create_app
 from tests.unit import helpers

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from agentsim.cli import main
+from agentsim.config.experiment import load_experiment
 from agentsim.errors import CheckpointError
 from agentsim.inspect import open_run
-from agentsim.sim.checkpoints import latest_checkpoint, rewind, write_checkpoint
-from agentsim.sim.config import load_experiment
-from agentsim.sim.engine import Engine, Progress
-from agentsim.sim.workspace import RunWorkspace
+from agentsim.run.checkpoints import latest_checkpoint, rewind, write_checkpoint
+from agentsim.run.engine import Engine, Progress
+from agentsim.run.workspace import RunWorkspace
 from tests.unit import helpers
 
 SMALL = helpers.FIXTURES / "experiments" / "small.yaml"

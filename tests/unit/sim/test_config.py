@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agentsim.errors import ConfigError
-from agentsim.sim.config import (
+from agentsim.config.experiment import (
     IGNORED_ENV,
     AgentSelector,
     EnvModuleConfig,
@@ -24,6 +23,7 @@ from agentsim.sim.config import (
     parse_duration,
     parse_experiment,
 )
+from agentsim.errors import ConfigError
 from tests.unit import helpers
 
 FIXTURES = helpers.FIXTURES / "configs"

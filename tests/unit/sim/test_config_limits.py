@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from agentsim.cli import main
+from agentsim.config.experiment import MAX_AGENTS, MAX_TICKS, load_experiment, parse_experiment
 from agentsim.errors import ConfigError
-from agentsim.sim.config import MAX_AGENTS, MAX_TICKS, load_experiment, parse_experiment
 
 BASE = "name: x\nagents: [{group: a, count: 2}]\n"
 

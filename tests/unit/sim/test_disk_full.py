@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agentsim.cli import main
-from agentsim.sim.workspace import RunWorkspace
+from agentsim.run.workspace import RunWorkspace
 
 _YAML = """
 name: disk

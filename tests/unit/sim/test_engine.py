@@ -14,14 +14,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from agentsim.agent.agent import step_seed
+from agentsim.config.experiment import ExperimentConfig, load_experiment, parse_experiment
 from agentsim.errors import ConfigError
+from agentsim.hosts.host import HostSpec
+from agentsim.hosts.local import LocalExecutor, partition
 from agentsim.inspect import open_run
 from agentsim.llm.base import ChatModel, Completion, Message, ToolSchema
 from agentsim.llm.scripted import ScriptedModel
-from agentsim.sim.config import ExperimentConfig, load_experiment, parse_experiment
-from agentsim.sim.engine import Engine, Progress, RunSummary
-from agentsim.sim.executors import LocalExecutor, partition
-from agentsim.sim.host import HostSpec
+from agentsim.run.engine import Engine, Progress, RunSummary
 from tests.unit import helpers
 
 SMALL = helpers.FIXTURES / "experiments" / "small.yaml"
@@ -294,7 +294,7 @@ async def test_a_crash_marks_the_run_failed(tmp_path: Path) -> None:
 
 
 def test_partition_is_balanced_and_sorted(completed: tuple[RunSummary, Path]) -> None:
-    from agentsim.sim.profiles import resolve_agents
+    from agentsim.config.profiles import resolve_agents
 
     agents = resolve_agents(small())
     blocks = partition(list(reversed(agents)), 3)
@@ -312,7 +312,7 @@ async def test_several_local_hosts_give_the_same_events(
     specs: list[HostSpec] = []
 
     def factory(spec: HostSpec) -> ChatModel:
-        from agentsim.sim.models import build_model
+        from agentsim.llm.models import build_model
 
         specs.append(spec)
         return build_model(
@@ -328,10 +328,10 @@ async def test_several_local_hosts_give_the_same_events(
 
 
 def test_build_model_follows_the_model_section(tmp_path: Path) -> None:
+    from agentsim.config.experiment import ModelConfig
     from agentsim.llm.cache import CachedModel
+    from agentsim.llm.models import build_model
     from agentsim.llm.openai import OpenAIChatModel
-    from agentsim.sim.config import ModelConfig
-    from agentsim.sim.models import build_model
 
     assert isinstance(build_model(ModelConfig(), run_dir=tmp_path), ScriptedModel)
     remote = {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}

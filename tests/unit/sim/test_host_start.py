@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from agentsim.config.experiment import parse_experiment
+from agentsim.hosts.host import START_BATCH
+from agentsim.hosts.local import LocalExecutor
 from agentsim.llm.base import Completion, Message, ToolSchema
 from agentsim.llm.scripted import ScriptedModel
-from agentsim.sim.config import parse_experiment
-from agentsim.sim.engine import Engine
-from agentsim.sim.executors import LocalExecutor
-from agentsim.sim.host import START_BATCH
+from agentsim.run.engine import Engine
 
 AGENTS = 300
 

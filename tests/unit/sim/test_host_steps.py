@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from agentsim.config.experiment import load_experiment
+from agentsim.hosts import host
+from agentsim.hosts.local import LocalExecutor
 from agentsim.llm.base import Completion, Message, ToolSchema
 from agentsim.llm.scripted import ScriptedModel
-from agentsim.sim import host
-from agentsim.sim.config import load_experiment
-from agentsim.sim.engine import Engine
-from agentsim.sim.executors import LocalExecutor
+from agentsim.run.engine import Engine
 from tests.unit import helpers
 
 SMALL = helpers.FIXTURES / "experiments" / "small.yaml"

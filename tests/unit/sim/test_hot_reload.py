@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from agentsim.cli import main
+from agentsim.config.experiment import parse_experiment
 from agentsim.inspect import open_run
-from agentsim.sim.config import parse_experiment
-from agentsim.sim.engine import Engine, Progress
+from agentsim.run.engine import Engine, Progress
 from tests.unit import helpers
 
 AGENTS = 3

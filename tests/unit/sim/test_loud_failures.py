@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from agentsim.cli import main
-from agentsim.sim.config import parse_experiment
-from agentsim.sim.preflight import preflight_model
+from agentsim.config.experiment import parse_experiment
+from agentsim.llm.preflight import preflight_model
 from agentsim.testing.openai_server import Fault, OpenAITestServer
 from tests.unit.helpers import free_port
 

@@ -12,11 +12,11 @@ import pytest
 from starlette.testclient import TestClient
 
 from agentsim.cli import main
+from agentsim.config.experiment import parse_experiment
+from agentsim.hosts.local import LocalExecutor
 from agentsim.inspect.report import write_report
 from agentsim.inspect.run import open_run
-from agentsim.sim.config import parse_experiment
-from agentsim.sim.engine import Engine
-from agentsim.sim.executors import LocalExecutor
+from agentsim.run.engine import Engine
 from agentsim.skills.measures import line, split
 from agentsim.testing import ChatRequest, FunctionModel, tool_call
 from agentsim.view import create_app

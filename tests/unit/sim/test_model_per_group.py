@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from agentsim.cli import main
+from agentsim.config.experiment import parse_experiment
 from agentsim.errors import ConfigError, PreflightError
 from agentsim.inspect import open_run
 from agentsim.inspect.summary import summarize
-from agentsim.sim.config import parse_experiment
-from agentsim.sim.engine import Engine
+from agentsim.run.engine import Engine
 from agentsim.testing import scripted_answer
 from agentsim.testing.openai_server import OpenAITestServer
 

@@ -6,9 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from agentsim.errors import ConfigError
-from agentsim.sim.config import AgentSelector, ExperimentConfig, load_experiment, parse_experiment
-from agentsim.sim.profiles import (
+from agentsim.config.experiment import (
+    AgentSelector,
+    ExperimentConfig,
+    load_experiment,
+    parse_experiment,
+)
+from agentsim.config.profiles import (
     TEMPLATE_NAMES,
     AgentSpec,
     persona_sentence,
@@ -16,6 +20,7 @@ from agentsim.sim.profiles import (
     sample_profile,
     select_agents,
 )
+from agentsim.errors import ConfigError
 from tests.unit import helpers
 
 FIXTURES = helpers.FIXTURES / "configs"
@@ -229,7 +234,7 @@ def test_profiles_files_count_against_the_agent_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The real limit (1,000,000) is checked the same way; a small one keeps the test fast.
-    monkeypatch.setattr("agentsim.sim.profiles.MAX_AGENTS", 3)
+    monkeypatch.setattr("agentsim.config.profiles.MAX_AGENTS", 3)
     config = group_file(tmp_path, "p.jsonl", "".join(f'{{"id": {i}}}\n' for i in range(10)))
     with pytest.raises(ConfigError, match=r"p\.jsonl holds more than 3 profiles, the most"):
         resolve_agents(config)

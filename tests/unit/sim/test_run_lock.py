@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from agentsim.cli import main
+from agentsim.config.experiment import parse_experiment
 from agentsim.errors import RunError
-from agentsim.sim.config import parse_experiment
-from agentsim.sim.engine import Engine
-from agentsim.sim.workspace import LOCK_NAME, RunLock, RunWorkspace
+from agentsim.run.engine import Engine
+from agentsim.run.workspace import LOCK_NAME, RunLock, RunWorkspace
 
 EXPERIMENT = "name: t\nticks: 2\nagents: [{group: a, count: 2}]\n"
 
@@ -26,7 +26,7 @@ _HOLDER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from agentsim.sim.workspace import RunWorkspace
+    from agentsim.run.workspace import RunWorkspace
 
     ws = RunWorkspace.create(Path(sys.argv[1]))
     ws.new_manifest(run_id="r", name="t", config_hash="x", seed=0, executor="local")

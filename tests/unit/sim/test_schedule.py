@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from agentsim.agent.agent import step_seed
+from agentsim.config.experiment import ExperimentConfig, load_experiment, parse_experiment
 from agentsim.env import CityModule, EnvModule, SocialModule
 from agentsim.env.base import ALL, AgentSet
-from agentsim.sim.config import ExperimentConfig, load_experiment, parse_experiment
-from agentsim.sim.engine import Engine, Progress, RunSummary
-from agentsim.sim.executors import LocalExecutor
+from agentsim.hosts.local import LocalExecutor
+from agentsim.run.engine import Engine, Progress, RunSummary
 from agentsim.testing import FunctionModel
 from agentsim.testing.function_model import ChatRequest, tool_call
 from tests.unit import helpers

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-import agentsim.sim.engine as engine_module
-from agentsim.sim.config import parse_experiment
-from agentsim.sim.engine import Engine, Progress
-from agentsim.sim.executors import LocalExecutor
+import agentsim.run.engine as engine_module
+from agentsim.config.experiment import parse_experiment
+from agentsim.hosts.local import LocalExecutor
+from agentsim.run.engine import Engine, Progress
 from agentsim.testing.openai_server import OpenAITestServer
 
 _YAML = """

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from agentsim.errors import RunError
-from agentsim.sim.workspace import RunWorkspace, atomic_write_text, package_versions
+from agentsim.run.workspace import RunWorkspace, atomic_write_text, package_versions
 
 
 def test_create_refuses_a_folder_that_is_not_empty(tmp_path: Path) -> None:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from agentsim.config.experiment import load_experiment, parse_experiment
+from agentsim.config.profiles import resolve_agents
 from agentsim.errors import ConfigError
-from agentsim.sim.config import load_experiment, parse_experiment
-from agentsim.sim.profiles import resolve_agents
-from agentsim.sim.world import build_world
+from agentsim.run.world import build_world
 from tests.unit.helpers import FIXTURES
 
 EXPERIMENT = FIXTURES / "experiments" / "small.yaml"

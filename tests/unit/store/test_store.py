@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from agentsim.config.experiment import load_experiment
 from agentsim.errors import CheckpointError, RunError
 from agentsim.inspect import open_run
-from agentsim.sim.config import load_experiment
-from agentsim.sim.engine import Engine, Progress
+from agentsim.run.engine import Engine, Progress
 from agentsim.store.layout import HostStore, part_hash, prompt_row, row
 from agentsim.store.shard import (
     ShardDamaged,

@@ -22,12 +22,12 @@ import pytest
 from starlette.testclient import TestClient
 
 from agentsim.cli import build_parser
+from agentsim.config.experiment import load_experiment, parse_experiment
 from agentsim.errors import ConfigError, RunError
 from agentsim.inspect import open_run
 from agentsim.inspect._query import agent_steps, find_agents
 from agentsim.inspect.report import TICK_METRICS, collect_report_data
-from agentsim.sim.config import load_experiment, parse_experiment
-from agentsim.sim.engine import Engine, Progress
+from agentsim.run.engine import Engine, Progress
 from agentsim.store.layout import HostStore, row
 from agentsim.view import create_app
 from agentsim.view._workspace import Workspace

@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agentsim.sim.config import load_experiment
-from agentsim.sim.engine import Engine
+from agentsim.config.experiment import load_experiment
+from agentsim.run.engine import Engine
 from agentsim.view._workspace import Workspace
 from tests.browser._serve import serve  # the viewer in a thread, as the browser tests run it
 from tests.unit.helpers import FIXTURES

@@ -1,7 +1,7 @@
 """Executors place hosts somewhere and call them once per tick.
 
 ``LocalExecutor`` keeps its hosts in this process (small runs, unit tests, one core). The
-Ray executor (``agentsim.sim.ray_executor``) puts each host in an async actor; both expose
+Ray executor (``agentsim.hosts.ray_executor``) puts each host in an async actor; both expose
 the same methods so the engine does not care which it has.
 """
 
@@ -12,10 +12,10 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
+from agentsim.config.profiles import AgentSpec
 from agentsim.env.base import EnvView
+from agentsim.hosts.host import AgentHost, HostSpec, StepDone, TickInput, TickResult
 from agentsim.llm.base import ChatModel
-from agentsim.sim.host import AgentHost, HostSpec, StepDone, TickInput, TickResult
-from agentsim.sim.profiles import AgentSpec
 from agentsim.skills.registry import SkillRegistry
 
 __all__ = ["Executor", "LocalExecutor", "partition"]
@@ -46,7 +46,7 @@ class Executor(Protocol):
     ) -> None: ...
     async def setup(self, extra: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]: ...
     async def step_tick(self, tick: TickInput) -> list[TickResult]: ...
-    # executor.schedule: dependencies (see agentsim.sim.schedule); hosts by index.
+    # executor.schedule: dependencies (see agentsim.run.schedules.dependencies); hosts by index.
     async def start_steps(
         self, tick: TickInput, by_host: Mapping[int, Sequence[str]], *, final: bool
     ) -> None: ...

@@ -2,7 +2,7 @@
 
 They are a plain JSON-ready dict (a checkpoint stores it as is); this module says what it
 holds, how one tick's host results and events add to it, and what the public form adds.
-``errors`` is the sum of ``problems`` (see ``agentsim.sim.problems``: the same counts as
+``errors`` is the sum of ``problems`` (see ``agentsim.run.problems``: the same counts as
 ``agentsim inspect``); ``gate_retries`` counts the extra model rounds post_step quality
 gates asked for (their model calls are in ``model_calls``).
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentsim.hosts.host import TickResult
 from agentsim.llm.stats import ModelStats
-from agentsim.sim.host import TickResult
-from agentsim.sim.problems import count_problems, new_problems
+from agentsim.run.problems import count_problems, new_problems
 
 __all__ = ["add_tick", "merge_model_stats", "new_metrics", "public_metrics"]
 

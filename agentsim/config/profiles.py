@@ -5,7 +5,7 @@
 ``<group>-<index:05d>``, or ``<group>-<row id>`` when a profile file row has an ``id``; a
 group with ``ids: numeric`` numbers its agents by their index in the whole experiment
 (``"0"``, ``"1"``, ...), the integer ids AgentSociety2's skills expect.
-Template profiles (``agentsim.sim._templates``) depend only on the seed and the agent's id,
+Template profiles (``agentsim.config._templates``) depend only on the seed and the agent's id,
 never on how many other agents there are or their order.
 """
 
@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from agentsim._seeding import derive_seed
+from agentsim.config._templates import TEMPLATE_NAMES, known_template, sample
+from agentsim.config.experiment import MAX_AGENTS, AgentGroup, AgentSelector, ExperimentConfig
 from agentsim.errors import ConfigError
-from agentsim.sim._templates import TEMPLATE_NAMES, known_template, sample
-from agentsim.sim.config import MAX_AGENTS, AgentGroup, AgentSelector, ExperimentConfig
 
 __all__ = [
     "TEMPLATE_NAMES",

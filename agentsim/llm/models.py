@@ -6,12 +6,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from agentsim.config.experiment import ModelConfig
 from agentsim.llm.base import ChatModel, Completion, Message, ToolSchema
 from agentsim.llm.cache import CachedModel
 from agentsim.llm.limiter import RateLimiter
 from agentsim.llm.scripted import ScriptedModel
 from agentsim.llm.stats import ModelStats, Prices
-from agentsim.sim.config import ModelConfig
 
 __all__ = ["build_model", "cache_file"]
 

@@ -12,13 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from agentsim.agent.agent import AgentSettings
+from agentsim.config.experiment import ExperimentConfig
+from agentsim.config.profiles import AgentSpec, resolve_agents
 from agentsim.env import create_module
 from agentsim.env.base import AgentInfo, EnvModule
 from agentsim.errors import ConfigError
 from agentsim.events import EVENTS, EventType
-from agentsim.sim.config import ExperimentConfig
-from agentsim.sim.host import SkillSources
-from agentsim.sim.profiles import AgentSpec, resolve_agents
+from agentsim.hosts.host import SkillSources
 from agentsim.skills.scan import builtin_skills_dir
 
 __all__ = [

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agentsim.config.experiment import ModelConfig
 from agentsim.errors import ModelError, PreflightError
-from agentsim.sim.config import ModelConfig
 
 __all__ = ["needs_preflight", "preflight_model"]
 
@@ -21,7 +21,7 @@ async def preflight_model(cfg: ModelConfig, *, run_dir: Path, name: str = "defau
     """Check the model of ``cfg`` as the run will build it (through its cache, when it has
     one). A missing key variable is a ``ConfigError``; a server that fails the check a
     ``PreflightError`` (exit code 2) naming what to fix."""
-    from agentsim.sim.models import build_model, cache_file
+    from agentsim.llm.models import build_model, cache_file
 
     if not needs_preflight(cfg):
         return

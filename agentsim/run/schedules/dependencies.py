@@ -25,10 +25,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from agentsim.env.base import ALL, EnvModule, EnvView
-from agentsim.sim.host import StepDone, TickInput, TickResult
+from agentsim.hosts.host import StepDone, TickInput, TickResult
 
 if TYPE_CHECKING:
-    from agentsim.sim.engine import Engine
+    from agentsim.run.engine import Engine
 
 __all__ = ["run_ticks"]
 

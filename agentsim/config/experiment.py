@@ -31,11 +31,8 @@ from pydantic import (
     model_validator,
 )
 
-from agentsim.env.base import unknown_intervention
-from agentsim.errors import ConfigError
-from agentsim.sim._config_errors import StrictModel, apply_overrides, fail, to_config_error
-from agentsim.sim._config_yaml import MAX_CONFIG_BYTES, read_yaml_mapping
-from agentsim.sim._sections import (
+from agentsim.config._errors import StrictModel, apply_overrides, fail, to_config_error
+from agentsim.config._sections import (
     MAX_AGENTS,
     MAX_TICK_LENGTH,
     PATTERN_HINTS,
@@ -54,7 +51,7 @@ from agentsim.sim._sections import (
     non_empty,
     parse_duration,
 )
-from agentsim.sim._workflow import (
+from agentsim.config._workflow import (
     MAX_TICKS,
     NAME_PATTERN,
     AgentSelector,
@@ -65,6 +62,9 @@ from agentsim.sim._workflow import (
     SurveyStep,
     WorkflowStep,
 )
+from agentsim.config._yaml import MAX_CONFIG_BYTES, read_yaml_mapping
+from agentsim.env.base import unknown_intervention
+from agentsim.errors import ConfigError
 
 __all__ = [
     "DEFAULT_MODEL",

@@ -20,19 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentsim.env.base import EnvModule, EnvView, profile_extras
-from agentsim.env.clock import SimClock
-from agentsim.env.loader import module_code
-from agentsim.errors import AgentsimError, ConfigError, SkillNotFoundError, StorageError
-from agentsim.events import EVENTS, checked
-from agentsim.sim.checkpoints import (
-    Checkpoint,
-    latest_checkpoint,
-    remove_partial_checkpoints,
-    rewind,
-    write_checkpoint,
-)
-from agentsim.sim.config import (
+from agentsim.config.experiment import (
     AgentSelector,
     ExperimentConfig,
     InterveneStep,
@@ -40,16 +28,28 @@ from agentsim.sim.config import (
     RunStep,
     SurveyStep,
 )
-from agentsim.sim.executors import Executor, LocalExecutor, partition
-from agentsim.sim.fork import ForkPoint, copy_history, own_checkpoint
-from agentsim.sim.host import HostSpec, TickInput, TickResult, build_registry
-from agentsim.sim.metrics import add_tick, merge_model_stats, new_metrics, public_metrics
-from agentsim.sim.preflight import preflight_model
-from agentsim.sim.problems import over_limits
-from agentsim.sim.profiles import AgentSpec, select_agents
-from agentsim.sim.progress import Progress, RunSummary
-from agentsim.sim.workspace import RunWorkspace, atomic_write_text, check_run_dir
-from agentsim.sim.world import World, build_world
+from agentsim.config.profiles import AgentSpec, select_agents
+from agentsim.env.base import EnvModule, EnvView, profile_extras
+from agentsim.env.clock import SimClock
+from agentsim.env.loader import module_code
+from agentsim.errors import AgentsimError, ConfigError, SkillNotFoundError, StorageError
+from agentsim.events import EVENTS, checked
+from agentsim.hosts.host import HostSpec, TickInput, TickResult, build_registry
+from agentsim.hosts.local import Executor, LocalExecutor, partition
+from agentsim.llm.preflight import preflight_model
+from agentsim.run.checkpoints import (
+    Checkpoint,
+    latest_checkpoint,
+    remove_partial_checkpoints,
+    rewind,
+    write_checkpoint,
+)
+from agentsim.run.fork import ForkPoint, copy_history, own_checkpoint
+from agentsim.run.metrics import add_tick, merge_model_stats, new_metrics, public_metrics
+from agentsim.run.problems import over_limits
+from agentsim.run.progress import Progress, RunSummary
+from agentsim.run.workspace import RunWorkspace, atomic_write_text, check_run_dir
+from agentsim.run.world import World, build_world
 from agentsim.skills.catalog import RunProvides, unmet_requirements
 from agentsim.skills.frontmatter import Diagnostic
 from agentsim.skills.registry import RegistrySnapshot
@@ -127,13 +127,13 @@ class Engine:
         self.max_ticks = max_ticks
         self.trace = trace
         # ``agentsim run`` checks the model server before writing anything (see
-        # ``agentsim.sim.preflight``); code that builds its own engine chooses.
+        # ``agentsim.llm.preflight``); code that builds its own engine chooses.
         self.preflight = preflight
         # Where loading problems are told as they are found (``agentsim run``: stderr):
         # refused and shadowed skills at the start, skills an edit broke at each tick.
         self.notice = notice
         self.reason: str | None = None
-        # A fork starts from another run's checkpoint (``agentsim.sim.fork``).
+        # A fork starts from another run's checkpoint (``agentsim.run.fork``).
         self.fork = fork
         self.parent: dict[str, Any] | None = fork.lineage() if fork is not None else None
         self.clock = SimClock(config.clock.start, config.clock.tick)
@@ -358,7 +358,7 @@ class Engine:
         )
 
     def _limits(self) -> dict[str, float]:
-        """The failure shares the run allows (``agentsim.sim.problems.SHARE_LIMITS``)."""
+        """The failure shares the run allows (``agentsim.run.problems.SHARE_LIMITS``)."""
         model, agent = self.config.model, self.config.agent
         return {
             "model.max_degraded_share": model.max_degraded_share,
@@ -422,7 +422,7 @@ class Engine:
         """Ticks ``k..ticks`` of workflow step ``si`` with ``executor.schedule:
         dependencies``: every agent aligns again (a barrier) at each checkpoint, at a stop,
         and at the end of the step. Returns a status if the run stops here."""
-        from agentsim.sim.schedule import run_ticks
+        from agentsim.run.schedules.dependencies import run_ticks
 
         every = self.config.output.checkpoint_every
         while k < ticks:
@@ -713,7 +713,7 @@ class Engine:
     # -- checkpoints -----------------------------------------------------------------------
 
     async def checkpoint(self) -> Path:
-        """Write ``checkpoints/tick-<N>/`` atomically (see ``agentsim.sim.checkpoints``)."""
+        """Write ``checkpoints/tick-<N>/`` atomically (see ``agentsim.run.checkpoints``)."""
         assert self.ws is not None
         agents = await self.executor.get_state()  # hosts flush their agents' files first
         engine = {

@@ -1,5 +1,5 @@
 """What a run reports while it goes (``Progress``, one per tick) and when it ends
-(``RunSummary``). Both are re-exported by ``agentsim.sim.engine``."""
+(``RunSummary``). Both are re-exported by ``agentsim.run.engine``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentsim.sim.problems import over_limits
+from agentsim.run.problems import over_limits
 
 __all__ = ["Progress", "RunSummary"]
 
@@ -21,7 +21,7 @@ class Progress:
     steps_per_s: float
     model_calls: int
     tokens: int
-    errors: int  # every problem (see ``agentsim.sim.problems``)
+    errors: int  # every problem (see ``agentsim.run.problems``)
     degraded: int = 0  # steps whose model call failed after its retries
     gate_retries: int = 0
     # Ticks done by the agent furthest ahead (``executor.schedule: dependencies``);
@@ -45,7 +45,7 @@ class Progress:
         asked: int = 0,
         fastest: int | None = None,
     ) -> Progress:
-        """The progress after ``tick``, from the run's counters (``agentsim.sim.metrics``);
+        """The progress after ``tick``, from the run's counters (``agentsim.run.metrics``);
         ``survey`` names the survey under way, if any."""
         m = metrics
         busy = sum(m["tick_seconds"]) or 1e-9
@@ -79,7 +79,7 @@ class RunSummary:
     metrics: dict[str, Any] = field(default_factory=dict)
     reason: str | None = None
     max_degraded_share: float = 1.0
-    # Config field -> the share of failures it allows (``agentsim.sim.problems``).
+    # Config field -> the share of failures it allows (``agentsim.run.problems``).
     limits: Mapping[str, float] = field(default_factory=dict)
     parent: Mapping[str, Any] | None = None  # a fork's run and tick (``agentsim run --fork``)
     done: tuple[str, ...] = ()  # what the workflow ran: "intervention social.broadcast", ...

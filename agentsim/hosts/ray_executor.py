@@ -18,11 +18,11 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
+from agentsim.config.profiles import AgentSpec
 from agentsim.env.base import EnvView
 from agentsim.env.loader import ModuleCode
 from agentsim.errors import ExecutorError
-from agentsim.sim.host import AgentHost, HostSpec, StepDone, TickInput, TickResult
-from agentsim.sim.profiles import AgentSpec
+from agentsim.hosts.host import AgentHost, HostSpec, StepDone, TickInput, TickResult
 from agentsim.skills.registry import SkillRegistry
 
 __all__ = ["RayExecutor"]

@@ -21,22 +21,22 @@ from typing import Any
 
 import yaml
 
-from agentsim.errors import CheckpointError, ConfigError, RunError
-from agentsim.sim._config_yaml import read_yaml_mapping
-from agentsim.sim.checkpoints import (
-    Checkpoint,
-    checkpoint_dirs,
-    checkpoint_tick,
-    read_checkpoint,
-)
-from agentsim.sim.config import (
+from agentsim.config._yaml import read_yaml_mapping
+from agentsim.config.experiment import (
     ExperimentConfig,
     InterviewStep,
     RunStep,
     SurveyStep,
     parse_experiment,
 )
-from agentsim.sim.workspace import RunWorkspace
+from agentsim.errors import CheckpointError, ConfigError, RunError
+from agentsim.run.checkpoints import (
+    Checkpoint,
+    checkpoint_dirs,
+    checkpoint_tick,
+    read_checkpoint,
+)
+from agentsim.run.workspace import RunWorkspace
 from agentsim.store.layout import store_dir
 
 __all__ = ["ForkPoint", "apply_sets", "fork_config", "open_fork"]

@@ -18,11 +18,11 @@ from pydantic import (
     model_validator,
 )
 
+from agentsim.config._errors import StrictModel, fail
+from agentsim.config._templates import TEMPLATE_NAMES
+from agentsim.config._workflow import MAX_TICKS, NAME_PATTERN
 from agentsim.env.clock import parse_duration as _clock_duration
 from agentsim.errors import ConfigError
-from agentsim.sim._config_errors import StrictModel, fail
-from agentsim.sim._templates import TEMPLATE_NAMES
-from agentsim.sim._workflow import MAX_TICKS, NAME_PATTERN
 
 __all__ = [
     "MAX_AGENTS",

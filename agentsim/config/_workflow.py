@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_serializer, model_validator
 
-from agentsim.sim._config_errors import StrictModel, fail
+from agentsim.config._errors import StrictModel, fail
 
 __all__ = [
     "MAX_TICKS",

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsim.errors import CheckpointError
-from agentsim.sim.workspace import RunWorkspace
+from agentsim.run.workspace import RunWorkspace
 from agentsim.store.layout import LAYOUT, shard_files
 from agentsim.store.shard import (
     ShardDamaged,

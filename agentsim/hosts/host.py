@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from agentsim.agent.agent import Agent, AgentSettings, StepInput, StepOutcome, step_seed
+from agentsim.config.experiment import ModelConfig
+from agentsim.config.profiles import AgentSpec
 from agentsim.env.base import EnvView, Intent
 from agentsim.env.loader import ModuleCode
 from agentsim.env.router import EnvRouter
 from agentsim.errors import AgentsimError
 from agentsim.llm.base import ChatModel
 from agentsim.llm.stats import ModelStats
-from agentsim.sim.config import ModelConfig
-from agentsim.sim.profiles import AgentSpec
 from agentsim.skills.registry import SkillOverlay, SkillRegistry
 from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace
 from agentsim.skills.scripts import ScriptRunner
@@ -156,7 +156,7 @@ class AgentHost:
         registry: SkillRegistry | None = None,
         model: ChatModel | None = None,
     ) -> None:
-        from agentsim.sim.models import build_model, cache_file
+        from agentsim.llm.models import build_model, cache_file
 
         self.spec = spec
         # A host refreshes only a registry of its own; a shared one is the engine's to refresh.
