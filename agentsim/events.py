@@ -36,6 +36,7 @@ __all__ = [
     "EventType",
     "Field",
     "checked",
+    "event",
     "main",
     "problems",
     "render_table",
@@ -398,6 +399,20 @@ _DECLARED: tuple[EventType, ...] = (
 
 EVENTS: Mapping[str, EventType] = types.MappingProxyType({e.name: e for e in _DECLARED})
 """Type name -> its declaration, in the order of the docs' table."""
+
+
+# -- building ---------------------------------------------------------------------------------
+
+
+def event(
+    kind: str, *, tick: int, time: str, agent_id: str | None = None, **fields: Any
+) -> dict[str, Any]:
+    """One event of ``events.jsonl``: the four common fields, then its type's own.
+
+    Every writer builds its events through this (the engine at its current tick, an agent's
+    step from its input, an environment module from the clock it was given), so no event is
+    completed later: what a writer returns is what the log holds."""
+    return {"tick": tick, "time": time, "type": kind, "agent_id": agent_id, **fields}
 
 
 # -- checks ----------------------------------------------------------------------------------
