@@ -508,8 +508,8 @@ def module_events(events: Iterable[dict[str, Any]], clock: SimClock) -> list[dic
     """The events a module returned, as the log holds them: those built with
     ``clock.event`` unchanged; a dict missing ``tick``, ``time`` or ``agent_id`` (the
     contract before ``clock.event``: ``{"type": ..., "agent_id": ...}``) gets the clock's
-    tick, its time and ``None`` for what it left out. The engine calls this where it
-    receives a module's events, and nowhere else completes an event."""
+    tick, its time and ``None`` for what it left out. The engine calls this on what
+    ``apply``, ``tick_events`` and ``intervene`` return, before the log check."""
     out = []
     for e in events:
         if "tick" not in e or "time" not in e or "agent_id" not in e:
