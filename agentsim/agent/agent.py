@@ -40,6 +40,7 @@ from agentsim.agent.step import (
 )
 from agentsim.agent.tools import INSTRUCTIONS, READ_ONLY_INSTRUCTIONS, WRITE_TOOLS, build_tools
 from agentsim.errors import EnvError, ModelError, SkillError
+from agentsim.events import event
 from agentsim.llm.base import ChatModel, Completion, ToolCall
 from agentsim.skills.hooks import HookDecision, HookOutcome, render_skill_hooks
 from agentsim.skills.runtime import AgentSkillRuntime
@@ -313,10 +314,11 @@ class Agent:
         self._agent_json = key
 
     def _emit(self, st: StepScratch, kind: str, **data: Any) -> None:
-        """Add one of this agent's events to the step's outcome."""
+        """Add one of this agent's events to the step's outcome, at the step's tick and
+        time: every event of a step is built here."""
         inp = st.inp
         st.out.events.append(
-            {"tick": inp.tick, "time": inp.iso, "type": kind, "agent_id": self.agent_id, **data}
+            event(kind, tick=inp.tick, time=inp.iso, agent_id=self.agent_id, **data)
         )
 
     def _decided(self, st: StepScratch, decision: HookDecision, **extra: Any) -> None:

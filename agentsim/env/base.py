@@ -37,6 +37,7 @@ __all__ = [
     "Intent",
     "InterventionArgs",
     "ViewLayout",
+    "module_events",
     "parse_intervention_args",
     "parse_options",
     "profile_extras",
@@ -352,6 +353,12 @@ class EnvModule:
     and override what they need. ``config_path`` is where the options came from in the
     experiment (e.g. ``environment.0``); it prefixes the field of every ``ConfigError``.
     Left empty, fields are relative to the options (``places``) for the caller to prefix.
+
+    ``apply``, ``intervene`` and ``tick_events`` return events built with the clock they
+    are given: ``clock.event("market_sale", agent_id=aid, good=good, price=price)`` stamps
+    the clock's tick and time (pass ``time=`` for an event that happens at another moment).
+    A dict that leaves out ``tick``, ``time`` or ``agent_id`` (modules written before
+    ``clock.event``) still works: the engine fills them in (``module_events``).
     """
 
     name: ClassVar[str] = "base"
@@ -400,14 +407,14 @@ class EnvModule:
         )
 
     def apply(self, intents: Sequence[Intent], clock: SimClock) -> list[dict[str, Any]]:
-        """Apply the tick's writes; returns events (dicts with ``type`` and ``agent_id``)."""
+        """Apply the tick's writes; returns their events (``clock.event``)."""
         return []
 
     def intervene(
         self, action: str, args: Mapping[str, Any], clock: SimClock
     ) -> list[dict[str, Any]]:
         """Change the module's state from a workflow step; ``action`` is one of
-        ``INTERVENTIONS``. Returns events, like ``apply``."""
+        ``INTERVENTIONS``. Returns events (``clock.event``), like ``apply``."""
         self._check_intervention(action)
         return []
 
@@ -465,7 +472,7 @@ class EnvModule:
         )
 
     def tick_events(self, clock: SimClock) -> list[dict[str, Any]]:
-        """Run-level events at the end of each tick (after ``apply``)."""
+        """Run-level events at the end of each tick, after ``apply`` (``clock.event``)."""
         return []
 
     def depends_on(self, agent_id: str) -> AgentSet:
@@ -495,6 +502,20 @@ class EnvModule:
     def view_layout(self) -> ViewLayout | None:
         """How the viewer draws this module after ``setup``; None (the default): not drawn."""
         return None
+
+
+def module_events(events: Iterable[dict[str, Any]], clock: SimClock) -> list[dict[str, Any]]:
+    """The events a module returned, as the log holds them: those built with
+    ``clock.event`` unchanged; a dict missing ``tick``, ``time`` or ``agent_id`` (the
+    contract before ``clock.event``: ``{"type": ..., "agent_id": ...}``) gets the clock's
+    tick, its time and ``None`` for what it left out. The engine calls this on what
+    ``apply``, ``tick_events`` and ``intervene`` return, before the log check."""
+    out = []
+    for e in events:
+        if "tick" not in e or "time" not in e or "agent_id" not in e:
+            e = {"tick": clock.tick, "time": clock.now.isoformat(), "agent_id": None, **e}
+        out.append(e)
+    return out
 
 
 def profile_extras(

@@ -415,16 +415,16 @@ class CityModule(EnvModule):
         arrival = clock.tick + ticks
         self._positions.pop(agent_id, None)
         self._transit[agent_id] = (dest, arrival, origin, clock.tick)
-        return {
-            "type": "move",
-            "agent_id": agent_id,
-            "from": origin,
-            "to": dest,
-            "depart": clock.now.isoformat(),
-            "arrive": clock.time_at(arrival).isoformat(),
-            "minutes": minutes,
-            "reason": reason,
-        }
+        return clock.event(
+            "move",
+            agent_id=agent_id,
+            **{"from": origin},
+            to=dest,
+            depart=clock.now.isoformat(),
+            arrive=clock.time_at(arrival).isoformat(),
+            minutes=minutes,
+            reason=reason,
+        )
 
     def apply(self, intents: Sequence[Intent], clock: SimClock) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
@@ -437,9 +437,7 @@ class CityModule(EnvModule):
             agent, dest = intent.agent_id, str(intent.args.get("place"))
             reason = self._refusal(agent, dest, used)
             if reason:
-                events.append(
-                    {"type": "move_refused", "agent_id": agent, "to": dest, "reason": reason}
-                )
+                events.append(clock.event("move_refused", agent_id=agent, to=dest, reason=reason))
                 continue
             used[dest] += 1
             events.append(self._start_walk(agent, self._positions[agent], dest, clock, "agent"))
@@ -491,13 +489,11 @@ class CityModule(EnvModule):
             if place.id not in self._closed:
                 raise EnvError(f"city.open_place: {place.id!r} is not closed; nothing to open")
             self._closed.discard(place.id)
-            return [{"type": "place_opened", "agent_id": None, "place": place.id}]
+            return [clock.event("place_opened", place=place.id)]
         if place.id in self._closed:
             raise EnvError(f"city.close_place: {place.id!r} is already closed")
         self._closed.add(place.id)
-        events: list[dict[str, Any]] = [
-            {"type": "place_closed", "agent_id": None, "place": place.id}
-        ]
+        events = [clock.event("place_closed", place=place.id)]
         # Everyone inside, or on the way there, goes home instead.
         for agent in sorted(self._assigned):
             home = self._assigned[agent][0]
@@ -515,22 +511,16 @@ class CityModule(EnvModule):
         for agent in sorted(a for a, t in self._transit.items() if t[1] <= clock.tick + 1):
             dest, arrival, _, _ = self._transit.pop(agent)
             self._positions[agent] = dest
-            events.append(
-                {
-                    "type": "arrive",
-                    "agent_id": agent,
-                    "place": dest,
-                    "time": clock.time_at(arrival).isoformat(),
-                }
-            )
+            # Stamped with when the walk ends (this tick's end), not when the tick starts.
+            when = clock.time_at(arrival).isoformat()
+            events.append(clock.event("arrive", agent_id=agent, time=when, place=dest))
         occupancy = Counter(self._positions.values())
         events.append(
-            {
-                "type": "city_occupancy",
-                "agent_id": None,
-                "occupancy": {p: occupancy[p] for p in sorted(occupancy)},
-                "in_transit": len(self._transit),
-            }
+            clock.event(
+                "city_occupancy",
+                occupancy={p: occupancy[p] for p in sorted(occupancy)},
+                in_transit=len(self._transit),
+            )
         )
         return events
 

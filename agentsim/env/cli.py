@@ -20,8 +20,9 @@ _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 _MODULE = '''"""The {name} module: each agent keeps a tally; ``add`` raises it at the step's end.
 
 Edit it into your own world: options in ``{cls}Options``, read actions and writes in
-``{cls}View.ACTIONS``, state changes in ``apply``, and ``get_state``/``set_state`` for
-checkpoints (docs/experiments.md, "Your own environment module")."""
+``{cls}View.ACTIONS``, state changes in ``apply`` (its events built with ``clock.event``, which
+stamps the tick and time), and ``get_state``/``set_state`` for checkpoints
+(docs/experiments.md, "Your own environment module")."""
 
 from __future__ import annotations
 
@@ -108,7 +109,7 @@ class {cls}(EnvModule):
         for intent in sorted_intents(intents, self.name):
             self.tallies[intent.agent_id] += self.opts.step
             tally = self.tallies[intent.agent_id]
-            events.append({{"type": "{name}_added", "agent_id": intent.agent_id, "tally": tally}})
+            events.append(clock.event("{name}_added", agent_id=intent.agent_id, tally=tally))
         return events
 
     def intervene(
@@ -116,7 +117,7 @@ class {cls}(EnvModule):
     ) -> list[dict[str, Any]]:
         self._check_intervention(action)
         self.tallies = dict.fromkeys(self.tallies, self.opts.start)
-        return [{{"type": "{name}_reset", "agent_id": None}}]
+        return [clock.event("{name}_reset")]
 
     def get_state(self) -> dict[str, Any]:
         return {{"tallies": dict(self.tallies)}}

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agentsim.errors import ConfigError, EnvError
+from agentsim.events import event
 
 __all__ = ["WEEKDAYS", "SimClock", "parse_duration"]
 
@@ -114,6 +115,17 @@ class SimClock:
         if isinstance(tick, bool) or not isinstance(tick, int) or tick < 0:
             raise EnvError(f"tick {tick!r} is not a whole number >= 0; ticks count from 0")
         return self._start + tick * self._tick_length
+
+    def event(
+        self, kind: str, *, agent_id: str | None = None, time: str | None = None, **fields: Any
+    ) -> dict[str, Any]:
+        """An event of type ``kind`` at this clock's tick, complete (``agentsim.events.event``):
+        how environment modules build what ``apply``, ``intervene`` and ``tick_events``
+        return. ``time`` (ISO 8601) is for an event that happens at another moment than the
+        tick's start, e.g. the city's ``arrive`` at the end of a walk. A field whose name is
+        a Python keyword goes in a dict: ``clock.event("move", **{"from": here}, to=there)``."""
+        when = self.now.isoformat() if time is None else time
+        return event(kind, tick=self._tick, time=when, agent_id=agent_id, **fields)
 
     def advance(self, n: int = 1) -> int:
         """Move the clock ``n`` ticks forward and return the new tick."""

@@ -399,13 +399,15 @@ class SocialModule(EnvModule):
         self._delivered[0] += 1
         return post
 
-    def _set_opinion(self, agent: str, value: float, **extra: Any) -> dict[str, Any]:
+    def _set_opinion(
+        self, agent: str, value: float, clock: SimClock, **extra: Any
+    ) -> dict[str, Any]:
         old = self._opinions[agent]
         self._opinions[agent] = value
-        return {"type": "opinion_change", "agent_id": agent, "old": old, "new": value, **extra}
+        return clock.event("opinion_change", agent_id=agent, old=old, new=value, **extra)
 
     def _influence(
-        self, author: str, post: Post, followers: Mapping[str, tuple[str, ...]]
+        self, author: str, post: Post, followers: Mapping[str, tuple[str, ...]], clock: SimClock
     ) -> list[dict[str, Any]]:
         """Readers of a post with a stance move part of the way towards it."""
         rate = self.config.influence
@@ -418,7 +420,7 @@ class SocialModule(EnvModule):
             new = round(old + rate * (post.stance - old), 6)
             if new != old:
                 events.append(
-                    self._set_opinion(reader, new, cause="post", post_id=f"post-{post.num}")
+                    self._set_opinion(reader, new, clock, cause="post", post_id=f"post-{post.num}")
                 )
         return events
 
@@ -434,23 +436,24 @@ class SocialModule(EnvModule):
                     post = self._add_post(agent, args["text"], args.get("stance"), clock.tick)
                     delivered.append((agent, post))
                     events.append(
-                        {
-                            "type": "post",
-                            "agent_id": agent,
-                            "post_id": f"post-{post.num}",
-                            "text": post.text,
-                            "stance": post.stance,
-                        }
+                        clock.event(
+                            "post",
+                            agent_id=agent,
+                            post_id=f"post-{post.num}",
+                            text=post.text,
+                            stance=post.stance,
+                        )
                     )
                 case "send_message":
                     events.append(self._message(agent, str(args["to"]), args["text"], clock))
                 case "follow" | "unfollow":
-                    events.extend(self._follow(agent, str(args["agent"]), intent.action))
+                    events.extend(self._follow(agent, str(args["agent"]), intent.action, clock))
                 case "set_opinion":
                     value = float(args["value"])
                     if value != self._opinions[agent]:
+                        reason = args.get("reason")
                         events.append(
-                            self._set_opinion(agent, value, cause="self", reason=args.get("reason"))
+                            self._set_opinion(agent, value, clock, cause="self", reason=reason)
                         )
                 case other:
                     raise EnvError(
@@ -460,7 +463,7 @@ class SocialModule(EnvModule):
         if delivered and self.config.influence:
             followers = self._followers()  # once per tick, not once per post
             for author, post in delivered:
-                events.extend(self._influence(author, post, followers))
+                events.extend(self._influence(author, post, followers, clock))
         return events
 
     def _message(self, sender: str, to: str, text: str, clock: SimClock) -> dict[str, Any]:
@@ -470,15 +473,11 @@ class SocialModule(EnvModule):
         self._next_message += 1
         self._inbox[to] = (*self._inbox.get(to, ()), message)[-self.config.inbox_size :]
         self._delivered[1] += 1
-        return {
-            "type": "message",
-            "agent_id": sender,
-            "to": to,
-            "message_id": f"msg-{message.num}",
-            "text": text,
-        }
+        return clock.event(
+            "message", agent_id=sender, to=to, message_id=f"msg-{message.num}", text=text
+        )
 
-    def _follow(self, agent: str, other: str, action: str) -> list[dict[str, Any]]:
+    def _follow(self, agent: str, other: str, action: str, clock: SimClock) -> list[dict[str, Any]]:
         if other not in self._opinions or other == agent:
             raise EnvError(f"social.{action}: {other!r} cannot be followed by {agent!r}")
         now = set(self._following.get(agent, ()))
@@ -491,7 +490,7 @@ class SocialModule(EnvModule):
             return []
         self._following[agent] = tuple(sorted(now))
         self._graph = None
-        return [{"type": action, "agent_id": agent, "target": other}]
+        return [clock.event(action, agent_id=agent, target=other)]
 
     def check_intervention(self, action: str, args: Mapping[str, Any], *, field: str) -> None:
         super().check_intervention(action, args, field=field)
@@ -511,21 +510,16 @@ class SocialModule(EnvModule):
         if isinstance(parsed, BroadcastArgs):
             text, stance = parsed.text, parsed.stance
             post = self._add_post(SYSTEM, text, stance, clock.tick)
-            event = {
-                "type": "post",
-                "agent_id": None,
-                "author": SYSTEM,
-                "post_id": f"post-{post.num}",
-                "text": text,
-                "stance": stance,
-            }
-            return [event, *self._influence(SYSTEM, post, {})]
+            sent = clock.event(
+                "post", author=SYSTEM, post_id=f"post-{post.num}", text=text, stance=stance
+            )
+            return [sent, *self._influence(SYSTEM, post, {}, clock)]
         # set_opinion, the other intervention
         agent, value = parsed.agent, parsed.value
         if agent not in self._opinions:
             problem, fix = self._no_agent(agent)
             raise EnvError(f"social.set_opinion: {problem}; {fix}")
-        return [self._set_opinion(agent, value, cause="intervention")]
+        return [self._set_opinion(agent, value, clock, cause="intervention")]
 
     def tick_events(self, clock: SimClock) -> list[dict[str, Any]]:
         values = list(self._opinions.values())
@@ -541,18 +535,17 @@ class SocialModule(EnvModule):
         posts, messages = self._delivered
         self._delivered = [0, 0]
         return [
-            {
-                "type": "social_opinions",
-                "agent_id": None,
-                "n": n,
-                "mean": round(mean, 6),
-                "std": round(std, 6),
-                "histogram": _histogram(values),
-                "groups": groups,
-                "group_histograms": group_histograms,
-                "posts_delivered": posts,
-                "messages_delivered": messages,
-            }
+            clock.event(
+                "social_opinions",
+                n=n,
+                mean=round(mean, 6),
+                std=round(std, 6),
+                histogram=_histogram(values),
+                groups=groups,
+                group_histograms=group_histograms,
+                posts_delivered=posts,
+                messages_delivered=messages,
+            )
         ]
 
     def get_state(self) -> dict[str, Any]:

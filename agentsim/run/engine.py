@@ -29,11 +29,11 @@ from agentsim.config.experiment import (
     SurveyStep,
 )
 from agentsim.config.profiles import AgentSpec, select_agents
-from agentsim.env.base import EnvModule, EnvView, profile_extras
+from agentsim.env.base import EnvModule, EnvView, module_events, profile_extras
 from agentsim.env.clock import SimClock
 from agentsim.env.loader import module_code
 from agentsim.errors import AgentsimError, ConfigError, SkillNotFoundError, StorageError
-from agentsim.events import EVENTS, checked
+from agentsim.events import EVENTS, checked, event
 from agentsim.hosts.host import HostSpec, TickInput, TickResult, build_registry
 from agentsim.hosts.local import Executor, LocalExecutor, partition
 from agentsim.llm.preflight import preflight_model
@@ -247,21 +247,20 @@ class Engine:
         refused = {key: str(d) for key, d in snap.refused().items()}
         shadowed = snap.shadowed()
         self._tell(loading_notices(refused, shadowed))
-        start = {
-            "tick": 0,
-            "time": self.clock.now.isoformat(),
-            "type": "run_start",
-            "agent_id": None,
-            "agents": len(self.agents),
-            "seed": cfg.seed,
-            "skills": len(self.registry.list_all()),
-            "skill_diagnostics": len(diag),
-            "modules": sorted(self.modules),
+        start = self._run_event(  # tick 0: a run that starts (not a resume or a fork)
+            "run_start",
+            agents=len(self.agents),
+            seed=cfg.seed,
+            skills=len(self.registry.list_all()),
+            skill_diagnostics=len(diag),
+            modules=sorted(self.modules),
             # What every catalog of this run leaves out, and why (``inspect`` shows it).
-            "skills_hidden": self._skills_hidden,
-            "skills_refused": refused,
-            "skills_shadowed": shadowed,
-        }
+            skills_hidden=self._skills_hidden,
+            skills_refused=refused,
+            skills_shadowed=shadowed,
+        )
+        # The hosts' setup events (default skills) come without ``time``; this goes when
+        # AgentHost builds them complete.
         for e in events:
             e.setdefault("time", start["time"])
         return [start, *sorted(events, key=lambda e: str(e.get("agent_id") or ""))]
@@ -492,7 +491,7 @@ class Engine:
                 )
             )
             changed = (*res.added, *res.changed)
-        events += self._broken_events(res.broken, self.clock.tick, self.clock.now.isoformat())
+        events += self._broken_events(res.broken)
         return events, changed
 
     def take_messages(self) -> dict[str, tuple[str, ...]]:
@@ -526,7 +525,6 @@ class Engine:
     ) -> None:
         """Every agent has stepped the current tick: apply its intents, write its events
         and metrics, and advance the clock."""
-        tick, iso = self.clock.tick, self.clock.now.isoformat()
         agent_events = sorted(
             (e for r in results for e in r.events), key=lambda e: str(e.get("agent_id") or "")
         )
@@ -536,12 +534,9 @@ class Engine:
             env_events.extend(mod.apply([i for i in intents if i.module == name], self.clock))
         for mod in self.modules.values():
             env_events.extend(mod.tick_events(self.clock))
-        for e in env_events:
-            e.setdefault("tick", tick)
-            e.setdefault("time", iso)
-            e.setdefault("agent_id", None)
-        summary = add_tick(self._metrics, results, [*run_events, *agent_events])
-        tick_end = {"tick": tick, "time": iso, "type": "tick_end", "agent_id": None, **summary}
+        env_events = module_events(env_events, self.clock)
+        summary: dict[str, Any] = add_tick(self._metrics, results, [*run_events, *agent_events])
+        tick_end = self._run_event("tick_end", **summary)
         self._emit([*run_events, *agent_events, *env_events, tick_end])
         self.clock.advance()
         self._metrics["ticks"] += 1
@@ -563,7 +558,7 @@ class Engine:
             for line in lines:
                 self.notice(line)
 
-    def _broken_events(self, broken: Sequence[str], tick: int, iso: str) -> list[dict[str, Any]]:
+    def _broken_events(self, broken: Sequence[str]) -> list[dict[str, Any]]:
         """A ``skill_broken`` event (and a notice) per skill an edit broke this tick."""
         problems = self.registry.snapshot().broken()
         out = []
@@ -571,23 +566,26 @@ class Engine:
             diag = problems[sid]
             self._tell([f"skill {sid} is broken: {diag}; its last good version stays active"])
             out.append(
-                {
-                    "tick": tick,
-                    "time": iso,
-                    "type": "skill_broken",
-                    "agent_id": None,
-                    "skill": sid,
-                    "file": diag.file,
-                    "line": diag.line,
-                    "message": diag.message,
-                }
+                self._run_event(
+                    "skill_broken",
+                    skill=sid,
+                    file=diag.file,
+                    line=diag.line,
+                    message=diag.message,
+                )
             )
         return out
 
-    def _run_event(self, kind: str, **data: Any) -> dict[str, Any]:
-        """An event of the run itself (no agent's), at the current tick."""
-        now = self.clock.now.isoformat()
-        return {"tick": self.clock.tick, "time": now, "type": kind, "agent_id": None, **data}
+    def _run_event(self, kind: str, *, agent_id: str | None = None, **data: Any) -> dict[str, Any]:
+        """An event the engine writes, at the current tick: the run's own (``agent_id``
+        None) or an agent's answer to a workflow step."""
+        return event(
+            kind,
+            tick=self.clock.tick,
+            time=self.clock.now.isoformat(),
+            agent_id=agent_id,
+            **data,
+        )
 
     def _emit(self, events: Sequence[dict[str, Any]]) -> None:
         assert self.ws is not None
@@ -613,16 +611,12 @@ class Engine:
             if step.env is not None:
                 assert step.action is not None
                 out = self.modules[step.env].intervene(step.action, step.args, self.clock)
-                for e in out:
-                    e.setdefault("tick", tick)
-                    e.setdefault("time", iso)
-                    e.setdefault("agent_id", None)
                 self._emit(
                     [
                         self._run_event(
                             "intervention", env=step.env, action=step.action, args=step.args
                         ),
-                        *out,
+                        *module_events(out, self.clock),
                     ]
                 )
             else:
@@ -656,7 +650,7 @@ class Engine:
             assert self.ws is not None
             sdir = self.ws.root / "surveys"
             sdir.mkdir(exist_ok=True)
-            rows = [
+            rows: list[dict[str, Any]] = [
                 {
                     "agent_id": aid,
                     "question": step.question,
@@ -672,14 +666,9 @@ class Engine:
             )
             self._emit(
                 [
-                    {
-                        "tick": tick,
-                        "time": iso,
-                        "type": f"{kind}_answer",
-                        "agent_id": r["agent_id"],
-                        "name": name,
-                        "answer": r["answer"],
-                    }
+                    self._run_event(
+                        f"{kind}_answer", agent_id=r["agent_id"], name=name, answer=r["answer"]
+                    )
                     for r in rows
                 ]
             )

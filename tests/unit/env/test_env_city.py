@@ -360,6 +360,8 @@ def test_short_walk_arrives_at_the_end_of_the_tick(tmp_path: Path) -> None:
     events = city.apply([answer.intent], clock)
     assert events == [
         {
+            "tick": 0,
+            "time": "2026-03-02T07:00:00",
             "type": "move",
             "agent_id": "a0",
             "from": "home-1",
@@ -372,12 +374,15 @@ def test_short_walk_arrives_at_the_end_of_the_tick(tmp_path: Path) -> None:
     ]
     end = city.tick_events(clock)
     assert end[0] == {
+        "tick": 0,
         "type": "arrive",
         "agent_id": "a0",
         "place": "cafe-1",
         "time": "2026-03-02T07:15:00",
     }
     assert end[1] == {
+        "tick": 0,
+        "time": "2026-03-02T07:00:00",
         "type": "city_occupancy",
         "agent_id": None,
         "occupancy": {"cafe-1": 1, "home-1": 2},
@@ -395,6 +400,8 @@ def test_long_walk_keeps_the_agent_in_transit(tmp_path: Path) -> None:
     assert answer.intent is not None
     city.apply([answer.intent], clock)
     assert city.tick_events(clock)[0] == {
+        "tick": 3,
+        "time": "2026-03-02T07:45:00",
         "type": "city_occupancy",
         "agent_id": None,
         "occupancy": {"home-1": 2},
@@ -462,7 +469,13 @@ def test_place_closed_by_order_is_refused_and_evicts_people(tmp_path: Path) -> N
     city.tick_events(clock)
     clock.advance()  # a0 is at the cafe, a1 still walking to the office
     events = city.intervene("close_place", {"place": "cafe-1"}, clock)
-    assert events[0] == {"type": "place_closed", "agent_id": None, "place": "cafe-1"}
+    assert events[0] == {
+        "tick": 9,
+        "time": "2026-03-02T09:15:00",
+        "type": "place_closed",
+        "agent_id": None,
+        "place": "cafe-1",
+    }
     assert [(e["agent_id"], e["from"], e["to"], e["reason"]) for e in events[1:]] == [
         ("a0", "cafe-1", "home-1", "place_closed")
     ]
@@ -477,7 +490,13 @@ def test_place_closed_by_order_is_refused_and_evicts_people(tmp_path: Path) -> N
     redirected = city.intervene("close_place", {"place": "office-1"}, clock)
     assert [(e["agent_id"], e["to"]) for e in redirected[1:]] == [("a1", "home-1")]
     assert city.intervene("open_place", {"place": "cafe-1"}, clock) == [
-        {"type": "place_opened", "agent_id": None, "place": "cafe-1"}
+        {
+            "tick": 9,
+            "time": "2026-03-02T09:15:00",
+            "type": "place_opened",
+            "agent_id": None,
+            "place": "cafe-1",
+        }
     ]
     assert ask(city.view(clock), "place_info", place="cafe-1")["closed_by_order"] is False
 
@@ -485,7 +504,15 @@ def test_place_closed_by_order_is_refused_and_evicts_people(tmp_path: Path) -> N
 def test_closing_a_home_keeps_its_residents_there(tmp_path: Path) -> None:
     city = make_city(tmp_path)
     events = city.intervene("close_place", {"place": "home-1"}, clock_at())
-    assert events == [{"type": "place_closed", "agent_id": None, "place": "home-1"}]
+    assert events == [
+        {
+            "tick": 0,
+            "time": "2026-03-02T07:00:00",
+            "type": "place_closed",
+            "agent_id": None,
+            "place": "home-1",
+        }
+    ]
     assert city.get_state()["positions"] == {"a0": "home-1", "a1": "home-1", "a2": "home-1"}
 
 

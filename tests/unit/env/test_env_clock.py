@@ -127,3 +127,24 @@ def test_set_state_rejects_bad_state(state: dict[str, object], message: str) -> 
     with pytest.raises(EnvError, match=message):
         clock.set_state(state)
     assert clock.tick == 0
+
+
+def test_an_event_from_the_clock_has_its_tick_and_time() -> None:
+    clock = SimClock(START, timedelta(minutes=15))
+    clock.advance(2)
+    assert clock.event("place_closed", place="cafe-1") == {
+        "tick": 2,
+        "time": "2026-03-02T06:30:00",
+        "type": "place_closed",
+        "agent_id": None,
+        "place": "cafe-1",
+    }
+    # Another moment than the tick's start (an arrival), and a field named like a keyword.
+    moved = clock.event("move", agent_id="a0", time="2026-03-02T06:40:00", **{"from": "home-1"})
+    assert moved == {
+        "tick": 2,
+        "time": "2026-03-02T06:40:00",
+        "type": "move",
+        "agent_id": "a0",
+        "from": "home-1",
+    }

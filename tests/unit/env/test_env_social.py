@@ -143,6 +143,8 @@ def test_posts_are_visible_from_the_next_tick(clock: SimClock) -> None:
     events = social.apply([answer.intent], clock)
     assert events == [
         {
+            "tick": 0,
+            "time": "2026-03-02T08:00:00",
             "type": "post",
             "agent_id": "a0",
             "post_id": "post-1",
@@ -212,7 +214,15 @@ def test_messages_arrive_next_tick(clock: SimClock) -> None:
     assert ask(social.view(clock), "inbox", "a2") == {"messages": [], "new": 0}
     events = social.apply([sent.intent], clock)
     assert events == [
-        {"type": "message", "agent_id": "a0", "to": "a2", "message_id": "msg-1", "text": "hi"}
+        {
+            "tick": 0,
+            "time": "2026-03-02T08:00:00",
+            "type": "message",
+            "agent_id": "a0",
+            "to": "a2",
+            "message_id": "msg-1",
+            "text": "hi",
+        }
     ]
     clock.advance()
     social.apply(
@@ -242,8 +252,20 @@ def test_follow_and_unfollow(clock: SimClock) -> None:
     assert follow is not None and unfollow is not None
     events = social.apply([unfollow, follow, follow], clock)  # the duplicate changes nothing
     assert events == [
-        {"type": "follow", "agent_id": "a0", "target": other},
-        {"type": "unfollow", "agent_id": "a0", "target": before[0]},
+        {
+            "tick": 0,
+            "time": "2026-03-02T08:00:00",
+            "type": "follow",
+            "agent_id": "a0",
+            "target": other,
+        },
+        {
+            "tick": 0,
+            "time": "2026-03-02T08:00:00",
+            "type": "unfollow",
+            "agent_id": "a0",
+            "target": before[0],
+        },
     ]
     clock.advance()
     view = social.view(clock)
@@ -269,6 +291,8 @@ def test_set_opinion_changes_the_opinion_at_the_tick_end(clock: SimClock) -> Non
     events = social.apply([intent, same], clock)
     assert events == [
         {
+            "tick": 0,
+            "time": "2026-03-02T08:00:00",
             "type": "opinion_change",
             "agent_id": "a0",
             "old": 0.0,
@@ -369,6 +393,8 @@ def test_broadcast_reaches_everyone_next_tick(clock: SimClock) -> None:
     social = make_social(4, opinions=[0.0, 0.0, 0.0, 1.0], influence=0.5, follow_k=0)
     events = social.intervene("broadcast", {"text": "Park closes", "stance": -1}, clock)
     assert events[0] == {
+        "tick": 0,
+        "time": "2026-03-02T08:00:00",
         "type": "post",
         "agent_id": None,
         "author": "system",
@@ -392,6 +418,8 @@ def test_set_opinion_intervention(clock: SimClock) -> None:
     social = make_social(2, opinions=[0.1, 0.2])
     assert social.intervene("set_opinion", {"agent": "a1", "value": -1}, clock) == [
         {
+            "tick": 0,
+            "time": "2026-03-02T08:00:00",
             "type": "opinion_change",
             "agent_id": "a1",
             "old": 0.2,
@@ -437,6 +465,8 @@ def test_tick_events_summarise_opinions_and_deliveries(clock: SimClock) -> None:
     social.apply(intents, clock)
     (summary,) = social.tick_events(clock)
     assert summary == {
+        "tick": 0,
+        "time": "2026-03-02T08:00:00",
         "type": "social_opinions",
         "agent_id": None,
         "n": 5,

@@ -8,6 +8,7 @@ import asyncio
 import os
 import shutil
 import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ import yaml
 
 from agentsim.cli import main
 from agentsim.config.experiment import load_experiment, parse_experiment
+from agentsim.env.base import module_events
+from agentsim.env.clock import SimClock
 from agentsim.env.loader import ENTRY_POINT_GROUP, module_code, resolve_module
 from agentsim.errors import ConfigError
 from agentsim.inspect import open_run
@@ -52,7 +55,31 @@ def test_a_module_from_a_file_answers_its_skill_and_its_intervention(
     assert [s["price"] for s in sales[:3]] == [2.0, 3.0, 4.5]
     (price_set,) = [e for e in events if e["type"] == "market_price_set"]
     assert price_set["price"] == 5.0 and price_set["tick"] == 2
+    # Its events are plain dicts (the contract before clock.event): stamped by the engine.
+    assert (price_set["time"], price_set["agent_id"]) == ("2026-03-02T10:00:00", None)
     assert next(s for s in sales if s["tick"] == 2)["price"] == 5.0
+
+
+def test_events_a_module_built_without_the_clock_get_its_tick_and_time() -> None:
+    """The contract before ``clock.event``: a module may return ``{"type": ..., ...}`` and
+    the engine stamps the tick, its time and a null ``agent_id``; what it set stays."""
+    clock = SimClock(datetime(2026, 3, 2, 8), timedelta(hours=1))
+    clock.advance(3)
+    complete = clock.event("market_sale", agent_id="a1", good="bread", price=2.0)
+    old = {"type": "market_price_set", "good": "bread", "price": 5.0}
+    own_time = {"type": "arrive", "agent_id": "a2", "place": "p", "time": "2026-03-02T11:40:00"}
+    out = module_events([complete, old, own_time], clock)
+    assert out[0] is complete
+    assert out[1] == {
+        "tick": 3,
+        "time": "2026-03-02T11:00:00",
+        "type": "market_price_set",
+        "agent_id": None,
+        "good": "bread",
+        "price": 5.0,
+    }
+    assert out[2] == {**own_time, "tick": 3}
+    assert module_events([], clock) == []
 
 
 def test_a_module_from_an_installed_package_is_found_by_its_entry_point(
