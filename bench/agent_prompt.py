@@ -40,7 +40,7 @@ class _Measured:
 
 
 async def run(steps: int, cap: int) -> dict[str, Any]:
-    from agentsim.agent.agent import Agent, AgentSettings, StepInput
+    from agentsim.agent.agent import Agent, AgentSettings, StepInputs
     from agentsim.env import AgentInfo, SimClock, SocialModule
     from agentsim.env.router import EnvRouter
     from agentsim.llm.scripted import ScriptedModel
@@ -74,7 +74,7 @@ async def run(steps: int, cap: int) -> dict[str, Any]:
             agent.remember(tick=tick, time=now.isoformat(), kind="message", text="hi " * 30)
             before = len(model.prompt_tokens)
             await agent.step(
-                StepInput(tick=tick, time=now, env=router),
+                StepInputs(tick=tick, time=now, env=router).for_agent(),
                 model=model,
                 settings=settings,
                 seed=tick,
