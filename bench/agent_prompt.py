@@ -68,6 +68,7 @@ async def run(steps: int, cap: int) -> dict[str, Any]:
         )
         first: list[int] = []
         biggest: list[int] = []
+        rows: list[str] = []  # the agent's store rows (its trace goes there, not to a file)
         for tick in range(steps):
             now = clock.time_at(tick)
             router = EnvRouter({"social": social.view(clock)})
@@ -79,12 +80,12 @@ async def run(steps: int, cap: int) -> dict[str, Any]:
                 settings=settings,
                 seed=tick,
             )
-            agent.flush()
+            rows.extend(agent.flush())
             biggest.append(max(model.prompt_tokens[before:], default=0))
-        for line in (ws / "trace.jsonl").read_text().splitlines():
-            t = json.loads(line)
-            if "prompt_tokens_est" in t:
-                first.append(t["prompt_tokens_est"])
+        for line in rows:
+            r = json.loads(line)
+            if r["kind"] == "trace" and "prompt_tokens_est" in r["data"]:
+                first.append(r["data"]["prompt_tokens_est"])
         memory_lines = sum(1 for _ in (ws / "memory.jsonl").open())
     return {
         "steps": steps,
