@@ -30,7 +30,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = ["BLOCKS", "PARTS", "Block", "Form", "Part", "PromptBlocks"]
@@ -40,6 +40,7 @@ Form = Literal["inline", "lines", "given"]
 PARTS: tuple[Part, ...] = ("system", "agent", "turn")
 
 _ATTR = re.compile(r'([A-Za-z_][\w-]*)="([^"]*)"')
+_ABSENT = object()  # a block ``texts`` does not name
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,9 @@ class Block:
     form: Form
     by: str = ""  # ``given`` blocks: the code that renders them
     step_input: bool = False  # its text comes with the step input (``StepInput.blocks``)
+    # What goes before and after the text (rendered every step: built once here).
+    _before: str = field(init=False, repr=False, compare=False)
+    _after: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.part not in PARTS:
@@ -64,14 +68,17 @@ class Block:
                 f"block {self.name!r}: a per-step input is an inline or lines block of the "
                 f"turn (it changes every step), not a {self.form} block of the {self.part}"
             )
+        before, after = {
+            "inline": (f"<{self.name}>", f"</{self.name}>"),
+            "lines": (f"<{self.name}>\n", f"\n</{self.name}>"),
+            "given": ("", ""),
+        }[self.form]
+        object.__setattr__(self, "_before", before)
+        object.__setattr__(self, "_after", after)
 
     def render(self, text: str) -> str:
         """The block holding ``text`` (a ``given`` text is the block already)."""
-        if self.form == "inline":
-            return f"<{self.name}>{text}</{self.name}>"
-        if self.form == "lines":
-            return f"<{self.name}>\n{text}\n</{self.name}>"
-        return text
+        return self._before + text + self._after if self._before else text
 
     def find(self, text: str) -> str | None:
         """The content of the first ``<name>`` block (without attributes) in ``text``, as
@@ -151,11 +158,12 @@ class PromptBlocks:
         out: list[str] = []
         used = 0
         for block in self._by_part[part]:
-            text = texts.get(block.name)
-            if block.name in texts:
-                used += 1
+            text = texts.get(block.name, _ABSENT)
+            if text is _ABSENT:
+                continue
+            used += 1
             if text is not None:
-                out.append(block.render(text))
+                out.append(block.render(text))  # type: ignore[arg-type]
         if used != len(texts):
             mine = {b.name for b in self._by_part[part]}
             other = ", ".join(sorted(n for n in texts if n not in mine))
