@@ -40,7 +40,7 @@ class _Measured:
 
 
 async def run(steps: int, cap: int) -> dict[str, Any]:
-    from agentsim.agent.agent import Agent, AgentSettings, StepInput
+    from agentsim.agent.agent import Agent, AgentSettings, StepInputs
     from agentsim.env import AgentInfo, SimClock, SocialModule
     from agentsim.env.router import EnvRouter
     from agentsim.llm.scripted import ScriptedModel
@@ -68,23 +68,24 @@ async def run(steps: int, cap: int) -> dict[str, Any]:
         )
         first: list[int] = []
         biggest: list[int] = []
+        rows: list[str] = []  # the agent's store rows (its trace goes there, not to a file)
         for tick in range(steps):
             now = clock.time_at(tick)
             router = EnvRouter({"social": social.view(clock)})
             agent.remember(tick=tick, time=now.isoformat(), kind="message", text="hi " * 30)
             before = len(model.prompt_tokens)
             await agent.step(
-                StepInput(tick=tick, time=now, env=router),
+                StepInputs(tick=tick, time=now, env=router).for_agent(),
                 model=model,
                 settings=settings,
                 seed=tick,
             )
-            agent.flush()
+            rows.extend(agent.flush())
             biggest.append(max(model.prompt_tokens[before:], default=0))
-        for line in (ws / "trace.jsonl").read_text().splitlines():
-            t = json.loads(line)
-            if "prompt_tokens_est" in t:
-                first.append(t["prompt_tokens_est"])
+        for line in rows:
+            r = json.loads(line)
+            if r["kind"] == "trace" and "prompt_tokens_est" in r["data"]:
+                first.append(r["data"]["prompt_tokens_est"])
         memory_lines = sum(1 for _ in (ws / "memory.jsonl").open())
     return {
         "steps": steps,

@@ -6,7 +6,9 @@ tools -> post_step hooks (a ``retry`` decision gives the model another round, at
 degrades the step (recorded, the agent keeps its plan) instead of stopping the run.
 
 The messages are laid out for an inference server's prefix cache: what many agents share
-comes first and is byte-stable, what is one agent's next, the turn last.
+comes first and is byte-stable, what is one agent's next, the turn last. The blocks of each
+part, their order and how each is rendered are declared in ``agentsim.llm.prompt_blocks``;
+this module gives them their texts.
 
 - system: the instructions and the catalog (``<available_skills>``, the same text for every
   agent that sees the same skills). Chat templates render the tool schemas right after it.
@@ -15,7 +17,7 @@ comes first and is byte-stable, what is one agent's next, the turn last.
   ``<skill_content>`` block marks its skill active), ``<active_skills>`` naming the active
   skills that have no body, ``<persona>`` and ``<profile>``, and over a catalog budget its own
   ``<more_skills>`` picks; then the turn: observation, messages, feedback, memory, question,
-  ``<skill_hooks>``.
+  ``<skill_hooks>``, and the per-step blocks of the step input where they are declared.
 - the later turns of a ReAct step only append (assistant tool calls, tool results).
 """
 
@@ -34,6 +36,7 @@ from agentsim.agent.step import (
     AgentSettings,
     EnvAccess,
     StepInput,
+    StepInputs,
     StepOutcome,
     StepScratch,
     step_seed,
@@ -41,6 +44,7 @@ from agentsim.agent.step import (
 from agentsim.agent.tools import INSTRUCTIONS, READ_ONLY_INSTRUCTIONS, WRITE_TOOLS, build_tools
 from agentsim.errors import EnvError, ModelError, SkillError
 from agentsim.events import event
+from agentsim.llm import prompt_blocks
 from agentsim.llm.base import ChatModel, Completion, ToolCall
 from agentsim.skills.hooks import HookDecision, HookOutcome, render_skill_hooks
 from agentsim.skills.runtime import AgentSkillRuntime
@@ -48,7 +52,15 @@ from agentsim.store.layout import part_hash, prompt_row, row, text_hash
 
 # The step's data types live in ``agentsim.agent.step``; they are re-exported here, where
 # hosts and the interview code have always imported them.
-__all__ = ["Agent", "AgentSettings", "EnvAccess", "StepInput", "StepOutcome", "step_seed"]
+__all__ = [
+    "Agent",
+    "AgentSettings",
+    "EnvAccess",
+    "StepInput",
+    "StepInputs",
+    "StepOutcome",
+    "step_seed",
+]
 
 _RESULT_CAP = 4000
 _TRACE_RESULT_CAP = 600
@@ -110,7 +122,7 @@ class Agent:
         self._last_skills: tuple[str, ...] = ()
         # (active skills, step count) of the last skills record handed to the store.
         self._skills_written: tuple[tuple[str, ...], int] | None = None
-        self._head: str | None = None  # persona + profile: fixed for the agent's life
+        self._head: str | None = None  # the profile's JSON: fixed for the agent's life
         # (step count, active skills) of the AGENT.json on disk: written when skill code is
         # about to run and the file is not current, never for a step that runs none.
         self._agent_json: tuple[int, tuple[str, ...]] | None = None
@@ -145,33 +157,39 @@ class Agent:
         """The agent's part, at the start of its first user message (module docstring)."""
         return self._prompt_head(False)[1]
 
-    def _prompt_head(self, read_only: bool) -> tuple[tuple[str, str], str]:
+    def _prompt_head(self, read_only: bool) -> tuple[tuple[str, ...], str]:
         """(system parts, the agent's part): one catalog render for both."""
         cat = self.skills.catalog(self._situation())
-        head = self._head
-        if head is None:
+        profile = self._head
+        if profile is None:
             # Encoded once: the profile does not change during a run, and encoding it
             # every step cost more than the rest of the prompt together.
-            profile = json.dumps(self.profile, sort_keys=True, ensure_ascii=False)
-            head = self._head = f"<persona>{self.persona}</persona>\n<profile>{profile}</profile>"
+            profile = self._head = json.dumps(self.profile, sort_keys=True, ensure_ascii=False)
         skills = self.skills
-        parts: list[str] = []
+        bodies = bare = None
         active = skills.active
         if active:
             named = sorted((skills.handle_of(sid), sid) for sid in active)
-            bodies = skills.bodies(sid for _, sid in named)
-            if bodies:
-                parts.append(bodies)
+            bodies = skills.bodies(sid for _, sid in named) or None
             # A <skill_content> block says its skill is active; the list names the rest
             # (skills whose body is empty), so the prompt says it once per skill.
-            bare = [n for n, sid in named if f'<skill_content name="{n}">' not in bodies]
-            if bare:
-                parts.append(f"<active_skills>{', '.join(bare)}</active_skills>")
-        parts.append(head)
-        if cat.agent_text:
-            parts.append(cat.agent_text)
+            bare = [n for n, sid in named if f'<skill_content name="{n}">' not in (bodies or "")]
+        blocks = prompt_blocks.BLOCKS
         instructions = READ_ONLY_INSTRUCTIONS if read_only else INSTRUCTIONS
-        return (instructions, cat.text), "\n".join(parts)
+        system = blocks.parts(
+            "system", {"instructions": instructions, "available_skills": cat.text}
+        )
+        mine = blocks.render(
+            "agent",
+            {
+                "skill_content": bodies,
+                "active_skills": ", ".join(bare) if bare else None,
+                "persona": self.persona,
+                "profile": profile,
+                "more_skills": cat.agent_text or None,
+            },
+        )
+        return tuple(system), mine
 
     def user_prompt(
         self,
@@ -183,26 +201,26 @@ class Agent:
         hook_cap: int | None = None,
         observation: str | None = None,
     ) -> str:
+        """The turn: the step's blocks in their declared order (``agentsim.llm.prompt_blocks``),
+        each left out when it has nothing to say."""
         obs = [f"tick: {inp.tick}", inp.stamp]
         if observation is None and inp.env is not None:
             observation = inp.env.observe(self.agent_id)
         if observation:
             obs.append(observation)
-        parts = ["<observation>\n" + "\n".join(obs) + "\n</observation>"]
-        if inp.messages:
-            parts.append("<messages>\n" + "\n".join(inp.messages) + "\n</messages>")
-        if feedback:
-            parts.append(f"<feedback>\n{feedback}\n</feedback>")
         mem = self.memory.render(prompt_tokens=memory_tokens)
-        if mem:
-            parts.append(f"<memory>\n{mem}\n</memory>")
-        if inp.question is not None:
-            parts.append(f"<question>{inp.question}</question>")
         cap = self.skills.hook_output_cap if hook_cap is None else hook_cap
-        block = render_skill_hooks(hooks, cap=cap)
-        if block:
-            parts.append(block)
-        return "\n".join(parts)
+        texts: dict[str, str | None] = {
+            "observation": "\n".join(obs),
+            "messages": "\n".join(inp.messages) if inp.messages else None,
+            "feedback": feedback or None,
+            "memory": mem or None,
+            "question": inp.question,
+            "skill_hooks": render_skill_hooks(hooks, cap=cap) or None,
+        }
+        if inp.blocks:
+            texts.update(inp.blocks)
+        return prompt_blocks.BLOCKS.render("turn", texts)
 
     # -- the step --------------------------------------------------------------------------
 

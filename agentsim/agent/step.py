@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from agentsim._seeding import derive_seed
 from agentsim.env.clock import WEEKDAYS
+from agentsim.llm import prompt_blocks
 from agentsim.llm.base import Usage
 
-__all__ = ["AgentSettings", "EnvAccess", "StepInput", "StepOutcome", "step_seed"]
+__all__ = ["AgentSettings", "EnvAccess", "StepInput", "StepInputs", "StepOutcome", "step_seed"]
+
+# The ``blocks`` of a step input that has none: one read-only mapping for all of them.
+_NO_BLOCKS: Mapping[str, str] = MappingProxyType({})
 
 
 class EnvAccess(Protocol):
@@ -40,7 +45,12 @@ class AgentSettings:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepInput:
     """What one step is given. Agents without messages share one per tick, so the derived
-    texts (``iso``, ``stamp``) are computed once per tick, not once per agent."""
+    texts (``iso``, ``stamp``) are computed once per tick, not once per agent; build them
+    with ``StepInputs``.
+
+    ``blocks``: the texts of per-step prompt blocks by name (declared with ``step_input``
+    in ``agentsim.llm.prompt_blocks``), rendered in the turn where the declaration puts
+    them."""
 
     tick: int
     time: datetime
@@ -48,6 +58,7 @@ class StepInput:
     messages: tuple[str, ...] = ()
     question: str | None = None
     read_only: bool = False
+    blocks: Mapping[str, str] = field(default_factory=lambda: _NO_BLOCKS, hash=False)
     iso: str = field(init=False, repr=False, compare=False)
     stamp: str = field(init=False, repr=False, compare=False)
 
@@ -56,6 +67,47 @@ class StepInput:
         day = WEEKDAYS[self.time.weekday()]
         object.__setattr__(self, "iso", iso)
         object.__setattr__(self, "stamp", f"time: {iso} ({day} {self.time:%H:%M})")
+        if self.blocks:
+            declared = prompt_blocks.BLOCKS
+            for name in self.blocks:
+                declared.step_block(name)
+
+
+class StepInputs:
+    """The step inputs of one tick, made once per tick from its tick, time and environment
+    router (and the texts of its per-step prompt blocks, the same for every agent).
+
+    ``shared`` is the one input of every agent without messages; ``for_agent`` gives an
+    agent's input (``shared`` when it has no messages); ``question`` the read-only input of
+    a survey or an interview, one for every agent asked."""
+
+    __slots__ = ("shared",)
+
+    def __init__(
+        self,
+        *,
+        tick: int,
+        time: datetime,
+        env: EnvAccess | None = None,
+        blocks: Mapping[str, str] | None = None,
+    ) -> None:
+        frozen = MappingProxyType(dict(blocks)) if blocks else _NO_BLOCKS
+        self.shared = StepInput(tick=tick, time=time, env=env, blocks=frozen)
+
+    @property
+    def iso(self) -> str:
+        """The tick's time, ISO-formatted (what memory lines and events carry)."""
+        return self.shared.iso
+
+    def for_agent(self, messages: Sequence[str] | None = None) -> StepInput:
+        """The input of an agent that received ``messages`` this tick."""
+        if not messages:
+            return self.shared
+        return replace(self.shared, messages=tuple(messages))
+
+    def question(self, question: str) -> StepInput:
+        """The read-only input that asks ``question`` (no tool that writes is offered)."""
+        return replace(self.shared, question=question, read_only=True)
 
 
 @dataclass(slots=True, kw_only=True)

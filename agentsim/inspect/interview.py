@@ -121,7 +121,7 @@ async def interview(
     """Ask ``agent_id`` of ``run`` a question; the run folder is left untouched.
 
     ``model`` replaces the model built from the run's settings (e.g. a fake in tests)."""
-    from agentsim.agent.agent import StepInput, StepOutcome, step_seed
+    from agentsim.agent.agent import StepInputs, StepOutcome, step_seed
     from agentsim.env.clock import SimClock
     from agentsim.env.router import EnvRouter
     from agentsim.hosts.host import AgentHost, HostSpec, build_registry
@@ -209,9 +209,7 @@ async def interview(
             )
             agent = host.agents[agent_id]
             router = EnvRouter({name: mod.view(clock) for name, mod in modules.items()})
-            inp = StepInput(
-                tick=clock.tick, time=clock.now, env=router, question=question, read_only=True
-            )
+            inp = StepInputs(tick=clock.tick, time=clock.now, env=router).question(question)
             seed = step_seed(config.seed, agent_id, clock.tick)
             try:
                 async with asyncio.timeout(config.executor.step_timeout):

@@ -1,5 +1,6 @@
 """How the offline scripted model answers interview questions, and the small readers of
-agentsim's prompt conventions it shares with ``agentsim.llm.scripted``."""
+agentsim's prompt conventions it shares with ``agentsim.llm.scripted`` (the prompt's blocks
+through their declaration, ``agentsim.llm.prompt_blocks``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-__all__ = ["WORD", "StepView", "answer", "profile_of", "section", "uniform"]
+from agentsim.llm.prompt_blocks import BLOCKS
+
+__all__ = ["WORD", "StepView", "answer", "profile_of", "uniform"]
 
 WORD = re.compile(r"[a-z0-9]+")
 
@@ -40,16 +43,6 @@ class StepView(Protocol):
     position: str
 
 
-def section(text: str, tag: str) -> str | None:
-    """The content of the first ``<tag>...</tag>`` in ``text`` (``None`` when absent)."""
-    i = text.find(f"<{tag}>")
-    if i < 0:
-        return None
-    i += len(tag) + 2
-    j = text.find(f"</{tag}>", i)
-    return text[i:] if j < 0 else text[i:j]
-
-
 def uniform(seed: int, text: str) -> float:
     """A float in [0, 1) from sha256(``seed``, ``text``): the same in every process.
 
@@ -63,7 +56,7 @@ def uniform(seed: int, text: str) -> float:
 def profile_of(system: str) -> dict[str, Any]:
     """The JSON ``<profile>`` of a system prompt ({} when absent or unreadable)."""
     try:
-        obj = json.loads(section(system, "profile") or "{}")
+        obj = json.loads(BLOCKS["profile"].find(system) or "{}")
     except ValueError:
         return {}
     return obj if isinstance(obj, dict) else {}
@@ -83,7 +76,7 @@ def answer(step: StepView, question: str, seed: int) -> str:
         return f"I work as a {occupation}{f' at {work}' if isinstance(work, str) else ''}."
     if words & _LIKE_WORDS and isinstance(interests, list) and interests:
         return f"I enjoy {_join([str(x) for x in interests])}."
-    persona = (section(step.system, "persona") or "").strip()
+    persona = (BLOCKS["persona"].find(step.system) or "").strip()
     if not persona:
         return "I'd rather not say much; nothing stands out for me."
     openers = ("Well,", "Honestly,", "Speaking for myself,")
@@ -111,7 +104,7 @@ def _opinion_answer(step: StepView, profile: Mapping[str, Any], question: str) -
 
 def _day_answer(step: StepView, low_question: str) -> str:
     places: list[str] = []
-    for place in _PLACE.findall((section(step.last_user, "memory") or "").lower()):
+    for place in _PLACE.findall((BLOCKS["memory"].find(step.last_user) or "").lower()):
         if place not in places:
             places.append(place)
     when = next((w for w in ("morning", "afternoon", "evening", "week") if w in low_question), "")

@@ -5,6 +5,9 @@ It plays a diligent, unimaginative LLM that follows the shared prompt convention
 decision is rebuilt from the messages, so the same messages and seed always give the same
 completion, a run replays exactly, and one instance serves every agent of a process.
 
+It reads the prompt's blocks through their declaration (``agentsim.llm.prompt_blocks``),
+as the agent renders them.
+
 Policy, one tool call per completion: answer a ``<question>`` (read-only mode); else follow
 the first pending suggestion (hooks and feedback, then tool results, in the order seen); else
 run the next playbook line of an active skill; else, with probability ``activation_rate``,
@@ -23,8 +26,19 @@ from functools import lru_cache
 from typing import Any
 
 from agentsim._tokens import estimate_tokens
-from agentsim.llm._interview import WORD, answer, profile_of, section, uniform
+from agentsim.llm._interview import WORD, answer, profile_of, uniform
 from agentsim.llm.base import Completion, Message, ToolCall, ToolSchema, Usage
+from agentsim.llm.prompt_blocks import BLOCKS
+
+# The blocks the model reads.
+_OBSERVATION = BLOCKS["observation"]
+_QUESTION = BLOCKS["question"]
+_SUGGESTING = (BLOCKS["skill_hooks"], BLOCKS["feedback"])  # in this order
+_AVAILABLE = BLOCKS["available_skills"]
+_MORE = BLOCKS["more_skills"]
+_ACTIVE = BLOCKS["active_skills"]
+_SKILL_CONTENT = BLOCKS["skill_content"]
+_PERSONA = BLOCKS["persona"]
 
 __all__ = ["ScriptedModel"]
 
@@ -239,11 +253,11 @@ class _Step:
                     self.sources.append((text, True))
             elif role == "user":
                 # The agent's own part opens the first user message: it is context, like
-                # the system prompt, and the turn starts at the observation.
-                start = content.find("<observation>")
-                if start > 0 and not seen_user:
-                    self.system += "\n" + content[:start]
-                text = self.last_user = content[start:] if start > 0 else content
+                # the system prompt, and the turn follows it.
+                mine, text = BLOCKS.split_user(content)
+                if mine and not seen_user:
+                    self.system += "\n" + mine
+                self.last_user = text
                 seen_user = True
                 for c in calls:
                     c[4] = 0
@@ -262,11 +276,11 @@ class _Step:
 def _user_parts(text: str) -> tuple[str | None, list[tuple[str, bool]]]:
     """(observation, suggestion sources) of a user message."""
     blocks = []
-    for tag in ("skill_hooks", "feedback"):
-        block = section(text, tag)
-        if block:
-            blocks.append((html.unescape(block), False))
-    return section(text, "observation"), blocks
+    for block in _SUGGESTING:
+        found = block.find(text)
+        if found:
+            blocks.append((html.unescape(found), False))
+    return _OBSERVATION.find(text), blocks
 
 
 def _tool_call_parts(tc: Any) -> tuple[str, str, str]:
@@ -341,7 +355,7 @@ class ScriptedModel:
         )
 
     def _choose(self, step: _Step, seed: int) -> _Choice:
-        question = section(step.last_user, "question")
+        question = _QUESTION.find(step.last_user)
         if question is not None:
             return "finish", {"action": "answered", "answer": answer(step, question, seed)}
         if sum(c.in_turn for c in step.calls) < self.max_suggestions:
@@ -357,10 +371,10 @@ class ScriptedModel:
             return None  # one activation per step, and a failed one is not retried
         if uniform(seed, step.last_user) >= self.activation_rate:
             return None
-        skills = _catalog(section(step.system, "available_skills") or "")
-        skills += _catalog(section(step.system, "more_skills") or "")
+        skills = _catalog(_AVAILABLE.find(step.system) or "")
+        skills += _catalog(_MORE.find(step.system) or "")
         active = {s.name for s in skills if s.active} | {n for n, _ in _skill_contents(step.system)}
-        listed = section(step.system, "active_skills")
+        listed = _ACTIVE.find(step.system)
         if listed:
             active.update(html.unescape(n.strip()) for n in listed.split(","))
         candidates = [s for s in skills if s.name not in active]
@@ -450,14 +464,8 @@ def _may_run(step: _Step, line: _Line) -> bool:
 
 def _skill_contents(system: str) -> Iterator[tuple[str, str]]:
     """(name, body) of each ``<skill_content name="...">`` block of the system prompt."""
-    marker = '<skill_content name="'
-    i = system.find(marker)
-    while i >= 0:
-        j = system.find('">', i)
-        end = system.find("</skill_content>", j)
-        end = len(system) if end < 0 else end
-        yield html.unescape(system[i + len(marker) : j]), system[j + 2 : end]
-        i = system.find(marker, end)
+    for attrs, body in _SKILL_CONTENT.each(system):
+        yield attrs.get("name", ""), body
 
 
 def _active_bodies(step: _Step) -> Iterator[str]:
@@ -494,7 +502,7 @@ def _agent_words(step: _Step) -> tuple[frozenset[str], str]:
     interests = profile.get("interests")
     parts = [str(x) for x in interests] if isinstance(interests, list) else []
     parts += [str(profile[k]) for k in ("occupation", "role") if isinstance(profile.get(k), str)]
-    persona = section(step.system, "persona") or ""
+    persona = _PERSONA.find(step.system) or ""
     return _tokens(" ".join([persona, *parts])), " ".join(parts)
 
 

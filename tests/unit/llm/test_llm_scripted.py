@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from agentsim.llm.base import ChatModel, Completion, ToolCall
+from agentsim.llm.prompt_blocks import BLOCKS
 from agentsim.llm.scripted import ScriptedModel
 
 ALL_TOOLS = (
@@ -762,3 +763,29 @@ async def test_a_move_refused_because_already_there_reads_as_staying() -> None:
     refusal = "error: city.move_to: you are already at 'home-1'; pick another place"
     calls = await run_step(NO_ACTIVATION, [system(), u], {"ask_env": refusal})
     assert calls == [("ask_env", move("home-1")), ("finish", {"action": "stayed at home-1"})]
+
+
+async def test_reads_the_blocks_where_their_declaration_puts_them() -> None:
+    # The layout the agent sends: the agent's part (skill bodies, persona, profile) opens the
+    # first user message, rendered from the same declaration the model reads through.
+    body = f'<skill_content name="social-feed">\n{PLAYBOOK_BODY}\n</skill_content>'
+    sys_text = BLOCKS.render("system", {"instructions": "<instructions/>", "available_skills": ""})
+    mine = BLOCKS.render(
+        "agent",
+        {"skill_content": body, "persona": "Ana.", "profile": json.dumps(PROFILE)},
+    )
+    obs = "tick: 3\ntime: 2026-03-02T09:00:00 (Monday 09:00)\nposition: home-3"
+    turn = BLOCKS.render("turn", {"observation": obs, "memory": "tick 1: at cafe-2"})
+    first = {"role": "user", "content": f"{mine}\n{turn}"}
+    calls = await run_step(NO_ACTIVATION, [{"role": "system", "content": sys_text}, first])
+    assert calls[0] == ("ask_env", {"module": "social", "action": "feed", "args": {"limit": 5}})
+    asked = BLOCKS.render("turn", {"observation": obs, "question": "What is your job?"})
+    messages = [
+        {"role": "system", "content": sys_text},
+        {"role": "user", "content": f"{mine}\n{asked}"},
+    ]
+    c = await NO_ACTIVATION.complete(messages, tools(*READ_ONLY))
+    assert call_of(c) == (
+        "finish",
+        {"action": "answered", "answer": "I work as a nurse at hospital-1."},
+    )
