@@ -683,9 +683,7 @@ class AgentHost:
             await asyncio.gather(*self._running, return_exceptions=True)
         self.flush(force=True)
         for model in (self.model, *self.named_models.values()):
-            closer = getattr(model, "aclose", None)
-            if closer is not None:
-                await closer()
+            await model.aclose()
 
 
 async def _activate_defaults(

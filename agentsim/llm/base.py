@@ -86,7 +86,10 @@ class Completion:
 @runtime_checkable
 class ChatModel(Protocol):
     """Anything that answers a chat request. Implementations must be safe to share between
-    many concurrently stepping agents of one process."""
+    many concurrently stepping agents of one process.
+
+    A model subclasses ``ChatModel`` to inherit the two methods it may not need:
+    ``preflight`` (nothing to check) and ``aclose`` (nothing to release)."""
 
     async def complete(
         self,
@@ -95,3 +98,13 @@ class ChatModel(Protocol):
         *,
         seed: int = 0,
     ) -> Completion: ...
+
+    async def preflight(self) -> None:
+        """Check, before a run writes anything, that the model can answer; raise a
+        ``ModelError`` naming what to fix. The default has nothing to check."""
+        return None
+
+    async def aclose(self) -> None:
+        """Release what the model holds (connections, files); idempotent. The default holds
+        nothing."""
+        return None

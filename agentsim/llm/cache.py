@@ -170,7 +170,7 @@ class CacheStats:
     writes: int = 0
 
 
-class CachedModel:
+class CachedModel(ChatModel):
     """A ``ChatModel`` that records completions to, or replays them from, a SQLite file."""
 
     def __init__(
@@ -294,18 +294,16 @@ class CachedModel:
                 self._conn = None
 
     async def aclose(self) -> None:
-        """Close the file and the inner model (when it has ``aclose``)."""
+        """Close the file and the inner model (when there is one)."""
         self.close()
-        closer = getattr(self.inner, "aclose", None)
-        if closer is not None:
-            await closer()
+        if self.inner is not None:
+            await self.inner.aclose()
 
     async def preflight(self) -> None:
-        """Check the inner model before a run, when this cache may call it and it can be
-        checked (``OpenAIChatModel.preflight``); a pure replay needs no model at all."""
-        check = getattr(self.inner, "preflight", None)
-        if check is not None:
-            await check()
+        """Check the inner model before a run, when this cache may call it; a pure replay
+        needs no model at all."""
+        if self.inner is not None:
+            await self.inner.preflight()
 
     def __len__(self) -> int:
         """Recorded completions in the file."""
