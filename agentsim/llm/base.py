@@ -18,6 +18,7 @@ __all__ = [
     "ToolCall",
     "ToolSchema",
     "Usage",
+    "as_chat_model",
 ]
 
 Message = Mapping[str, Any]
@@ -89,7 +90,9 @@ class ChatModel(Protocol):
     many concurrently stepping agents of one process.
 
     A model subclasses ``ChatModel`` to inherit the two methods it may not need:
-    ``preflight`` (nothing to check) and ``aclose`` (nothing to release)."""
+    ``preflight`` (nothing to check) and ``aclose`` (nothing to release). Code that checks
+    or closes a model it was given goes through ``as_chat_model``, so that a model with
+    ``complete`` alone keeps working."""
 
     async def complete(
         self,
@@ -108,3 +111,26 @@ class ChatModel(Protocol):
         """Release what the model holds (connections, files); idempotent. The default holds
         nothing."""
         return None
+
+
+def as_chat_model(model: ChatModel) -> ChatModel:
+    """``model`` with the whole interface: itself when it has ``preflight`` and ``aclose``,
+    else a view adding the defaults (a model written with ``complete`` alone, the seam
+    before the two were declared, still works wherever a model is checked or closed)."""
+    return model if isinstance(model, ChatModel) else _Completes(model)
+
+
+class _Completes(ChatModel):
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: ChatModel) -> None:
+        self.inner = inner
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSchema] = (),
+        *,
+        seed: int = 0,
+    ) -> Completion:
+        return await self.inner.complete(messages, tools, seed=seed)

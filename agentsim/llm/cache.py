@@ -39,7 +39,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentsim.errors import CacheMissError, ConfigError, ModelResponseError
-from agentsim.llm.base import ChatModel, Completion, Message, ToolCall, ToolSchema, Usage
+from agentsim.llm.base import (
+    ChatModel,
+    Completion,
+    Message,
+    ToolCall,
+    ToolSchema,
+    Usage,
+    as_chat_model,
+)
 
 _SETUP_ATTEMPTS = 40  # with the linear back-off in _connection: about 40 s in all
 
@@ -297,13 +305,13 @@ class CachedModel(ChatModel):
         """Close the file and the inner model (when there is one)."""
         self.close()
         if self.inner is not None:
-            await self.inner.aclose()
+            await as_chat_model(self.inner).aclose()
 
     async def preflight(self) -> None:
         """Check the inner model before a run, when this cache may call it; a pure replay
         needs no model at all."""
         if self.inner is not None:
-            await self.inner.preflight()
+            await as_chat_model(self.inner).preflight()
 
     def __len__(self) -> int:
         """Recorded completions in the file."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agentsim.config.experiment import ModelConfig
 from agentsim.llm.backends import Served, backend_of
-from agentsim.llm.base import ChatModel, Completion, Message, ToolSchema
+from agentsim.llm.base import ChatModel, Completion, Message, ToolSchema, as_chat_model
 from agentsim.llm.cache import CachedModel
 from agentsim.llm.limiter import RateLimiter
 from agentsim.llm.stats import ModelStats, Prices
@@ -63,8 +63,7 @@ def build_model(
             stats=stats if cfg.base_urls is None else None,
         )
         servers = [
-            backend.server(cfg, url, served)
-            for url in (cfg.base_urls or (cfg.base_url or "",))
+            backend.server(cfg, url, served) for url in (cfg.base_urls or (cfg.base_url or "",))
         ]
         if cfg.base_urls is None:
             inner = servers[0]
@@ -112,7 +111,7 @@ class _Counted(ChatModel):
         return completion
 
     async def preflight(self) -> None:
-        await self.inner.preflight()
+        await as_chat_model(self.inner).preflight()
 
     async def aclose(self) -> None:
-        await self.inner.aclose()
+        await as_chat_model(self.inner).aclose()

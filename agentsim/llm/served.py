@@ -182,9 +182,7 @@ class ServedModel(ChatModel):
             try:
                 completion = await self._attempt(body, estimate)
             except Retry as failure:
-                give_up = attempt > self.retry.max_retries or (
-                    failure.malformed and seen_malformed
-                )
+                give_up = attempt > self.retry.max_retries or (failure.malformed and seen_malformed)
                 seen_malformed = seen_malformed or failure.malformed
                 if give_up:
                     self.stats.record_error()

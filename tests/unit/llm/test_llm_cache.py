@@ -29,7 +29,7 @@ MSGS: list[Message] = [{"role": "system", "content": "you"}, {"role": "user", "c
 TOOLS: list[ToolSchema] = [{"type": "function", "function": {"name": "finish"}}]
 
 
-class CountingModel(ChatModel):
+class CountingModel:
     """A deterministic ChatModel whose answers differ per call, so hits are visible."""
 
     def __init__(self) -> None:
