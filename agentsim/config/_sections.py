@@ -18,13 +18,14 @@ from pydantic import (
     model_validator,
 )
 
-from agentsim.config._errors import StrictModel, fail
+from agentsim.config._errors import StrictModel, _short, fail
 from agentsim.config._templates import TEMPLATE_NAMES
 from agentsim.config._workflow import MAX_TICKS, NAME_PATTERN
 from agentsim.env.clock import parse_duration as _clock_duration
 from agentsim.errors import ConfigError
 
 __all__ = [
+    "BACKENDS",
     "MAX_AGENTS",
     "MAX_TICK_LENGTH",
     "PATTERN_HINTS",
@@ -211,8 +212,15 @@ class PricesConfig(StrictModel):
     cached_prompt_per_1k: float | None = Field(default=None, ge=0)
 
 
+BACKENDS: dict[str, bool] = {"scripted": False, "openai": True}
+"""The backends a ``model:`` section may name, and whether each calls a model server (then
+``model`` and ``base_url`` or ``base_urls`` are required). How each is built is the table of
+``agentsim.llm.backends``, which config may not import: its ``register_backend`` adds the
+name here, and a test checks that the two agree."""
+
+
 class ModelConfig(StrictModel):
-    backend: Literal["scripted", "openai"] = "scripted"
+    backend: str = "scripted"
     model: str | None = None
     base_url: str | None = Field(default=None, pattern=_URL_RE)
     # Several servers of the model: each request goes to the one with the fewest in flight;
@@ -237,6 +245,17 @@ class ModelConfig(StrictModel):
     # This many failed model calls in a row (no answer in between) stop the run at the end
     # of the tick, with a checkpoint to resume from.
     max_consecutive_failures: int = Field(default=50, ge=1, le=10_000_000)
+
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _known_backend(cls, value: object) -> object:
+        if not (isinstance(value, str) and value in BACKENDS):
+            # Worded as for the other fixed choices (a Literal's error).
+            raise fail(
+                f"{_short(value)} is not allowed; must be one of {', '.join(BACKENDS)}",
+                "use one of the allowed values",
+            )
+        return value
 
     @field_validator("cache", mode="before")
     @classmethod
@@ -276,14 +295,14 @@ class ModelConfig(StrictModel):
                     "give at least one server, e.g. base_urls: [http://127.0.0.1:8000/v1]",
                     field="base_urls",
                 )
-        if self.backend == "openai":
+        if BACKENDS[self.backend]:
             for name, example in (
                 ("model", "gpt-4o-mini"),
                 ("base_url", "http://127.0.0.1:8000/v1"),
             ):
                 if getattr(self, name) is None and not (name == "base_url" and self.base_urls):
                     raise fail(
-                        f"'{name}' is required when backend is openai",
+                        f"'{name}' is required when backend is {self.backend}",
                         f"add {name}: {example}",
                         field=name,
                     )

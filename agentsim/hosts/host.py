@@ -28,7 +28,7 @@ from agentsim.env.base import EnvView, Intent
 from agentsim.env.loader import ModuleCode
 from agentsim.env.router import EnvRouter
 from agentsim.errors import AgentsimError
-from agentsim.llm.base import ChatModel
+from agentsim.llm.base import ChatModel, as_chat_model
 from agentsim.llm.stats import ModelStats
 from agentsim.skills.registry import SkillOverlay, SkillRegistry
 from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace
@@ -683,9 +683,7 @@ class AgentHost:
             await asyncio.gather(*self._running, return_exceptions=True)
         self.flush(force=True)
         for model in (self.model, *self.named_models.values()):
-            closer = getattr(model, "aclose", None)
-            if closer is not None:
-                await closer()
+            await as_chat_model(model).aclose()
 
 
 async def _activate_defaults(

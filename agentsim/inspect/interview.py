@@ -27,6 +27,7 @@ from typing import Any
 from agentsim.errors import ConfigError, RunError
 from agentsim.inspect._files import iter_jsonl, read_checkpoint_agents, read_json
 from agentsim.inspect.run import Run, open_run
+from agentsim.llm.backends import backend_of
 from agentsim.llm.base import ChatModel
 
 __all__ = ["InterviewResult", "interview"]
@@ -72,7 +73,7 @@ def _model_config(
     cfg: Any, run_dir: Path, scratch: Path, *, file: str = "model_cache.sqlite"
 ) -> tuple[Any, str]:
     """The run's model settings with the cache moved to a read-only replay in ``scratch``."""
-    name = "scripted" if cfg.backend == "scripted" else str(cfg.model)
+    name = str(cfg.model) if backend_of(cfg).serves else cfg.backend
     if cfg.cache == "off":
         return cfg, name
     src = Path(cfg.cache_path) if cfg.cache_path else run_dir / file
@@ -225,9 +226,8 @@ async def interview(
                 )
         finally:
             # Not host.close(): that flushes the agents, and an interviewed agent never is.
-            closer = getattr(the_model, "aclose", None)
-            if model is None and closer is not None:
-                await closer()
+            if model is None:
+                await the_model.aclose()
     problems = tuple(
         str(e.get("error") or e.get("reason") or e["type"])
         for e in out.events

@@ -18,6 +18,7 @@ __all__ = [
     "ToolCall",
     "ToolSchema",
     "Usage",
+    "as_chat_model",
 ]
 
 Message = Mapping[str, Any]
@@ -86,7 +87,12 @@ class Completion:
 @runtime_checkable
 class ChatModel(Protocol):
     """Anything that answers a chat request. Implementations must be safe to share between
-    many concurrently stepping agents of one process."""
+    many concurrently stepping agents of one process.
+
+    A model subclasses ``ChatModel`` to inherit the two methods it may not need:
+    ``preflight`` (nothing to check) and ``aclose`` (nothing to release). Code that checks
+    or closes a model it was given goes through ``as_chat_model``, so that a model with
+    ``complete`` alone keeps working."""
 
     async def complete(
         self,
@@ -95,3 +101,36 @@ class ChatModel(Protocol):
         *,
         seed: int = 0,
     ) -> Completion: ...
+
+    async def preflight(self) -> None:
+        """Check, before a run writes anything, that the model can answer; raise a
+        ``ModelError`` naming what to fix. The default has nothing to check."""
+        return None
+
+    async def aclose(self) -> None:
+        """Release what the model holds (connections, files); idempotent. The default holds
+        nothing."""
+        return None
+
+
+def as_chat_model(model: ChatModel) -> ChatModel:
+    """``model`` with the whole interface: itself when it has ``preflight`` and ``aclose``,
+    else a view adding the defaults (a model written with ``complete`` alone, the seam
+    before the two were declared, still works wherever a model is checked or closed)."""
+    return model if isinstance(model, ChatModel) else _Completes(model)
+
+
+class _Completes(ChatModel):
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: ChatModel) -> None:
+        self.inner = inner
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSchema] = (),
+        *,
+        seed: int = 0,
+    ) -> Completion:
+        return await self.inner.complete(messages, tools, seed=seed)

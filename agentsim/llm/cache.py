@@ -39,7 +39,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentsim.errors import CacheMissError, ConfigError, ModelResponseError
-from agentsim.llm.base import ChatModel, Completion, Message, ToolCall, ToolSchema, Usage
+from agentsim.llm.base import (
+    ChatModel,
+    Completion,
+    Message,
+    ToolCall,
+    ToolSchema,
+    Usage,
+    as_chat_model,
+)
 
 _SETUP_ATTEMPTS = 40  # with the linear back-off in _connection: about 40 s in all
 
@@ -170,7 +178,7 @@ class CacheStats:
     writes: int = 0
 
 
-class CachedModel:
+class CachedModel(ChatModel):
     """A ``ChatModel`` that records completions to, or replays them from, a SQLite file."""
 
     def __init__(
@@ -294,18 +302,16 @@ class CachedModel:
                 self._conn = None
 
     async def aclose(self) -> None:
-        """Close the file and the inner model (when it has ``aclose``)."""
+        """Close the file and the inner model (when there is one)."""
         self.close()
-        closer = getattr(self.inner, "aclose", None)
-        if closer is not None:
-            await closer()
+        if self.inner is not None:
+            await as_chat_model(self.inner).aclose()
 
     async def preflight(self) -> None:
-        """Check the inner model before a run, when this cache may call it and it can be
-        checked (``OpenAIChatModel.preflight``); a pure replay needs no model at all."""
-        check = getattr(self.inner, "preflight", None)
-        if check is not None:
-            await check()
+        """Check the inner model before a run, when this cache may call it; a pure replay
+        needs no model at all."""
+        if self.inner is not None:
+            await as_chat_model(self.inner).preflight()
 
     def __len__(self) -> int:
         """Recorded completions in the file."""

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentsim.config.experiment import ModelConfig
-from agentsim.llm.base import ChatModel, Completion, Message, ToolSchema
+from agentsim.llm.backends import Served, backend_of
+from agentsim.llm.base import ChatModel, Completion, Message, ToolSchema, as_chat_model
 from agentsim.llm.cache import CachedModel
 from agentsim.llm.limiter import RateLimiter
-from agentsim.llm.scripted import ScriptedModel
 from agentsim.llm.stats import ModelStats, Prices
 
 __all__ = ["build_model", "cache_file"]
@@ -32,17 +32,15 @@ def build_model(
 ) -> ChatModel:
     """The model of one host. Limits are split evenly between hosts so that the run as a
     whole respects the configured concurrency and rates."""
+    backend = backend_of(cfg)
     inner: ChatModel | None
-    if cfg.backend == "scripted":
-        scripted = ScriptedModel(max_suggestions=max(1, max_react_turns - 1))
-        inner = scripted if stats is None else _Counted(scripted, stats)
-        name = "scripted"
+    if backend.local is not None:
+        local = backend.local(cfg, max_react_turns)
+        inner = local if stats is None else _Counted(local, stats)
+        name = cfg.backend
     else:
-        assert cfg.model is not None and (cfg.base_url or cfg.base_urls)  # checked by the config
-        # Imported here: a scripted run (and a Ray host's start-up) never loads the HTTP stack.
-        from agentsim.llm.openai import OpenAIChatModel
-        from agentsim.llm.pool import ServerPool
-
+        assert backend.server is not None and cfg.model is not None
+        assert cfg.base_url or cfg.base_urls  # checked by the config
         limiter = RateLimiter(
             max_concurrency=max(1, cfg.max_concurrency // hosts),
             rpm=cfg.rpm / hosts if cfg.rpm else None,
@@ -57,26 +55,22 @@ def build_model(
             if cfg.prices
             else None
         )
+        # With several servers the pool retries, on another server.
+        served = Served(
+            max_retries=cfg.max_retries if cfg.base_urls is None else 0,
+            limiter=limiter,
+            prices=prices,
+            stats=stats if cfg.base_urls is None else None,
+        )
         servers = [
-            OpenAIChatModel(
-                model=cfg.model,
-                base_url=url,
-                api_key_env=cfg.api_key_env,
-                timeout=cfg.timeout,
-                # With several servers the pool retries, on another server.
-                max_retries=cfg.max_retries if cfg.base_urls is None else 0,
-                limiter=limiter,
-                temperature=cfg.temperature,
-                max_tokens=cfg.max_tokens,
-                prices=prices,
-                stats=stats if cfg.base_urls is None else None,
-            )
-            for url in (cfg.base_urls or (cfg.base_url or "",))
+            backend.server(cfg, url, served) for url in (cfg.base_urls or (cfg.base_url or "",))
         ]
-        inner = (
-            servers[0]
-            if cfg.base_urls is None
-            else ServerPool(
+        if cfg.base_urls is None:
+            inner = servers[0]
+        else:
+            from agentsim.llm.pool import ServerPool
+
+            inner = ServerPool(
                 servers,
                 stats=stats,
                 prices=prices,
@@ -84,7 +78,6 @@ def build_model(
                 backoff_base=cfg.server_backoff,
                 backoff_max=max(cfg.server_backoff, 60.0),
             )
-        )
         name = cfg.model
     if cfg.cache == "off":
         return inner
@@ -101,9 +94,9 @@ def build_model(
     )
 
 
-class _Counted:
-    """Records the calls of a model that keeps no stats of its own (the scripted one), so
-    that ``metrics.json`` has a model block whatever the backend."""
+class _Counted(ChatModel):
+    """Records the calls of a model that keeps no stats of its own (an in-process one, as
+    the scripted model), so that ``metrics.json`` has a model block whatever the backend."""
 
     def __init__(self, inner: ChatModel, stats: ModelStats) -> None:
         self.inner = inner
@@ -116,3 +109,9 @@ class _Counted:
         completion = await self.inner.complete(messages, tools, seed=seed)
         self.stats.record_call(completion.usage, time.perf_counter() - t0)
         return completion
+
+    async def preflight(self) -> None:
+        await as_chat_model(self.inner).preflight()
+
+    async def aclose(self) -> None:
+        await as_chat_model(self.inner).aclose()

@@ -3,14 +3,13 @@ llama.cpp server, OpenAI) over ``aiohttp`` (why aiohttp: ``agentsim.llm._clients
 
 The HTTP client brings what users expect of one: proxies from the environment
 (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``), TLS verified against certifi's bundle (or
-``SSL_CERT_FILE`` / ``SSL_CERT_DIR``), keep-alive connections and timeouts. What is ours
-sits around it: the limiter, retries, usage accounting and the translation of every failure
-into ``agentsim.errors`` (here, and nowhere else).
+``SSL_CERT_FILE`` / ``SSL_CERT_DIR``), keep-alive connections and timeouts. This module is
+the wire format only (``OpenAIWire``): the request body, the answer, and the translation of
+every failure into ``agentsim.errors`` (here, and nowhere else). The retries, the limiter
+and the usage accounting are ``ServedModel``'s (``agentsim.llm.served``), as for any backend.
 
-Retried: 429, 500, 502, 503, 504, dropped or refused connections and timeouts, with
-exponential backoff and full jitter (``uniform(0, min(backoff_max, backoff_base * 2**n))``),
-or the server's ``Retry-After`` when it sends one (capped at ``backoff_max``). An answer that
-is not a chat completion (not JSON, wrong shape) is retried once.
+Worth another try (``Retry``): 429, 500, 502, 503, 504, dropped or refused connections,
+timeouts, and an answer that is not a chat completion (not JSON, wrong shape).
 
 The API key is read from the environment variable named by ``api_key_env`` and is never part
 of ``repr``, an error message, a log line or a pickle (a pickled model re-reads the variable
@@ -21,11 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
-import random
 import ssl
-import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -41,13 +37,12 @@ from agentsim.errors import (
 )
 from agentsim.llm._clients import HTTPClients
 from agentsim.llm._openai_format import error_text, http_fix, parse_completion, parse_retry_after
-from agentsim.llm.base import Completion, Message, ToolSchema
+from agentsim.llm.base import Message, ToolSchema
 from agentsim.llm.limiter import RateLimiter
+from agentsim.llm.served import Answer, Retry, RetryPolicy, ServedModel, Transport
 from agentsim.llm.stats import ModelStats, Prices
 
-__all__ = ["RETRY_STATUSES", "OpenAIChatModel", "parse_completion"]
-
-log = logging.getLogger(__name__)
+__all__ = ["RETRY_STATUSES", "OpenAIChatModel", "OpenAIWire", "parse_completion"]
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _JSON = {"Content-Type": "application/json"}
@@ -63,32 +58,13 @@ class _Reply(NamedTuple):
     content: bytes
 
 
-class _Retry(Exception):
-    """One failed attempt worth another try; ``wait`` is the server's Retry-After, if any."""
+class OpenAIWire(Transport):
+    """One OpenAI-compatible server: ``{base_url}/chat/completions`` for the calls,
+    ``GET {base_url}/models`` (or a one-token completion) for the pre-flight.
 
-    def __init__(self, error: ModelError, *, wait: float | None = None, malformed: bool = False):
-        super().__init__(error)
-        self.error = error
-        self.wait = wait
-        self.malformed = malformed
-
-
-class OpenAIChatModel:
-    """A ``ChatModel`` speaking the OpenAI chat-completions API.
-
-    ``base_url`` is the API root, as for the official client (``http://127.0.0.1:8000/v1``);
-    requests go to ``{base_url}/chat/completions``. ``api_key_env`` names the environment
-    variable holding the key; ``None`` sends no ``Authorization`` header (local servers).
-    ``extra_params`` are added to every request body (e.g. ``top_p``). ``rng_seed`` seeds the
-    backoff jitter (tests). ``stats`` collects usage, retries, errors, latency and (with
-    ``prices``) cost.
-
-    Each event loop that calls the model gets its own HTTP session (a session's connections
-    belong to the loop that opened them; see ``agentsim.llm._clients``); ``aclose()`` closes
-    them all.
-    Pickling ships the configuration only: the receiving process reads the key from its own
-    environment and starts with a fresh ``stats`` and no limiter (both are per process).
-    """
+    Each event loop that calls it gets its own HTTP session (a session's connections belong
+    to the loop that opened them; see ``agentsim.llm._clients``); ``aclose()`` closes them
+    all."""
 
     def __init__(
         self,
@@ -97,28 +73,15 @@ class OpenAIChatModel:
         base_url: str,
         api_key_env: str | None = None,
         timeout: float = 60.0,
-        max_retries: int = 5,
-        backoff_base: float = 0.5,
-        backoff_max: float = 30.0,
-        limiter: RateLimiter | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
         extra_params: Mapping[str, Any] | None = None,
-        prices: Prices | None = None,
-        stats: ModelStats | None = None,
-        rng_seed: int | None = None,
     ) -> None:
         if not model:
             raise ConfigError("model", "the model name is empty", "set it to the served model")
         _check_base_url(base_url)
         if not timeout > 0:
             raise ConfigError("timeout", f"must be > 0 seconds, got {timeout!r}")
-        if max_retries < 0:
-            raise ConfigError("max_retries", f"must be >= 0, got {max_retries!r}")
-        if backoff_base < 0 or backoff_max < 0:
-            raise ConfigError(
-                "backoff_base", f"backoff must be >= 0, got {backoff_base!r} / {backoff_max!r}"
-            )
         extra = dict(extra_params or {})
         clash = sorted(
             k
@@ -137,19 +100,12 @@ class OpenAIChatModel:
         self.base_url = base_url.rstrip("/")
         self.api_key_env = api_key_env
         self.timeout = timeout
-        self.max_retries = max_retries
-        self.backoff_base = backoff_base
-        self.backoff_max = backoff_max
-        self.limiter = limiter
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.extra_params: Mapping[str, Any] = extra
-        self.prices = prices
-        self.stats = stats if stats is not None else ModelStats()
-        self._rng_seed = rng_seed
-        self._rng = random.Random(rng_seed)
         self.__key = _read_key(api_key_env)
-        self._where = f"model {model!r} at {self.base_url}"
+        self.server = self.base_url
+        self.where = f"model {model!r} at {self.base_url}"
         headers = {"User-Agent": "agentsim", "Accept": "application/json"}
         if self.__key:
             headers["Authorization"] = f"Bearer {self.__key}"
@@ -158,13 +114,13 @@ class OpenAIChatModel:
 
     def __repr__(self) -> str:
         return (
-            f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r}, "
+            f"OpenAIWire(model={self.model!r}, base_url={self.base_url!r}, "
             f"api_key_env={self.api_key_env!r})"
         )
 
     def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
         # Ship the configuration, never the key: the receiving process reads its own env.
-        return (_rebuild, (self._config(),))
+        return (_rebuild_wire, (self._config(),))
 
     def _config(self) -> dict[str, Any]:
         return {
@@ -172,14 +128,9 @@ class OpenAIChatModel:
             "base_url": self.base_url,
             "api_key_env": self.api_key_env,
             "timeout": self.timeout,
-            "max_retries": self.max_retries,
-            "backoff_base": self.backoff_base,
-            "backoff_max": self.backoff_max,
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "extra_params": dict(self.extra_params),
-            "prices": self.prices,
-            "rng_seed": self._rng_seed,
         }
 
     @property
@@ -203,68 +154,24 @@ class OpenAIChatModel:
         body.update(self.request_params)
         return body
 
+    def encode(
+        self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, seed: int
+    ) -> bytes:
+        body = self.build_request(messages, tools, seed=seed)
+        return json.dumps(body, ensure_ascii=False).encode()
+
+    def estimate_tokens(self, body: bytes) -> int:
+        # ~4 bytes per token is the usual rule of thumb; the tpm bucket is settled after.
+        return len(body) // 4 + (self.max_tokens or 0)
+
     async def aclose(self) -> None:
-        """Close the HTTP sessions of every loop that used this model (idempotent)."""
+        """Close the HTTP sessions of every loop that used this server (idempotent)."""
         await self._http.aclose()
 
     # -- the call ------------------------------------------------------------------------
 
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSchema] = (),
-        *,
-        seed: int = 0,
-    ) -> Completion:
-        body = self.build_request(messages, tools, seed=seed)
-        data = json.dumps(body, ensure_ascii=False).encode()
-        # ~4 bytes per token is the usual rule of thumb; the tpm bucket is settled after.
-        estimate = len(data) // 4 + (self.max_tokens or 0)
-        started = time.perf_counter()
-        seen_malformed = False
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                completion = await self._attempt(data, estimate)
-            except _Retry as failure:
-                give_up = attempt > self.max_retries or (failure.malformed and seen_malformed)
-                seen_malformed = seen_malformed or failure.malformed
-                if give_up:
-                    self.stats.record_error()
-                    failure.error.attempts = attempt
-                    failure.error.retryable = True
-                    raise failure.error from None
-                delay = self._backoff(attempt, failure.wait)
-                self.stats.record_retry()
-                log.info(
-                    "%s: attempt %d failed (%s); retrying in %.3f s",
-                    self._where,
-                    attempt,
-                    failure.error.message,
-                    delay,
-                )
-                await asyncio.sleep(delay)
-            except ModelError as error:
-                self.stats.record_error()
-                error.attempts = attempt
-                raise
-            else:
-                cost = self.prices.cost(completion.usage) if self.prices is not None else 0.0
-                self.stats.record_call(completion.usage, time.perf_counter() - started, cost=cost)
-                return completion
-
-    async def _attempt(self, data: bytes, estimate: int) -> Completion:
-        """One request, inside the limiter when there is one."""
-        if self.limiter is None:
-            return self._read(await self._post(data))
-        async with self.limiter.acquire(estimate) as permit:
-            response = await self._post(data)
-            completion = self._read(response)
-            reported = completion.usage.total_tokens
-            # No usage in the answer: keep the estimate booked rather than give it all back.
-            permit.record_tokens(reported if reported else estimate)
-            return completion
+    async def send(self, body: bytes) -> Answer:
+        return self._read(await self._post(body))
 
     async def _post(self, data: bytes) -> _Reply:
         try:
@@ -273,9 +180,9 @@ class OpenAIChatModel:
                     r.status, r.reason or "", r.headers.get("Retry-After"), await r.read()
                 )
         except TimeoutError:
-            raise _Retry(
+            raise Retry(
                 ModelTimeoutError(
-                    f"{self._where}: no answer within {self.timeout} s; raise model.timeout "
+                    f"{self.where}: no answer within {self.timeout} s; raise model.timeout "
                     "or check that the server is not overloaded"
                 )
             ) from None
@@ -287,13 +194,13 @@ class OpenAIChatModel:
             raise self._transport_error(exc) from None
         except aiohttp.ClientError as exc:  # e.g. a malformed status line or header
             raise ModelResponseError(
-                f"{self._where}: unreadable HTTP answer ({exc}); check that base_url points "
+                f"{self.where}: unreadable HTTP answer ({exc}); check that base_url points "
                 "at an OpenAI-compatible API"
             ) from None
 
-    def _transport_error(self, exc: aiohttp.ClientError) -> _Retry | ModelError:
+    def _transport_error(self, exc: aiohttp.ClientError) -> Retry | ModelError:
         """A failure below HTTP: what to raise, and whether it is worth another try."""
-        where = self._where
+        where = self.where
         if _is_certificate_error(exc):
             return ModelError(
                 f"{where}: the server's TLS certificate is not trusted ({exc}); check "
@@ -306,48 +213,40 @@ class OpenAIChatModel:
             )
         # Refused, reset, or dropped before or in the middle of the answer.
         detail = str(exc) or type(exc).__name__
-        return _Retry(
+        return Retry(
             ModelError(
                 f"{where}: connection failed ({detail}); check that the server is running "
                 "and base_url is right"
             )
         )
 
-    def _read(self, response: _Reply) -> Completion:
-        """The completion in an answer; ``_Retry`` or a ``ModelError`` if there is none."""
+    def _read(self, response: _Reply) -> Answer:
+        """The completion in an answer; ``Retry`` or a ``ModelError`` if there is none."""
         status = response.status
         if status != 200:
             detail = self._scrub(error_text(response.content))
             error = ModelHTTPError(
-                f"{self._where}: HTTP {status} {response.reason}: {detail}; " + http_fix(status)
+                f"{self.where}: HTTP {status} {response.reason}: {detail}; " + http_fix(status)
             )
             if status in RETRY_STATUSES:
-                raise _Retry(error, wait=parse_retry_after(response.retry_after))
+                raise Retry(error, wait=parse_retry_after(response.retry_after))
             raise error
         try:
             payload = json.loads(response.content)
         except ValueError:
             snippet = self._scrub(response.content[:200].decode("utf-8", "replace"))
-            raise _Retry(
+            raise Retry(
                 ModelResponseError(
-                    f"{self._where}: the answer is not JSON ({snippet!r}); check that base_url "
+                    f"{self.where}: the answer is not JSON ({snippet!r}); check that base_url "
                     "points at an OpenAI-compatible API (usually ending in /v1)"
                 ),
                 malformed=True,
             ) from None
         try:
-            completion = parse_completion(payload, default_model=self.model, where=self._where)
+            completion = parse_completion(payload, default_model=self.model, where=self.where)
         except ModelResponseError as exc:
-            raise _Retry(exc, malformed=True) from None
-        if not isinstance(payload.get("usage"), Mapping):
-            self.stats.record_missing_usage()
-        return completion
-
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(self.backoff_max, retry_after)
-        ceiling = min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1))
-        return self._rng.uniform(0.0, ceiling)
+            raise Retry(exc, malformed=True) from None
+        return Answer(completion, isinstance(payload.get("usage"), Mapping))
 
     def _scrub(self, text: str) -> str:
         # A misbehaving proxy may echo the request headers back: never let the key through.
@@ -355,16 +254,16 @@ class OpenAIChatModel:
 
     # -- pre-flight ----------------------------------------------------------------------
 
-    async def preflight(self) -> None:
+    async def preflight(self, retry: RetryPolicy) -> None:
         """Check, before a run writes anything, that the server answers, accepts the key and
         serves the model: ``GET /models``, or a one-token completion where the server has no
         model list. Raises a ``ModelError`` that names what to fix."""
-        response = await self._preflight_request("GET", "/models", None)
+        response = await self._preflight_request("GET", "/models", None, retry)
         if response.status in (401, 403):
             raise self._key_refused(response)
         served = _model_ids(response) if response.status == 200 else None
         if served is None:
-            await self._preflight_chat()
+            await self._preflight_chat(retry)
             return
         if self.model not in served:
             listed = ", ".join(sorted(served)[:20]) or "none"
@@ -373,10 +272,10 @@ class OpenAIChatModel:
                 f"{self.model!r} (it serves: {listed}); set model.model to one of those"
             )
 
-    async def _preflight_chat(self) -> None:
+    async def _preflight_chat(self, retry: RetryPolicy) -> None:
         body = {"model": self.model, "messages": [{"role": "user", "content": "ping"}]}
         response = await self._preflight_request(
-            "POST", "/chat/completions", {**body, "max_tokens": 1}
+            "POST", "/chat/completions", {**body, "max_tokens": 1}, retry
         )
         status = response.status
         if status == 200:
@@ -395,7 +294,7 @@ class OpenAIChatModel:
         )
 
     async def _preflight_request(
-        self, method: str, path: str, body: Mapping[str, Any] | None
+        self, method: str, path: str, body: Mapping[str, Any] | None, retry: RetryPolicy
     ) -> _Reply:
         """One pre-flight request; a busy server (429, 5xx) is given the usual retries, an
         unreachable one is reported at once."""
@@ -415,10 +314,10 @@ class OpenAIChatModel:
                     "start the server or fix model.base_url (behind a proxy: check "
                     "HTTPS_PROXY / HTTP_PROXY / NO_PROXY)"
                 ) from None
-            if response.status not in RETRY_STATUSES or attempt > self.max_retries:
+            if response.status not in RETRY_STATUSES or attempt > retry.max_retries:
                 return response
             wait = parse_retry_after(response.retry_after)
-            await asyncio.sleep(self._backoff(attempt, wait))
+            await asyncio.sleep(retry.delay(attempt, wait))
 
     def _key_refused(self, response: _Reply) -> ModelHTTPError:
         detail = self._scrub(error_text(response.content))
@@ -430,6 +329,105 @@ class OpenAIChatModel:
             f"pre-flight: {self.base_url} refused the API key (HTTP {response.status}: "
             f"{detail}); {fix}"
         )
+
+
+class OpenAIChatModel(ServedModel):
+    """A ``ChatModel`` speaking the OpenAI chat-completions API: ``ServedModel`` (retries,
+    limiter, stats) over an ``OpenAIWire``.
+
+    ``base_url`` is the API root, as for the official client (``http://127.0.0.1:8000/v1``);
+    requests go to ``{base_url}/chat/completions``. ``api_key_env`` names the environment
+    variable holding the key; ``None`` sends no ``Authorization`` header (local servers).
+    ``extra_params`` are added to every request body (e.g. ``top_p``). ``rng_seed`` seeds the
+    backoff jitter (tests). ``stats`` collects usage, retries, errors, latency and (with
+    ``prices``) cost.
+
+    Pickling ships the configuration only: the receiving process reads the key from its own
+    environment and starts with a fresh ``stats`` and no limiter (both are per process).
+    """
+
+    transport: OpenAIWire
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str,
+        api_key_env: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 5,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        limiter: RateLimiter | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        extra_params: Mapping[str, Any] | None = None,
+        prices: Prices | None = None,
+        stats: ModelStats | None = None,
+        rng_seed: int | None = None,
+    ) -> None:
+        wire = OpenAIWire(
+            model=model,
+            base_url=base_url,
+            api_key_env=api_key_env,
+            timeout=timeout,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            extra_params=extra_params,
+        )
+        super().__init__(
+            wire,
+            max_retries=max_retries,
+            backoff_base=backoff_base,
+            backoff_max=backoff_max,
+            limiter=limiter,
+            prices=prices,
+            stats=stats,
+            rng_seed=rng_seed,
+        )
+        self.model = wire.model
+        self.base_url = wire.base_url
+        self.api_key_env = api_key_env
+        self.timeout = timeout
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.extra_params = wire.extra_params
+        self._http = wire._http
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r}, "
+            f"api_key_env={self.api_key_env!r})"
+        )
+
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        # Ship the configuration, never the key: the receiving process reads its own env.
+        return (_rebuild, (self._config(),))
+
+    def _config(self) -> dict[str, Any]:
+        return {
+            **self.transport._config(),
+            "max_retries": self.max_retries,
+            "backoff_base": self.backoff_base,
+            "backoff_max": self.backoff_max,
+            "prices": self.prices,
+            "rng_seed": self.retry.rng_seed,
+        }
+
+    @property
+    def request_params(self) -> dict[str, Any]:
+        """The sampling parameters sent with every request (part of a cache key)."""
+        return self.transport.request_params
+
+    def build_request(
+        self, messages: Sequence[Message], tools: Sequence[ToolSchema] = (), *, seed: int = 0
+    ) -> dict[str, Any]:
+        """The JSON body sent for this request (no headers, so no key)."""
+        return self.transport.build_request(messages, tools, seed=seed)
+
+    async def aclose(self) -> None:
+        """Close the HTTP sessions of every loop that used this model (idempotent)."""
+        await self.transport.aclose()
 
 
 def _model_ids(response: _Reply) -> set[str] | None:
@@ -454,6 +452,10 @@ def _is_certificate_error(exc: BaseException) -> bool:
 
 def _rebuild(config: dict[str, Any]) -> OpenAIChatModel:
     return OpenAIChatModel(**config)
+
+
+def _rebuild_wire(config: dict[str, Any]) -> OpenAIWire:
+    return OpenAIWire(**config)
 
 
 def _check_base_url(base_url: str) -> None:

@@ -1,4 +1,4 @@
-"""``ServerPool``: one model served by several OpenAI-compatible servers (``base_urls``).
+"""``ServerPool``: one model served by several servers (``base_urls``), of any backend.
 
 Each request goes to the server with the fewest requests in flight (ties: the first listed).
 A server whose attempt fails in a way worth another try (timeout, refused or dropped
@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agentsim.errors import ModelError
-from agentsim.llm.base import Completion, Message, ToolSchema
-from agentsim.llm.openai import OpenAIChatModel
+from agentsim.llm.base import ChatModel, Completion, Message, ToolSchema
+from agentsim.llm.served import ServedModel
 from agentsim.llm.stats import ModelStats, Prices
 
 __all__ = ["ServerPool"]
@@ -27,20 +27,21 @@ __all__ = ["ServerPool"]
 
 @dataclass(slots=True)
 class _Server:
-    model: OpenAIChatModel
+    model: ServedModel
     in_flight: int = 0
     failures: int = 0  # in a row
     down_until: float = 0.0
 
 
-class ServerPool:
-    """A ``ChatModel`` over several ``OpenAIChatModel`` (one per server, each making one
-    attempt per call: the pool retries, on another server). ``stats`` counts the model's
-    calls as one model; each server's own attempts are in ``stats.servers[base_url]``."""
+class ServerPool(ChatModel):
+    """A ``ChatModel`` over several ``ServedModel`` (one per server, each making one attempt
+    per call: the pool retries, on another server). ``stats`` counts the model's calls as
+    one model; each server's own attempts are in ``stats.servers[server]`` (for the OpenAI
+    backend, the server is its ``base_url``)."""
 
     def __init__(
         self,
-        servers: Sequence[OpenAIChatModel],
+        servers: Sequence[ServedModel],
         *,
         stats: ModelStats | None = None,
         prices: Prices | None = None,
@@ -59,11 +60,11 @@ class ServerPool:
         self._clock = clock
         self._servers = [_Server(model=m) for m in servers]
         for m in servers:
-            self.stats.servers[m.base_url] = m.stats
+            self.stats.servers[m.server] = m.stats
 
     @property
     def base_urls(self) -> tuple[str, ...]:
-        return tuple(s.model.base_url for s in self._servers)
+        return tuple(s.model.server for s in self._servers)
 
     def __repr__(self) -> str:
         return f"ServerPool(base_urls={list(self.base_urls)!r})"
@@ -118,7 +119,7 @@ class ServerPool:
                 await server.model.preflight()
             except ModelError as exc:
                 raise type(exc)(
-                    f"server {i} of {len(self._servers)} ({server.model.base_url}): {exc.message}"
+                    f"server {i} of {len(self._servers)} ({server.model.server}): {exc.message}"
                 ) from None
 
     async def aclose(self) -> None:

@@ -7,14 +7,16 @@ from pathlib import Path
 
 from agentsim.config.experiment import ModelConfig
 from agentsim.errors import ModelError, PreflightError
+from agentsim.llm.backends import backend_of
 
 __all__ = ["needs_preflight", "preflight_model"]
 
 
 def needs_preflight(cfg: ModelConfig) -> bool:
-    """Whether the run may call a model server: an OpenAI-compatible backend, unless every
+    """Whether the run may call a model server: a backend that calls servers, unless every
     answer comes from a recording (replay without fallthrough)."""
-    return cfg.backend == "openai" and not (cfg.cache == "replay" and not cfg.cache_fallthrough)
+    replay_only = cfg.cache == "replay" and not cfg.cache_fallthrough
+    return backend_of(cfg).serves and not replay_only
 
 
 async def preflight_model(cfg: ModelConfig, *, run_dir: Path, name: str = "default") -> None:
@@ -27,13 +29,9 @@ async def preflight_model(cfg: ModelConfig, *, run_dir: Path, name: str = "defau
         return
     model = build_model(cfg, run_dir=run_dir, cache_file=cache_file(name))
     try:
-        check = getattr(model, "preflight", None)
-        if check is not None:
-            await check()
+        await model.preflight()
     except ModelError as exc:
         which = "" if name == "default" else f"model {name!r} (models.{name}): "
         raise PreflightError(f"{which}{exc} (--no-preflight skips this check)") from None
     finally:
-        closer = getattr(model, "aclose", None)
-        if closer is not None:
-            await closer()
+        await model.aclose()

@@ -27,7 +27,7 @@ from typing import Any
 
 from agentsim._tokens import estimate_tokens
 from agentsim.llm._interview import WORD, answer, profile_of, uniform
-from agentsim.llm.base import Completion, Message, ToolCall, ToolSchema, Usage
+from agentsim.llm.base import ChatModel, Completion, Message, ToolCall, ToolSchema, Usage
 from agentsim.llm.prompt_blocks import BLOCKS
 
 # The blocks the model reads.
@@ -299,7 +299,7 @@ def _offered(tools: Sequence[ToolSchema]) -> frozenset[str]:
     return frozenset(names)
 
 
-class ScriptedModel:
+class ScriptedModel(ChatModel):
     """A deterministic offline ``ChatModel`` that follows the agentsim prompt conventions.
 
     ``max_suggestions`` bounds the tool calls of one turn sequence (a post_step retry with

@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentsim.llm.base import Completion, Message, ToolCall, ToolSchema, Usage
+from agentsim.llm.base import ChatModel, Completion, Message, ToolCall, ToolSchema, Usage
 
 __all__ = [
     "AnswerFunction",
@@ -155,7 +155,7 @@ def echo_answer(request: ChatRequest) -> str:
     return f"echo: {request.last_user[:200] or '(no user message)'}"
 
 
-class FunctionModel:
+class FunctionModel(ChatModel):
     """A ``ChatModel`` whose answers come from ``fn(request)``.
 
     ``requests`` holds every ``ChatRequest`` seen, in order (for assertions). Safe to share

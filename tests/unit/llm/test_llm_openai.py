@@ -185,7 +185,7 @@ async def test_backoff_grows_exponentially_with_full_jitter(
     async def sleep(delay: float, result: Any = None) -> Any:
         # Only the client's own waits: the in-loop uvicorn server sleeps too.
         caller = sys._getframe(1).f_code.co_filename
-        if delay > 0 and caller.endswith(os.path.join("llm", "openai.py")):
+        if delay > 0 and caller.endswith(os.path.join("llm", "served.py")):
             waits.append(delay)
             delay = 0
         return await real_sleep(delay, result)
