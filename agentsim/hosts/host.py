@@ -310,9 +310,10 @@ class AgentHost:
     async def _step_all(
         self, agents: Sequence[Agent], inputs: Mapping[str, StepInput]
     ) -> list[StepOutcome]:
-        """Step ``agents`` concurrently, each in a task of its own. A task runs in a copy of
-        the context it was created in, so a context variable that a step sets (the skill
-        script context) is seen by that step only. ``_step_one`` never raises an
+        """Step ``agents`` concurrently, each in a task of its own (``ask``: the answers come
+        back together, not through ``collect``). A task runs in a copy of the context it was
+        created in, so a context variable that a step sets (the skill script context) is
+        seen by that step only. ``_step_one`` never raises an
         ``Exception``, so the group never cancels a sibling."""
         tasks = []
         async with asyncio.TaskGroup() as tg:
@@ -326,7 +327,7 @@ class AgentHost:
                     await asyncio.sleep(0)
                 tasks.append(tg.create_task(self._step_one(a, inputs[a.agent_id])))
         # A step that cancels itself (a script raising CancelledError) ends only that step:
-        # the group ignores such a child, and so does the tick.
+        # the group ignores such a child, and so does the ask.
         return [
             _error_outcome(a.agent_id, inputs[a.agent_id], "step was cancelled")
             if t.cancelled()
