@@ -18,7 +18,7 @@ import contextvars
 import functools
 import inspect
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -142,12 +142,13 @@ class AgentHost:
         # Complete views of ticks that steps started early may wait for (``tick_final``).
         self._final: dict[int, Mapping[str, EnvView]] = {}
         self._final_events: dict[int, asyncio.Event] = {}
-        # The first tick stepped since the agents' files were last written in full: an
-        # agent's step of tick t writes them when t - _flushed_from + 1 is a multiple of
-        # ``flush_every``. Its store rows wait in _flush_rows (by tick, by agent) until
-        # every agent of the host has written after that tick.
+        # The first tick stepped since the agents' files were last written in full: the
+        # agents' files are written after tick t when t - _flushed_from + 1 is a multiple of
+        # ``flush_every``, once every agent of the host has stepped t; until then
+        # _flush_rows (by tick, by agent) notes the agents done (None: the rows are still in
+        # the agent's buffers) or holds rows taken from an agent before its next step.
         self._flushed_from: int | None = None
-        self._flush_rows: dict[int, dict[str, list[tuple[str, str]]]] = {}
+        self._flush_rows: dict[int, dict[str, list[tuple[str, str]] | None]] = {}
         # Events of a hot reload, by agent, sent with its next step: (type, fields).
         self._pending: dict[str, list[tuple[str, dict[str, Any]]]] = {}
 
@@ -219,6 +220,7 @@ class AgentHost:
         if self._running:
             raise RuntimeError("reload() while steps run; collect them first")
         del tick, when  # the events take the tick and time of the step they come with
+        self._take_rows()  # a tick's rows as they were when it was stepped
         edited = set(changed)
         if self._owns_registry:
             res = self.registry.refresh()
@@ -345,6 +347,9 @@ class AgentHost:
         ids: Sequence[str] = (
             list(self.agents) if by_host is None else by_host.get(self.spec.host_id, ())
         )
+        if self._flush_rows:  # before the agents change (hot reload, messages, steps)
+            for aid in ids:
+                self._take_rows(aid)
         if tick.reload_skills:
             await self.reload(tick.tick, tick.time, changed=tick.skills_changed)
         elif tick.refresh_skills:
@@ -457,18 +462,30 @@ class AgentHost:
         self._done_event.set()
 
     def _flush_agent(self, agent: Agent, tick: int) -> None:
-        """Write an agent's memory lines every ``flush_every`` ticks; its store rows wait
-        until every agent of the host has written after that tick, and are then appended
-        in agent order, in one append."""
+        """Every ``flush_every`` ticks, an agent's memory lines and store rows are written
+        once every agent of the host has stepped that tick: the rows in agent order, in one
+        append, each agent's taken from it in turn (so they are not all held at once)."""
         first = tick if self._flushed_from is None else self._flushed_from
         if (tick - first + 1) % self.spec.flush_every:
             return
-        aid = agent.agent_id
         rows = self._flush_rows.setdefault(tick, {})
-        rows[aid] = [(aid, line) for line in agent.flush()]
+        rows[agent.agent_id] = None  # still in the agent's buffers
         if len(rows) == len(self.agents):
             del self._flush_rows[tick]
-            self.store.append(r for a in self.agents if a in rows for r in rows[a])
+            self.store.append(r for aid in self.agents for r in self._rows_of(aid, rows[aid]))
+
+    def _rows_of(self, aid: str, taken: list[tuple[str, str]] | None) -> Iterable[tuple[str, str]]:
+        if taken is not None:
+            return taken
+        return ((aid, line) for line in self.agents[aid].flush())
+
+    def _take_rows(self, aid: str | None = None) -> None:
+        """Take the rows of a tick still waiting for other agents out of this agent's
+        (None: every agent's) buffers, before it changes: its next step, a reload."""
+        for rows in self._flush_rows.values():
+            for a in (aid,) if aid is not None else list(rows):
+                if a in rows and rows[a] is None:
+                    rows[a] = [(a, line) for line in self.agents[a].flush()]
 
     def _once_per_quarantine(self, steps: Sequence[list[dict[str, Any]]]) -> None:
         """Keep one ``skill_quarantined`` event per quarantine in these steps' events (a
