@@ -181,8 +181,6 @@ class RayExecutor(Executor):
     async def call(
         self, method: str, *args: Any, hosts: Sequence[int] | None = None, what: str, **kw: Any
     ) -> list[Any]:
-        if self._failure is not None:
-            raise ExecutorError(f"{self._failure} (asked for {what} afterwards)")
         args = tuple(a if isinstance(a, _SMALL) else ray.put(a) for a in args)
         kw = {k: v if isinstance(v, _SMALL) else ray.put(v) for k, v in kw.items()}
         actors = self.actors if hosts is None else [self.actors[h] for h in hosts]

@@ -150,7 +150,8 @@ class Engine:
         # before that leaves the run folder exactly as it found it.
         self._may_write = True
         self.host_agents: list[list[str]] = []  # each host's agent ids, by host index
-        # How ``run`` steps step agents (``executor.schedule``), behind ``Stepping``.
+        # How ``run`` workflow steps step the agents (``executor.schedule``), through
+        # ``agentsim.run.schedules.Stepping``.
         self._schedule = schedule_named(config.executor.schedule)
 
     # -- set-up ----------------------------------------------------------------------------
