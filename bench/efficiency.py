@@ -161,29 +161,24 @@ def _measure(args: argparse.Namespace, tmp: Path, server: _Server, schedule: str
     cfg = parse_experiment(text, base_dir=ROOT / "experiments", environ={})
     executor = LocalExecutor()
     engine = Engine(cfg, run_dir=tmp / "run", executor=executor, stop=threading.Event())
-    phases: list[tuple[float, float]] = []  # each tick's agent phase (step_tick)
-    step_tick = executor.step_tick
-
-    async def timed_step_tick(tick: Any) -> Any:
-        t = time.monotonic()
-        try:
-            return await step_tick(tick)
-        finally:
-            phases.append((t, time.monotonic()))
-
-    executor.step_tick = timed_step_tick  # type: ignore[method-assign]
+    phases: list[tuple[float, float]] = []  # each tick's agent phase (barrier)
     # By dependencies the ticks overlap: one agent phase, from the first steps started
     # to the last ones collected.
     start_steps, collect = executor.start_steps, executor.collect
     span: list[float] = []
+    began: list[float] = []
 
-    async def timed_start_steps(tick: Any, by_host: Any, *, final: bool) -> None:
-        span.append(time.monotonic())
-        await start_steps(tick, by_host, final=final)
+    async def timed_start_steps(tick: Any, by_host: Any = None) -> None:
+        t = time.monotonic()
+        (began if by_host is None else span).append(t)
+        await start_steps(tick, by_host)
 
-    async def timed_collect(host: int) -> Any:
-        done = await collect(host)
-        span.append(time.monotonic())
+    async def timed_collect(host: int | None = None, *, wait_all: bool = False) -> Any:
+        done = await collect(host, wait_all=wait_all)
+        if wait_all:  # barrier: the tick's every step started at began[-1] is in
+            phases.append((began[-1], time.monotonic()))
+        else:
+            span.append(time.monotonic())
         return done
 
     executor.start_steps = timed_start_steps  # type: ignore[method-assign]

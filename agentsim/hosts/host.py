@@ -1,11 +1,14 @@
-"""``AgentHost``: many resident agents, one ``step_tick`` call per tick.
+"""``AgentHost``: many resident agents, stepped by ``start_steps`` and ``collect``.
 
 The same class serves the in-process executor and the Ray executor (where it lives inside
-an async actor). A host builds the skill registry once for its process (or shares the
-engine's, in process), creates its agents, and each tick steps them concurrently behind the
-model limiter: one asyncio task per agent step, so each step runs in its own copy of the
-context (skill scripts keep per-call state in context variables). Events come back sorted
-by agent id so that the merged log does not depend on completion order.
+an async actor, reached through ``call``). A host builds the skill registry once for its
+process (or shares the engine's, in process) and creates its agents. The engine starts
+agents' steps of a tick (all of them under ``executor.schedule: barrier``, each as soon as
+it may under ``dependencies``) and collects the finished ones; the steps run concurrently
+behind the model limiter, one asyncio task per agent step, so each step runs in its own
+copy of the context (skill scripts keep per-call state in context variables). What
+``collect`` hands back is sorted by agent id, so that the merged log does not depend on
+completion order.
 """
 
 from __future__ import annotations
@@ -13,21 +16,27 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import inspect
 import json
-import time
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agentsim.agent.agent import Agent, AgentSettings, StepInput, StepOutcome, step_seed
-from agentsim.config.experiment import ModelConfig
+from agentsim.agent.agent import Agent, StepInput, StepOutcome, step_seed
 from agentsim.config.profiles import AgentSpec
-from agentsim.env.base import EnvView, Intent
-from agentsim.env.loader import ModuleCode
+from agentsim.env.base import EnvView
 from agentsim.env.router import EnvRouter
 from agentsim.errors import AgentsimError
+from agentsim.events import event
+from agentsim.hosts.protocol import (
+    HostSpec,
+    SkillSources,
+    StepDone,
+    TickInput,
+    TickResult,
+    build_registry,
+)
 from agentsim.llm.base import ChatModel, as_chat_model
 from agentsim.llm.stats import ModelStats
 from agentsim.skills.registry import SkillOverlay, SkillRegistry
@@ -35,6 +44,8 @@ from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace
 from agentsim.skills.scripts import ScriptRunner
 from agentsim.store.layout import HostStore
 
+# The data types live in agentsim.hosts.protocol; named here too for the modules that import
+# them from the host.
 __all__ = [
     "AgentHost",
     "HostSpec",
@@ -57,92 +68,6 @@ _MIN_STEPS_IN_FLIGHT = 256
 _STEP_LIMIT: contextvars.ContextVar[asyncio.Timeout | None] = contextvars.ContextVar(
     "agentsim_step_limit", default=None
 )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SkillSources:
-    """Where a process finds its skills (paths as str so the spec pickles small)."""
-
-    builtin: str | None
-    custom: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()  # (skills_dir, module name)
-    catalog_budget_tokens: int = 2000
-    trusted_namespaces: tuple[str, ...] = ("built-in",)
-    # The run's environment modules: a skill requiring another is hidden. None: not known.
-    modules: tuple[str, ...] | None = None
-
-
-def build_registry(src: SkillSources) -> SkillRegistry:
-    reg = SkillRegistry()
-    if src.builtin:
-        reg.scan_builtin(Path(src.builtin))
-    for path in src.custom:
-        reg.scan_custom(Path(path))
-    for skills_dir, module in src.env:
-        reg.scan_env_skills(Path(skills_dir), module)
-    return reg
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HostSpec:
-    host_id: int
-    run_dir: str
-    seed: int
-    skills: SkillSources
-    model: ModelConfig
-    settings: AgentSettings
-    hosts: int = 1
-    step_timeout: float = 120.0
-    concurrent: bool = True  # False: step agents one after another
-    flush_every: int = 1  # ticks between writes of agents' memory lines and store rows
-    # Set up to be restored from a checkpoint (``set_state`` follows): the agents' default
-    # skills are not activated (``set_state`` activates the saved ones), and the host must
-    # hold the same agents as before (its shard holds their history).
-    resume: bool = False
-    # The experiment's own environment modules, for views unpickled in another process.
-    env_code: ModuleCode = field(default_factory=ModuleCode)
-    # Named models (``models:``) and the groups that use them; other groups use ``model``.
-    models: Mapping[str, ModelConfig] = field(default_factory=dict)
-    group_models: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TickInput:
-    tick: int
-    time: datetime
-    views: Mapping[str, EnvView]
-    messages: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    refresh_skills: bool = False
-    # Ids the engine's own refresh found added or changed this tick. A host that shares the
-    # engine's registry (local executor) cannot learn them from its own refresh, which then
-    # finds nothing new; it needs them to re-render the bodies of edited active skills.
-    skills_changed: tuple[str, ...] = ()
-
-
-@dataclass(slots=True, kw_only=True)
-class TickResult:
-    host_id: int
-    events: list[dict[str, Any]]
-    intents: list[Intent]
-    steps: int = 0
-    model_calls: int = 0
-    script_calls: int = 0
-    hook_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_prompt_tokens: int = 0
-    degraded: int = 0
-    skipped: int = 0
-    elapsed: float = 0.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StepDone:
-    """One agent's finished step of one tick (``executor.schedule: dependencies``)."""
-
-    tick: int
-    agent_id: str
-    result: TickResult
 
 
 class AgentHost:
@@ -194,7 +119,6 @@ class AgentHost:
             for name in used
         }
         self.agents: dict[str, Agent] = {}
-        self._unflushed = 0
         self._agents_dir = run_dir / "agents"
         self.store = HostStore(run_dir, spec.host_id)
         # Agents with a skills folder of their own (``custom/skills`` in their workspace).
@@ -211,25 +135,41 @@ class AgentHost:
         self._in_flight = asyncio.Semaphore(
             max(_MIN_STEPS_IN_FLIGHT, _STEPS_PER_MODEL_SLOT * per_host)
         )
-        # Stepping agents one by one as the engine schedules them (see ``start_steps``).
+        # The steps started and not yet collected (see ``start_steps``).
         self._running: set[asyncio.Task[None]] = set()
         self._done: list[StepDone] = []
         self._done_event = asyncio.Event()
+        # Complete views of ticks that steps started early may wait for (``tick_final``).
         self._final: dict[int, Mapping[str, EnvView]] = {}
         self._final_events: dict[int, asyncio.Event] = {}
-        self._agent_unflushed: dict[str, int] = {}
-        self._flush_rows: dict[int, dict[str, list[tuple[str, str]]]] = {}
-        self._deactivated: dict[str, list[dict[str, Any]]] = {}
+        # The first tick stepped since the agents' files were last written in full: the
+        # agents' files are written after tick t when t - _flushed_from + 1 is a multiple of
+        # ``flush_every``, once every agent of the host has stepped t; until then
+        # _flush_rows (by tick, by agent) notes the agents done (None: the rows are still in
+        # the agent's buffers) or holds rows taken from an agent before its next step.
+        self._flushed_from: int | None = None
+        self._flush_rows: dict[int, dict[str, list[tuple[str, str]] | None]] = {}
+        # Events of a hot reload, by agent, sent with its next step: (type, fields).
+        self._pending: dict[str, list[tuple[str, dict[str, Any]]]] = {}
 
     @property
     def agent_ids(self) -> list[str]:
         return list(self._specs)
 
-    async def setup(self, extra_profiles: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``self.<method>(*args, **kwargs)``, awaited if it is a coroutine: the one entry
+        an executor calls a host by (see ``agentsim.hosts.protocol.Executor``)."""
+        out = getattr(self, method)(*args, **kwargs)
+        return await out if inspect.isawaitable(out) else out
+
+    async def setup(
+        self, extra_profiles: Mapping[str, Mapping[str, Any]], *, tick: int, when: datetime
+    ) -> list[dict[str, Any]]:
         """Create the agents, write their profiles, activate their default skills (not when
         resuming: ``set_state`` then activates the saved ones, once).
 
-        Returns events (e.g. a default skill that could not be activated)."""
+        Returns events at ``tick`` and ``when`` (the run's start), e.g. a default skill
+        that could not be activated."""
         events: list[dict[str, Any]] = []
         self.store.write_agents(self._specs, resume=self.spec.resume)
         store_part = self.store.add_part  # one bound method for all agents
@@ -263,7 +203,9 @@ class AgentHost:
                 ws, {"agent_id": aid, "group": spec.group, "persona": spec.persona, **profile}
             )
             if not self.spec.resume:
-                events.extend(await _activate_defaults(aid, runtime, spec.default_skills))
+                events.extend(
+                    await _activate_defaults(aid, runtime, spec.default_skills, tick, when)
+                )
             self.agents[aid] = agent
         return events
 
@@ -271,16 +213,19 @@ class AgentHost:
         own_dir = ws / "custom" / "skills"
         return self.registry.view(own_dir) if own_dir.is_dir() else None
 
-    async def refresh_skills(
-        self, tick: int, when: datetime, *, changed: Collection[str] = ()
-    ) -> dict[str, list[dict[str, Any]]]:
-        """Bring every agent up to the registry's current skills.
+    async def reload(self, tick: int, when: datetime, *, changed: Collection[str] = ()) -> None:
+        """Bring every agent up to the registry's current skills (hot reload), between steps.
 
         Installs the registry's snapshot when its generation moved (whoever refreshed it),
         rescans the agents' own skill folders, re-renders the bodies of active skills that
-        were edited (``changed``, plus what this host's own refresh found) and deactivates
-        active skills that are gone. Returns the ``skill_deactivated`` events by agent id
-        (the engine's own refresh reports what was reloaded)."""
+        were edited (``changed``, plus what this host's own refresh found), deactivates
+        active skills that are gone and activates again lost default skills that are back.
+        Each agent's ``skill_deactivated`` / ``skill_activated`` events come with its next
+        step (the engine's own refresh reports what was reloaded)."""
+        if self._running:
+            raise RuntimeError("reload() while steps run; collect them first")
+        del tick, when  # the events take the tick and time of the step they come with
+        self._take_rows()  # a tick's rows as they were when it was stepped
         edited = set(changed)
         if self._owns_registry:
             res = self.registry.refresh()
@@ -288,37 +233,25 @@ class AgentHost:
         snap = self.registry.snapshot()
         if snap.generation != self.space.view.generation:
             self.space.swap_view(snap)
-        events: dict[str, list[dict[str, Any]]] = {}
-        for aid, agent in self.agents.items():
-            own_edited = self._refresh_own_view(agent)
-            gone = await agent.skills.sync(edited.union(own_edited) if own_edited else edited)
-            if gone:
-                events[aid] = [
-                    {
-                        "tick": tick,
-                        "time": when.isoformat(),
-                        "type": "skill_deactivated",
-                        "agent_id": aid,
-                        "skill": sid,
-                        "reason": "removed from its skills folder",
-                    }
-                    for sid in gone
-                ]
-                self._note_lost_defaults(aid, gone)
-            back = await self._restore_defaults(aid, agent)
-            if back:
-                events.setdefault(aid, []).extend(
-                    {
-                        "tick": tick,
-                        "time": when.isoformat(),
-                        "type": "skill_activated",
-                        "agent_id": aid,
-                        "skill": sid,
-                        "default": True,
-                    }
-                    for sid in back
-                )
-        return events
+        for agent in self.agents.values():
+            await self._refresh_agent(agent, edited)
+
+    async def _refresh_agent(self, agent: Agent, edited: Collection[str] = ()) -> None:
+        """Bring one agent up to the skill view and its own skills folder (see ``reload``)."""
+        aid = agent.agent_id
+        own_edited = self._refresh_own_view(agent)
+        gone = await agent.skills.sync(set(edited).union(own_edited) if own_edited else edited)
+        if gone:
+            self._pending.setdefault(aid, []).extend(
+                ("skill_deactivated", {"skill": sid, "reason": "removed from its skills folder"})
+                for sid in gone
+            )
+            self._note_lost_defaults(aid, gone)
+        back = await self._restore_defaults(aid, agent)
+        if back:
+            self._pending.setdefault(aid, []).extend(
+                ("skill_activated", {"skill": sid, "default": True}) for sid in back
+            )
 
     def _note_lost_defaults(self, aid: str, gone: Sequence[str]) -> None:
         names = {sid: sid.partition("@")[2] for sid in gone}
@@ -384,9 +317,10 @@ class AgentHost:
     async def _step_all(
         self, agents: Sequence[Agent], inputs: Mapping[str, StepInput]
     ) -> list[StepOutcome]:
-        """Step ``agents`` concurrently, each in a task of its own. A task runs in a copy of
-        the context it was created in, so a context variable that a step sets (the skill
-        script context) is seen by that step only. ``_step_one`` never raises an
+        """Step ``agents`` concurrently, each in a task of its own (``ask``: the answers come
+        back together, not through ``collect``). A task runs in a copy of the context it was
+        created in, so a context variable that a step sets (the skill script context) is
+        seen by that step only. ``_step_one`` never raises an
         ``Exception``, so the group never cancels a sibling."""
         tasks = []
         async with asyncio.TaskGroup() as tg:
@@ -400,7 +334,7 @@ class AgentHost:
                     await asyncio.sleep(0)
                 tasks.append(tg.create_task(self._step_one(a, inputs[a.agent_id])))
         # A step that cancels itself (a script raising CancelledError) ends only that step:
-        # the group ignores such a child, and so does the tick.
+        # the group ignores such a child, and so does the ask.
         return [
             _error_outcome(a.agent_id, inputs[a.agent_id], "step was cancelled")
             if t.cancelled()
@@ -408,72 +342,36 @@ class AgentHost:
             for a, t in zip(agents, tasks, strict=True)
         ]
 
-    async def step_tick(self, tick: TickInput) -> TickResult:
-        t0 = time.perf_counter()
-        deactivated: dict[str, list[dict[str, Any]]] = {}
-        if tick.refresh_skills:
-            deactivated = await self.refresh_skills(
-                tick.tick, tick.time, changed=tick.skills_changed
-            )
+    async def start_steps(
+        self, tick: TickInput, by_host: Mapping[int, Sequence[str]] | None = None
+    ) -> None:
+        """Start agents' steps of ``tick`` and return; ``collect`` hands back each finished
+        step. ``by_host``: the agents to start by host id (this host's entry), None: all of
+        them. Hot reload happens first, as ``tick`` asks (``reload_skills``,
+        ``refresh_skills``); an agent's messages go to its memory as its step starts."""
+        ids: Sequence[str] = (
+            list(self.agents) if by_host is None else by_host.get(self.spec.host_id, ())
+        )
+        if self._flush_rows:  # before the agents change (hot reload, messages, steps)
+            for aid in ids:
+                self._take_rows(aid)
+        if tick.reload_skills:
+            await self.reload(tick.tick, tick.time, changed=tick.skills_changed)
+        elif tick.refresh_skills:
+            # Each agent's own skills folder; the run's folders reload through ``reload``,
+            # between steps.
+            for aid in ids:
+                await self._refresh_agent(self.agents[aid])
         self.space.runner.new_tick()  # edited scripts are re-imported from this tick on
-        router = EnvRouter(tick.views)
-        outcomes: list[StepOutcome]
-        # One input shared by every agent without messages: built once per tick.
-        shared = StepInput(tick=tick.tick, time=tick.time, env=router)
-        inputs = dict.fromkeys(self.agents, shared)
-        for aid, msgs in tick.messages.items():
-            if aid in inputs:
-                inputs[aid] = StepInput(tick=tick.tick, time=tick.time, env=router, messages=msgs)
-        for aid, msgs in tick.messages.items():
-            agent = self.agents.get(aid)
-            if agent is not None:
-                for m in msgs:
-                    agent.remember(tick=tick.tick, time=shared.iso, kind="message", text=m)
-        if self.spec.concurrent:
-            outcomes = await self._step_all(list(self.agents.values()), inputs)
-        else:
-            outcomes = []
-            for agent in self.agents.values():
-                outcomes.extend(await self._step_all([agent], inputs))
-        self._unflushed += 1
-        if self._unflushed >= self.spec.flush_every:
-            self.flush()
-        outcomes.sort(key=lambda o: o.agent_id)
-        res = TickResult(host_id=self.spec.host_id, events=[], intents=[])
-        self._once_per_quarantine(outcomes)
-        for o in outcomes:
-            res.events.extend(deactivated.get(o.agent_id, ()))
-            res.events.extend(o.events)
-            res.intents.extend(o.intents)
-            res.steps += 1
-            res.model_calls += o.model_calls
-            res.script_calls += o.script_calls
-            res.hook_calls += o.hook_calls
-            res.prompt_tokens += o.usage.prompt_tokens
-            res.completion_tokens += o.usage.completion_tokens
-            res.cached_prompt_tokens += o.usage.cached_prompt_tokens
-            res.degraded += o.degraded
-            res.skipped += o.skipped
-        res.elapsed = time.perf_counter() - t0
-        return res
-
-    # -- stepping agents as their dependencies allow (executor.schedule: dependencies) ----
-
-    async def start_steps(self, tick: TickInput, agent_ids: Sequence[str], *, final: bool) -> None:
-        """Start these agents' steps of ``tick`` and return; ``collect`` hands back each
-        finished step. ``final``: ``tick.views`` are the tick's complete views; if not,
-        an action marked ``reads_all`` waits for them (``tick_final``)."""
-        self.space.runner.new_tick()
-        if tick.refresh_skills:
-            # Hot reload of each agent's own skills folder, as step_tick's refresh does;
-            # the run's folders reload through ``reload``, between steps.
-            for aid in agent_ids:
-                await self._refresh_one(self.agents[aid], tick)
-        wait = None if final else functools.partial(self._wait_final, tick.tick)
+        if self._flushed_from is None:
+            self._flushed_from = tick.tick
+        wait = None if tick.final else functools.partial(self._wait_final, tick.tick)
         router = EnvRouter(tick.views, final=wait)
+        # One input shared by every agent without messages: built once per call.
         shared = StepInput(tick=tick.tick, time=tick.time, env=router)
         loop = asyncio.get_running_loop()
-        for i, aid in enumerate(agent_ids):
+        before: asyncio.Task[None] | None = None  # the step to wait for (not concurrent)
+        for i, aid in enumerate(ids):
             if i and i % START_BATCH == 0:
                 await asyncio.sleep(0)  # see _step_all
             agent = self.agents[aid]
@@ -483,57 +381,39 @@ class AgentHost:
                 inp = StepInput(tick=tick.tick, time=tick.time, env=router, messages=msgs)
                 for m in msgs:
                     agent.remember(tick=tick.tick, time=shared.iso, kind="message", text=m)
-            task = loop.create_task(self._step_and_keep(agent, inp))
+            task = loop.create_task(self._step_and_keep(agent, inp, after=before))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
+            if not self.spec.concurrent:
+                before = task
 
-    async def collect(self) -> list[StepDone]:
-        """The steps finished since the last call; waits for at least one."""
-        while not self._done:
+    async def collect(self, *, wait_all: bool = False) -> list[StepDone]:
+        """The steps finished since the last call, sorted by agent id: at least one, or
+        with ``wait_all`` every step started. A ``skill_quarantined`` event is kept once
+        per quarantine, by the first of them in that order."""
+        while self._running if wait_all else not self._done:
             self._done_event.clear()
             await self._done_event.wait()
         done, self._done = self._done, []
+        done.sort(key=lambda d: d.agent_id)
+        self._once_per_quarantine([d.result.events for d in done])
         return done
 
     def tick_final(self, tick: int, views: Mapping[str, EnvView]) -> None:
         """Every agent's tick ``tick - 1`` is applied: these are tick ``tick``'s views."""
         self._final = {t: v for t, v in self._final.items() if t >= tick}
         self._final[tick] = views
-        event = self._final_events.pop(tick, None)
-        if event is not None:
-            event.set()
+        waiting = self._final_events.pop(tick, None)
+        if waiting is not None:
+            waiting.set()
         for t in [t for t in self._final_events if t < tick]:
             self._final_events.pop(t).set()
-
-    async def reload(self, tick: int, when: datetime, *, changed: Collection[str] = ()) -> None:
-        """Bring the agents up to the registry's skills between steps (hot reload); each
-        agent's ``skill_deactivated`` events come with its next step."""
-        if self._running:
-            raise RuntimeError("reload() while steps run; wait for them first")
-        found = await self.refresh_skills(tick, when, changed=changed)
-        for aid, events in found.items():
-            self._deactivated.setdefault(aid, []).extend(events)
-
-    async def _refresh_one(self, agent: Agent, tick: TickInput) -> None:
-        own_edited = self._refresh_own_view(agent)
-        gone = await agent.skills.sync(own_edited)
-        self._deactivated.setdefault(agent.agent_id, []).extend(
-            {
-                "tick": tick.tick,
-                "time": tick.time.isoformat(),
-                "type": "skill_deactivated",
-                "agent_id": agent.agent_id,
-                "skill": sid,
-                "reason": "removed from its skills folder",
-            }
-            for sid in gone
-        )
 
     async def _wait_final(self, tick: int) -> Mapping[str, EnvView]:
         views = self._final.get(tick)
         if views is not None:
             return views
-        event = self._final_events.setdefault(tick, asyncio.Event())
+        waiting = self._final_events.setdefault(tick, asyncio.Event())
         # Waiting for the others is not this step's own time: it gives its place among
         # the steps in flight to theirs, and its time limit waits with it.
         loop = asyncio.get_running_loop()
@@ -543,26 +423,33 @@ class AgentHost:
             limit.reschedule(None)  # no deadline while it waits for the others
         self._in_flight.release()
         try:
-            await event.wait()
+            await waiting.wait()
         finally:
             await self._in_flight.acquire()
             if limit is not None and when is not None:
                 limit.reschedule(when + loop.time() - began)
         return self._final[tick]
 
-    async def _step_and_keep(self, agent: Agent, inp: StepInput) -> None:
+    async def _step_and_keep(
+        self, agent: Agent, inp: StepInput, *, after: asyncio.Task[None] | None = None
+    ) -> None:
+        """Step ``agent`` (after the step ``after``, if any) and keep what it did for
+        ``collect``: its hot reload events, then its step's, and its counts."""
         aid = agent.agent_id
         try:
+            if after is not None:
+                await asyncio.wait([after])
             out = await self._step_one(agent, inp)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise  # the host is closing
             out = _error_outcome(aid, inp, "step was cancelled")
-        self._once_per_quarantine([out])
         res = TickResult(host_id=self.spec.host_id, events=[], intents=out.intents)
-        for e in self._deactivated.pop(aid, ()):
-            res.events.append({**e, "tick": inp.tick, "time": inp.iso})
+        res.events.extend(
+            event(kind, tick=inp.tick, time=inp.iso, agent_id=aid, **fields)
+            for kind, fields in self._pending.pop(aid, ())
+        )
         res.events.extend(out.events)
         res.steps = 1
         res.model_calls, res.script_calls = out.model_calls, out.script_calls
@@ -573,41 +460,55 @@ class AgentHost:
         res.degraded, res.skipped = out.degraded, out.skipped
         self._flush_agent(agent, inp.tick)
         self._done.append(StepDone(tick=inp.tick, agent_id=aid, result=res))
+        # Not running from here on, for ``collect``: a task's done callbacks run later.
+        me = asyncio.current_task()
+        if me is not None:
+            self._running.discard(me)
         self._done_event.set()
 
     def _flush_agent(self, agent: Agent, tick: int) -> None:
-        """Flush an agent after the same ticks as ``step_tick`` flushes every agent; its
-        store rows wait until every agent of the host has flushed after that tick, and
-        are then appended in agent order, as ``flush`` does."""
-        aid = agent.agent_id
-        n = self._agent_unflushed.get(aid, self._unflushed) + 1
-        if n < self.spec.flush_every:
-            self._agent_unflushed[aid] = n
+        """Every ``flush_every`` ticks, an agent's memory lines and store rows are written
+        once every agent of the host has stepped that tick: the rows in agent order, in one
+        append, each agent's taken from it in turn (so they are not all held at once)."""
+        first = tick if self._flushed_from is None else self._flushed_from
+        if (tick - first + 1) % self.spec.flush_every:
             return
-        self._agent_unflushed[aid] = 0
         rows = self._flush_rows.setdefault(tick, {})
-        rows[aid] = [(aid, line) for line in agent.flush()]
+        rows[agent.agent_id] = None  # still in the agent's buffers
         if len(rows) == len(self.agents):
             del self._flush_rows[tick]
-            self.store.append(r for a in self.agents if a in rows for r in rows[a])
+            self.store.append(r for aid in self.agents for r in self._rows_of(aid, rows[aid]))
 
-    def _once_per_quarantine(self, outcomes: Sequence[StepOutcome]) -> None:
-        """Keep one ``skill_quarantined`` event per quarantine (a script edited since gets a
-        fresh start, and may be reported again)."""
+    def _rows_of(self, aid: str, taken: list[tuple[str, str]] | None) -> Iterable[tuple[str, str]]:
+        if taken is not None:
+            return taken
+        return ((aid, line) for line in self.agents[aid].flush())
+
+    def _take_rows(self, aid: str | None = None) -> None:
+        """Take the rows of a tick still waiting for other agents out of this agent's
+        (None: every agent's) buffers, before it changes: its next step, a reload."""
+        for rows in self._flush_rows.values():
+            for a in (aid,) if aid is not None else list(rows):
+                if a in rows and rows[a] is None:
+                    rows[a] = [(a, line) for line in self.agents[a].flush()]
+
+    def _once_per_quarantine(self, steps: Sequence[list[dict[str, Any]]]) -> None:
+        """Keep one ``skill_quarantined`` event per quarantine in these steps' events (a
+        script edited since gets a fresh start, and may be reported again)."""
         still = {q.skill_id for q in self.space.runner.quarantined()}
         self._quarantines = {k for k in self._quarantines if k[0] in still}
-        for o in outcomes:
-            if not any(e["type"] == "skill_quarantined" for e in o.events):
+        for events in steps:
+            if not any(e["type"] == "skill_quarantined" for e in events):
                 continue
             kept = []
-            for e in o.events:
+            for e in events:
                 key = (str(e.get("skill")), str(e.get("script")))
                 if e["type"] == "skill_quarantined":
                     if key in self._quarantines:
                         continue
                     self._quarantines.add(key)
                 kept.append(e)
-            o.events[:] = kept
+            events[:] = kept
 
     async def ask(
         self,
@@ -633,7 +534,6 @@ class AgentHost:
         outcomes = await self._step_all(mine, inputs)
         return {a.agent_id: o.answer or o.action for a, o in zip(mine, outcomes, strict=True)}
 
-    @property
     def answered(self) -> int:
         """Answers given in the current (or last) ``ask``."""
         return self._steps_done - self._answered_base
@@ -644,8 +544,7 @@ class AgentHost:
         self.store.append(
             (aid, line) for aid, agent in self.agents.items() for line in agent.flush(force=force)
         )
-        self._unflushed = 0
-        self._agent_unflushed.clear()
+        self._flushed_from = None  # counted again from the next tick stepped
 
     def get_state(self) -> dict[str, Any]:
         self.flush(force=True)  # a checkpoint records file sizes right after this
@@ -687,24 +586,19 @@ class AgentHost:
 
 
 async def _activate_defaults(
-    aid: str, runtime: AgentSkillRuntime, names: Sequence[str]
+    aid: str, runtime: AgentSkillRuntime, names: Sequence[str], tick: int, when: datetime
 ) -> list[dict[str, Any]]:
+    iso = when.isoformat()
     events: list[dict[str, Any]] = []
     for name in names:
         try:
             res = await runtime.activate(name)
         except AgentsimError as exc:
-            events.append(
-                {
-                    "tick": 0,
-                    "type": "agent_error",
-                    "agent_id": aid,
-                    "error": f"default skill: {exc}",
-                }
-            )
+            error = f"default skill: {exc}"
+            events.append(event("agent_error", tick=tick, time=iso, agent_id=aid, error=error))
             continue
         events.extend(
-            {"tick": 0, "type": "skill_activated", "agent_id": aid, "skill": sid, "default": True}
+            event("skill_activated", tick=tick, time=iso, agent_id=aid, skill=sid, default=True)
             for sid in res.newly_active
         )
     return events
@@ -724,13 +618,7 @@ def _write_profile(folder: Path, profile: Mapping[str, Any]) -> None:
 def _error_outcome(agent_id: str, inp: StepInput, error: str) -> StepOutcome:
     out = StepOutcome(agent_id=agent_id)
     out.events.append(
-        {
-            "tick": inp.tick,
-            "time": inp.time.isoformat(),
-            "type": "agent_error",
-            "agent_id": agent_id,
-            "error": error[:500],
-        }
+        event("agent_error", tick=inp.tick, time=inp.iso, agent_id=agent_id, error=error[:500])
     )
     out.action = "error"
     return out

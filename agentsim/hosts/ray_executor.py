@@ -1,17 +1,18 @@
 """The Ray executor: one async ``AgentHost`` actor per core, agents resident in it.
 
 This is the only module that imports ``ray``. Each actor builds its own skill registry
-once (from the same skill folders) and keeps its agents as plain Python objects; the engine
-calls ``step_tick`` once per host per tick with the tick's shared input put in the object
-store once. Hot methods run with Ray's task events off. Every wait has a timeout, and a
-host that dies stops the run with a message naming the resume command.
+once (from the same skill folders) and keeps its agents as plain Python objects. Every host
+method is reached through the actor's one ``call`` (run with Ray's task events off), with
+the data it shares (a tick's input, views, states) put in the object store once per call,
+whatever the number of hosts. Every wait has a timeout, and a host that dies stops the run
+with a message naming the resume command.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -19,10 +20,10 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from agentsim.config.profiles import AgentSpec
-from agentsim.env.base import EnvView
 from agentsim.env.loader import ModuleCode
 from agentsim.errors import ExecutorError
-from agentsim.hosts.host import AgentHost, HostSpec, StepDone, TickInput, TickResult
+from agentsim.hosts.host import AgentHost
+from agentsim.hosts.protocol import Executor, HostSpec
 from agentsim.skills.registry import SkillRegistry
 
 __all__ = ["RayExecutor"]
@@ -36,50 +37,9 @@ class _HostActor:
         spec.env_code.load()  # before any view of the experiment's own modules arrives
         self.host = AgentHost(spec, agents)
 
-    async def setup(self, extra: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-        return await self.host.setup(extra)
-
     @ray.method(enable_task_events=False)
-    async def step_tick(self, tick: TickInput) -> TickResult:
-        return await self.host.step_tick(tick)
-
-    @ray.method(enable_task_events=False)
-    async def start_steps(self, tick: TickInput, agent_ids: list[str], final: bool) -> None:
-        await self.host.start_steps(tick, agent_ids, final=final)
-
-    @ray.method(enable_task_events=False)
-    async def collect(self) -> list[StepDone]:
-        return await self.host.collect()
-
-    @ray.method(enable_task_events=False)
-    async def tick_final(self, tick: int, views: Mapping[str, EnvView]) -> None:
-        self.host.tick_final(tick, views)
-
-    async def reload(self, tick: int, when: datetime, changed: list[str]) -> None:
-        await self.host.reload(tick, when, changed=changed)
-
-    async def ask(
-        self,
-        agent_ids: list[str],
-        question: str,
-        tick: int,
-        when: datetime,
-        views: Mapping[str, EnvView],
-    ) -> dict[str, str]:
-        return await self.host.ask(agent_ids, question, tick=tick, when=when, views=views)
-
-    @ray.method(enable_task_events=False)
-    async def answered(self) -> int:
-        return self.host.answered
-
-    async def get_state(self) -> dict[str, Any]:
-        return self.host.get_state()
-
-    async def set_state(self, state: Mapping[str, Any]) -> None:
-        await self.host.set_state(state)
-
-    async def model_stats(self) -> dict[str, Any]:
-        return self.host.model_stats()
+    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return await self.host.call(method, *args, **kwargs)
 
     async def pid(self) -> int:
         return os.getpid()
@@ -87,16 +47,17 @@ class _HostActor:
     async def node_id(self) -> str:
         return str(ray.get_runtime_context().get_node_id())
 
-    async def close(self) -> None:
-        await self.host.close()
-
 
 def _ready(ref: Any) -> bool:
     ready, _ = ray.wait([ref], timeout=0)
     return bool(ready)
 
 
-class RayExecutor:
+# Arguments sent to each host as they are; any other is put in the object store once per call.
+_SMALL = (str, int, float, bool, datetime, type(None))
+
+
+class RayExecutor(Executor):
     """Hosts as Ray actors. ``address=None`` joins ``RAY_ADDRESS`` or starts a local Ray."""
 
     kind = "ray"
@@ -217,68 +178,18 @@ class RayExecutor:
         ]
         await self._wait([a.pid.remote() for a in self.actors], "host start-up")
 
-    async def setup(self, extra: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-        ref = ray.put(dict(extra))
-        parts = await self._wait([a.setup.remote(ref) for a in self.actors], "setup")
-        return [e for p in parts for e in p]
-
-    async def step_tick(self, tick: TickInput) -> list[TickResult]:
-        ref = ray.put(tick)  # shared per-tick data goes to the object store once
-        return await self._wait([a.step_tick.remote(ref) for a in self.actors], f"tick {tick.tick}")
-
-    async def start_steps(
-        self, tick: TickInput, by_host: Mapping[int, Sequence[str]], *, final: bool
-    ) -> None:
-        ref = ray.put(tick)  # once, whatever the number of hosts
-        calls = [
-            self.actors[h].start_steps.remote(ref, list(ids), final) for h, ids in by_host.items()
-        ]
-        await self._wait(calls, f"tick {tick.tick}")
-
-    async def collect(self, host: int) -> list[StepDone]:
-        (done,) = await self._wait([self.actors[host].collect.remote()], "a tick's steps")
-        return list(done)
-
-    async def tick_final(self, tick: int, views: Mapping[str, EnvView]) -> None:
-        ref = ray.put(dict(views))
-        await self._wait([a.tick_final.remote(tick, ref) for a in self.actors], f"tick {tick}")
-
-    async def reload(self, tick: int, when: datetime, *, changed: Sequence[str]) -> None:
-        calls = [a.reload.remote(tick, when, list(changed)) for a in self.actors]
-        await self._wait(calls, "skill reload")
-
-    async def ask(
-        self,
-        agent_ids: Sequence[str],
-        question: str,
-        *,
-        tick: int,
-        when: datetime,
-        views: Mapping[str, EnvView],
-    ) -> dict[str, str]:
-        vref = ray.put(dict(views))
-        parts = await self._wait(
-            [a.ask.remote(list(agent_ids), question, tick, when, vref) for a in self.actors],
-            "survey",
-        )
-        return {aid: answer for p in parts for aid, answer in p.items()}
-
-    async def answered(self) -> int:
-        parts = await self._wait([a.answered.remote() for a in self.actors], "survey progress")
-        return sum(parts)
-
-    async def get_state(self) -> dict[str, Any]:
-        parts = await self._wait([a.get_state.remote() for a in self.actors], "checkpoint")
-        return {aid: state for p in parts for aid, state in p.items()}
-
-    async def set_state(self, state: Mapping[str, Any]) -> None:
-        ref = ray.put(dict(state))
-        await self._wait([a.set_state.remote(ref) for a in self.actors], "restore")
+    async def call(
+        self, method: str, *args: Any, hosts: Sequence[int] | None = None, what: str, **kw: Any
+    ) -> list[Any]:
+        args = tuple(a if isinstance(a, _SMALL) else ray.put(a) for a in args)
+        kw = {k: v if isinstance(v, _SMALL) else ray.put(v) for k, v in kw.items()}
+        actors = self.actors if hosts is None else [self.actors[h] for h in hosts]
+        return await self._wait([a.call.remote(method, *args, **kw) for a in actors], what)
 
     async def model_stats(self) -> list[dict[str, Any]]:
         if self._failure is not None:
             return []  # a broken run has no complete stats; its error is the one to report
-        return await self._wait([a.model_stats.remote() for a in self.actors], "stats")
+        return await super().model_stats()
 
     async def node_ids(self) -> list[str]:
         return await self._wait([a.node_id.remote() for a in self.actors], "node id")
@@ -287,7 +198,7 @@ class RayExecutor:
         for a in self.actors:
             if self._failure is None:
                 try:
-                    await asyncio.wait_for(a.close.remote(), 10)
+                    await asyncio.wait_for(a.call.remote("close"), 10)
                 except (TimeoutError, RayError):
                     pass
             ray.kill(a)

@@ -195,7 +195,7 @@ async def interview(
         the_model = model if model is not None else build_model(model_cfg, run_dir=scratch)
         host = AgentHost(host_spec, [spec], registry=build_registry(sources), model=the_model)
         try:
-            await host.setup({agent_id: profile})
+            await host.setup({agent_id: profile}, tick=clock.tick, when=clock.now)
             await host.set_state(
                 {
                     agent_id: {

@@ -1,10 +1,10 @@
 """The engine: runs an experiment's workflow tick by tick and keeps its workspace.
 
 Each tick: refresh the skill registry (stat only), build one read-only view per environment
-module, call every host once (``step_tick``), merge events by agent id, apply the agents'
-environment intents in ``(agent_id, seq)`` order, append the tick's events, update metrics,
-and checkpoint every k ticks. Events hold simulation time only, so a seed gives a
-byte-identical ``events.jsonl`` on every executor.
+module, step every agent (in the order the run's schedule chooses: ``agentsim.run.schedules``),
+merge events by agent id, apply the agents' environment intents in ``(agent_id, seq)`` order,
+append the tick's events, update metrics, and checkpoint every k ticks. Events hold
+simulation time only, so a seed gives a byte-identical ``events.jsonl`` on every executor.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from agentsim.env.clock import SimClock
 from agentsim.env.loader import module_code
 from agentsim.errors import AgentsimError, ConfigError, SkillNotFoundError, StorageError
 from agentsim.events import EVENTS, checked, event
-from agentsim.hosts.host import HostSpec, TickInput, TickResult, build_registry
-from agentsim.hosts.local import Executor, LocalExecutor, partition
+from agentsim.hosts.local import LocalExecutor, partition
+from agentsim.hosts.protocol import Executor, HostSpec, TickResult, build_registry
 from agentsim.llm.preflight import preflight_model
 from agentsim.run.checkpoints import (
     Checkpoint,
@@ -48,6 +48,7 @@ from agentsim.run.fork import ForkPoint, copy_history, own_checkpoint
 from agentsim.run.metrics import add_tick, merge_model_stats, new_metrics, public_metrics
 from agentsim.run.problems import over_limits
 from agentsim.run.progress import Progress, RunSummary
+from agentsim.run.schedules import schedule_named
 from agentsim.run.workspace import RunWorkspace, atomic_write_text, check_run_dir
 from agentsim.run.world import World, build_world
 from agentsim.skills.catalog import RunProvides, unmet_requirements
@@ -149,7 +150,9 @@ class Engine:
         # before that leaves the run folder exactly as it found it.
         self._may_write = True
         self.host_agents: list[list[str]] = []  # each host's agent ids, by host index
-        self.fastest_tick: int | None = None  # ticks done by the agent furthest ahead
+        # How ``run`` workflow steps step the agents (``executor.schedule``), through
+        # ``agentsim.run.schedules.Stepping``.
+        self._schedule = schedule_named(config.executor.schedule)
 
     # -- set-up ----------------------------------------------------------------------------
 
@@ -238,7 +241,9 @@ class Engine:
             self._host_specs(len(blocks), resume=resume), blocks, self.registry
         )
         events = await self.executor.setup(
-            profile_extras(self.modules.values(), self.clock, [a.agent_id for a in self.agents])
+            profile_extras(self.modules.values(), self.clock, [a.agent_id for a in self.agents]),
+            tick=self.clock.tick,
+            when=self.clock.now,
         )
         if resume:
             return []
@@ -259,10 +264,6 @@ class Engine:
             skills_refused=refused,
             skills_shadowed=shadowed,
         )
-        # The hosts' setup events (default skills) come without ``time``; this goes when
-        # AgentHost builds them complete.
-        for e in events:
-            e.setdefault("time", start["time"])
         return [start, *sorted(events, key=lambda e: str(e.get("agent_id") or ""))]
 
     # -- the run ---------------------------------------------------------------------------
@@ -388,28 +389,11 @@ class Engine:
         for si in range(first_step, len(steps)):
             step = steps[si]
             already = first_done if si == first_step else 0
-            if isinstance(step, RunStep) and self.config.executor.schedule == "dependencies":
-                status = await self._run_by_dependencies(si, already, step.ticks, done)
+            if isinstance(step, RunStep):
+                status = await self._run_ticks(si, already, step.ticks, done)
                 if status is not None:
                     return status
                 done += step.ticks - already
-            elif isinstance(step, RunStep):
-                for k in range(already, step.ticks):
-                    if self.stop.is_set():
-                        self.reason = f"interrupted before tick {self.clock.tick}; resume it"
-                        return "interrupted"
-                    if self.max_ticks is not None and done >= self.max_ticks:
-                        self.reason = f"stopped after --ticks {self.max_ticks}"
-                        return "stopped"
-                    self._pos = (si, k)
-                    await self._tick()
-                    done += 1
-                    self._pos = (si, k + 1)
-                    every = self.config.output.checkpoint_every
-                    if every and self.clock.tick % every == 0:
-                        await self.checkpoint()
-                    if self._model_gave_up():
-                        return "failed"
             elif already == 0:
                 self._pos = (si, 0)
                 await self._special(step, si)
@@ -417,12 +401,10 @@ class Engine:
         self._pos = (len(steps), 0)
         return "completed"
 
-    async def _run_by_dependencies(self, si: int, k: int, ticks: int, done: int) -> str | None:
-        """Ticks ``k..ticks`` of workflow step ``si`` with ``executor.schedule:
-        dependencies``: every agent aligns again (a barrier) at each checkpoint, at a stop,
-        and at the end of the step. Returns a status if the run stops here."""
-        from agentsim.run.schedules.dependencies import run_ticks
-
+    async def _run_ticks(self, si: int, k: int, ticks: int, done: int) -> str | None:
+        """Ticks ``k..ticks`` of workflow step ``si``, by the run's schedule: every agent
+        aligns again (a barrier) at each checkpoint, at a stop, and at the end of the
+        step. ``done``: the run's ticks so far. Returns a status if the run stops here."""
         every = self.config.output.checkpoint_every
         while k < ticks:
             if self.stop.is_set():
@@ -437,7 +419,7 @@ class Engine:
             if self.max_ticks is not None:
                 n = min(n, self.max_ticks - done)
             self._pos = (si, k)
-            ran = await run_ticks(self, n)
+            ran = await self._schedule.run_ticks(self, n)
             k, done = k + ran, done + ran
             self._pos = (si, k)
             if every and ran and self.clock.tick % every == 0:
@@ -470,10 +452,15 @@ class Engine:
         )
         return True
 
-    def _views(self) -> dict[str, EnvView]:
+    def should_stop(self) -> bool:
+        """Whether the run stops after the tick just completed: interrupted, or its model
+        gave up (the workflow then says which)."""
+        return self.stop.is_set() or self._model_gave_up()
+
+    def views(self) -> dict[str, EnvView]:
         return {name: m.view(self.clock) for name, m in self.modules.items()}
 
-    def _refresh_skills(self) -> tuple[list[dict[str, Any]], tuple[str, ...] | None]:
+    def refresh_skills(self) -> tuple[list[dict[str, Any]], tuple[str, ...] | None]:
         """Hot reload's check (a stat per file): the ``skills_reloaded`` event, if any, and
         the ids added or changed (None: nothing changed)."""
         res = self.registry.refresh()
@@ -500,31 +487,16 @@ class Engine:
         self._pending_messages.clear()
         return messages
 
-    async def _tick(self) -> None:
-        t0 = time.perf_counter()
-        tick, now = self.clock.tick, self.clock.now
-        refresh = self.config.skills.hot_reload
-        run_events: list[dict[str, Any]] = []
-        changed: tuple[str, ...] | None = None
-        if refresh:
-            run_events, changed = self._refresh_skills()
-        results = await self.executor.step_tick(
-            TickInput(
-                tick=tick,
-                time=now,
-                views=self._views(),
-                messages=self.take_messages(),
-                refresh_skills=refresh,
-                skills_changed=changed or (),
-            )
-        )
-        self.complete_tick(results, run_events, t0)
-
     def complete_tick(
-        self, results: Sequence[TickResult], run_events: list[dict[str, Any]], t0: float
+        self,
+        results: Sequence[TickResult],
+        run_events: list[dict[str, Any]],
+        t0: float,
+        *,
+        fastest: int | None = None,
     ) -> None:
         """Every agent has stepped the current tick: apply its intents, write its events
-        and metrics, and advance the clock."""
+        and metrics, and advance the clock (see ``agentsim.run.schedules.Stepping``)."""
         agent_events = sorted(
             (e for r in results for e in r.events), key=lambda e: str(e.get("agent_id") or "")
         )
@@ -548,9 +520,7 @@ class Engine:
         if self.progress is not None:
             total = self.config.total_ticks()
             self.progress(
-                Progress.of(
-                    self._metrics, tick=self.clock.tick, total=total, fastest=self.fastest_tick
-                )
+                Progress.of(self._metrics, tick=self.clock.tick, total=total, fastest=fastest)
             )
 
     def _tell(self, lines: Sequence[str]) -> None:
@@ -639,7 +609,7 @@ class Engine:
             )
             try:
                 answers = await self.executor.ask(
-                    chosen, step.question, tick=tick, when=self.clock.now, views=self._views()
+                    chosen, step.question, tick=tick, when=self.clock.now, views=self.views()
                 )
             finally:
                 if reporter is not None:

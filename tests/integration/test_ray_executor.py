@@ -193,9 +193,9 @@ def test_a_host_dead_at_set_up_is_reported_at_set_up_not_at_stats(tmp_path: Path
     executor = RayExecutor(call_timeout=60)
     real_setup = executor.setup
 
-    async def setup_after_a_death(extra: Any) -> Any:
+    async def setup_after_a_death(extra: Any, **when: Any) -> Any:
         ray.kill(executor.actors[1])
-        return await real_setup(extra)
+        return await real_setup(extra, **when)
 
     executor.setup = setup_after_a_death  # type: ignore[method-assign]
     with pytest.raises(ExecutorError) as info:
@@ -261,9 +261,9 @@ def test_two_node_cluster_run(tmp_path: Path) -> None:
             nodes = []
             async def main():
                 orig = ex.setup
-                async def setup(extra):
+                async def setup(extra, **when):
                     nodes.extend(await ex.node_ids())
-                    return await orig(extra)
+                    return await orig(extra, **when)
                 ex.setup = setup
                 return await engine.run()
             summary = asyncio.run(main())

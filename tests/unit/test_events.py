@@ -217,10 +217,6 @@ PACKAGE = ROOT / "agentsim"
 _BUILDERS = {"event": 0, "_run_event": 0, "_emit": 1}
 # The common fields a writer must set when it builds an event, never back-fill later.
 _COMMON_BACKFILLED = ("tick", "time", "agent_id")
-# Back-fills still waiting for their writer to build the event complete: (file, field).
-# AgentHost's default-skill events at setup come without ``time``; the engine's ``_start``
-# fills it in until agentsim/hosts/host.py builds them with it (then drop the entry).
-_WAITING_BACKFILLS = {("agentsim/run/engine.py", "time")}
 
 
 def _writer_paths() -> list[Path]:
@@ -346,9 +342,7 @@ def test_no_writer_completes_an_event_after_building_it() -> None:
         for path in _writer_paths()
         for hit in _backfills(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))
     ]
-    assert sorted(set(found) - _WAITING_BACKFILLS) == []
-    # An entry left in _WAITING_BACKFILLS after its back-fill went is stale: drop it.
-    assert set(found) >= _WAITING_BACKFILLS
+    assert found == []
 
 
 def test_the_backfill_check_catches_a_setdefault_of_a_common_field() -> None:

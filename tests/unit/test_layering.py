@@ -142,3 +142,54 @@ def test_the_check_sees_private_skills_imports(tmp_path: Path) -> None:
         (2, "agentsim.skills._builtin"),
         (4, "agentsim.skills.scripts._old"),
     ]
+
+
+# A schedule sees the engine through ``agentsim.run.schedules.Stepping`` only: no private
+# name of the engine (or of anything but the schedule's own object).
+SCHEDULES = PACKAGE / "run" / "schedules"
+
+
+def _private_uses(path: Path) -> list[tuple[int, str]]:
+    """``x._name`` where ``x`` is not ``self``, and private names imported from the engine."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute):
+            private = node.attr.startswith("_") and not node.attr.endswith("__")
+            of_self = isinstance(node.value, ast.Name) and node.value.id == "self"
+            if private and not of_self:
+                found.append((node.lineno, f"{ast.unparse(node.value)}.{node.attr}"))
+        elif isinstance(node, ast.ImportFrom) and node.module == "agentsim.run.engine":
+            found += [
+                (node.lineno, f"{node.module}.{alias.name}")
+                for alias in node.names
+                if alias.name.startswith("_")
+            ]
+    return found
+
+
+def test_no_schedule_uses_a_private_name_of_the_engine() -> None:
+    files = sorted(SCHEDULES.rglob("*.py"))
+    assert {p.name for p in files} >= {"__init__.py", "barrier.py", "dependencies.py"}
+    wrong = [
+        f"{path.relative_to(PACKAGE.parent)}:{line} uses {name}"
+        for path in files
+        for line, name in _private_uses(path)
+    ]
+    assert wrong == []
+
+
+def test_the_schedule_check_catches_a_private_use(tmp_path: Path) -> None:
+    source = tmp_path / "s.py"
+    source.write_text(
+        "from agentsim.run.engine import Engine, _NO_SPACE\n"
+        "class S:\n"
+        "    def run(self, eng):\n"
+        "        self._mine = eng.views()\n"
+        "        eng.__class__\n"
+        "        return eng._model_gave_up() or self.eng._views()\n"
+    )
+    assert _private_uses(source) == [
+        (1, "agentsim.run.engine._NO_SPACE"),
+        (6, "eng._model_gave_up"),
+        (6, "self.eng._views"),
+    ]

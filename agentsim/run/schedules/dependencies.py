@@ -22,29 +22,27 @@ import asyncio
 import copy
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentsim.env.base import ALL, EnvModule, EnvView
-from agentsim.hosts.host import StepDone, TickInput, TickResult
+from agentsim.hosts.protocol import StepDone, TickInput, TickResult
+from agentsim.run.schedules import Stepping
 
-if TYPE_CHECKING:
-    from agentsim.run.engine import Engine
-
-__all__ = ["run_ticks"]
+__all__ = ["Dependencies"]
 
 # A wave may cost at most this share of the engine's time.
 _WAVE_SHARE = 0.25
 
 
-async def run_ticks(engine: Engine, n: int) -> int:
-    """Run up to ``n`` ticks from the engine's current one; every agent ends at the same
-    tick (fewer than ``n`` if the run is stopped or its model gives up). Returns the
-    ticks completed."""
-    return await _Schedule(engine, n).run()
+class Dependencies:
+    async def run_ticks(self, engine: Stepping, n: int) -> int:
+        return await _Run(engine, n).run()
 
 
-class _Schedule:
-    def __init__(self, engine: Engine, n: int) -> None:
+class _Run:
+    """One ``run_ticks`` call: the agents' progress from the engine's tick on."""
+
+    def __init__(self, engine: Stepping, n: int) -> None:
         self.eng = engine
         self.c0 = engine.clock.tick
         self.end = self.c0 + n  # no step of this tick or later starts
@@ -101,7 +99,6 @@ class _Schedule:
                 task.cancel()
             if collectors:
                 await asyncio.gather(*collectors.values(), return_exceptions=True)
-        eng.fastest_tick = None
         return eng.clock.tick - self.c0
 
     # -- ticks complete one at a time, as under barrier ----------------------------------
@@ -114,11 +111,12 @@ class _Schedule:
             if len(got) < len(self.ids):
                 break
             del self.done[c]
-            eng.fastest_tick = max(self.next.values())
             run_events, self.run_events = self.run_events, []
-            eng.complete_tick([got[a] for a in self.ids], run_events, t0)
+            eng.complete_tick(
+                [got[a] for a in self.ids], run_events, t0, fastest=max(self.next.values())
+            )
             t0 = time.perf_counter()
-            if eng.stop.is_set() or eng._model_gave_up():
+            if eng.should_stop():
                 # Let the others catch up with the agent furthest ahead, then stop there.
                 self.end = min(self.end, max(self._reached(a) for a in self.ids))
             if eng.clock.tick < self.end:
@@ -136,11 +134,11 @@ class _Schedule:
     def _canon(self) -> dict[str, EnvView]:
         tick = self.eng.clock.tick
         if self.canon is None or self.canon[0] != tick:
-            self.canon = (tick, self.eng._views())
+            self.canon = (tick, self.eng.views())
         return self.canon[1]
 
     def _check_skills(self) -> None:
-        events, changed = self.eng._refresh_skills()
+        events, changed = self.eng.refresh_skills()
         self.run_events.extend(events)
         if changed is not None:
             self.reload = (*(self.reload or ()), *changed)
@@ -243,8 +241,8 @@ class _Schedule:
                 time=eng.clock.time_at(tick),
                 views=views,
                 messages=self.messages if first else {},
+                final=final,
                 refresh_skills=self.hot_reload,
             ),
             by_host,
-            final=final,
         )

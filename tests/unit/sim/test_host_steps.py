@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,3 +77,34 @@ async def test_waiting_for_a_turn_does_not_count_against_the_step_timeout(
     assert model.most == 1
     assert metrics["errors"] == 0
     assert metrics["tick_seconds_max"] > 0.5
+
+
+class _Recording(LocalExecutor):
+    """Notes each host call (method and arguments) on its way through the one route."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+
+    async def call(
+        self, method: str, *args: Any, hosts: Sequence[int] | None = None, what: str, **kw: Any
+    ) -> list[Any]:
+        self.calls.append((method, args, kw))
+        return await super().call(method, *args, hosts=hosts, what=what, **kw)
+
+
+async def test_a_barrier_tick_starts_every_step_and_collects_them_all_in_one_call(
+    tmp_path: Path,
+) -> None:
+    cfg = load_experiment(SMALL, environ={"AGENTSIM_EXECUTOR__SCHEDULE": "barrier"})
+    ex = _Recording()
+    summary = await Engine(cfg, run_dir=tmp_path / "run", executor=ex).run()
+    assert summary.status == "completed" and summary.metrics["agent_steps"] == 6 * 20
+    # Every host capability the run used went through ``call`` (``close`` is the executor's).
+    used = {method for method, _, _ in ex.calls}
+    assert used == {"setup", "start_steps", "collect", "ask", "get_state", "model_stats"}
+    starts = [args for method, args, _ in ex.calls if method == "start_steps"]
+    collects = [kw for method, _, kw in ex.calls if method == "collect"]
+    # One start of every agent (by_host None) and one collect until all are in, per tick.
+    assert [(tick.tick, by_host) for tick, by_host in starts] == [(t, None) for t in range(6)]
+    assert collects == [{"wait_all": True}] * 6
