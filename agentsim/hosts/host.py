@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agentsim.agent.agent import Agent, StepInput, StepOutcome, step_seed
+from agentsim.agent.agent import Agent, StepInput, StepInputs, StepOutcome, step_seed
 from agentsim.config.profiles import AgentSpec
 from agentsim.env.base import EnvView
 from agentsim.env.router import EnvRouter
@@ -159,6 +159,8 @@ class AgentHost:
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """``self.<method>(*args, **kwargs)``, awaited if it is a coroutine: the one entry
         an executor calls a host by (see ``agentsim.hosts.protocol.Executor``)."""
+        if method.startswith("_") or not callable(getattr(type(self), method, None)):
+            raise AttributeError(f"AgentHost has no capability {method!r}")
         out = getattr(self, method)(*args, **kwargs)
         return await out if inspect.isawaitable(out) else out
 
@@ -368,19 +370,17 @@ class AgentHost:
         wait = None if tick.final else functools.partial(self._wait_final, tick.tick)
         router = EnvRouter(tick.views, final=wait)
         # One input shared by every agent without messages: built once per call.
-        shared = StepInput(tick=tick.tick, time=tick.time, env=router)
+        inputs = StepInputs(tick=tick.tick, time=tick.time, env=router)
         loop = asyncio.get_running_loop()
         before: asyncio.Task[None] | None = None  # the step to wait for (not concurrent)
         for i, aid in enumerate(ids):
             if i and i % START_BATCH == 0:
                 await asyncio.sleep(0)  # see _step_all
             agent = self.agents[aid]
-            inp = shared
             msgs = tick.messages.get(aid)
-            if msgs:
-                inp = StepInput(tick=tick.tick, time=tick.time, env=router, messages=msgs)
-                for m in msgs:
-                    agent.remember(tick=tick.tick, time=shared.iso, kind="message", text=m)
+            inp = inputs.for_agent(msgs)
+            for m in msgs or ():
+                agent.remember(tick=tick.tick, time=inputs.iso, kind="message", text=m)
             task = loop.create_task(self._step_and_keep(agent, inp, after=before))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
@@ -524,12 +524,8 @@ class AgentHost:
         and each under its own step timeout. ``answered`` counts the answers in so far."""
         router = EnvRouter(views)
         mine = [self.agents[aid] for aid in agent_ids if aid in self.agents]
-        inputs = {
-            a.agent_id: StepInput(
-                tick=tick, time=when, env=router, question=question, read_only=True
-            )
-            for a in mine
-        }
+        asked = StepInputs(tick=tick, time=when, env=router).question(question)
+        inputs = dict.fromkeys((a.agent_id for a in mine), asked)
         self._answered_base = self._steps_done
         outcomes = await self._step_all(mine, inputs)
         return {a.agent_id: o.answer or o.action for a, o in zip(mine, outcomes, strict=True)}

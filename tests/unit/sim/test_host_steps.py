@@ -108,3 +108,17 @@ async def test_a_barrier_tick_starts_every_step_and_collects_them_all_in_one_cal
     # One start of every agent (by_host None) and one collect until all are in, per tick.
     assert [(tick.tick, by_host) for tick, by_host in starts] == [(t, None) for t in range(6)]
     assert collects == [{"wait_all": True}] * 6
+
+
+async def test_a_host_is_called_only_by_its_public_capabilities(tmp_path: Path) -> None:
+    ex = LocalExecutor()
+    cfg = load_experiment(SMALL)
+    engine = Engine(cfg, run_dir=tmp_path / "run", executor=ex)
+    await engine.run()
+    agent_host = ex.hosts[0]
+    # The generic call is the method itself.
+    assert await agent_host.call("model_stats") == agent_host.model_stats()
+    with pytest.raises(AttributeError, match="AgentHost has no capability '_step_one'"):
+        await agent_host.call("_step_one")
+    with pytest.raises(AttributeError, match="AgentHost has no capability 'spec'"):
+        await agent_host.call("spec")
