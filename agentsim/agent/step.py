@@ -13,7 +13,16 @@ from agentsim.env.clock import WEEKDAYS
 from agentsim.llm import prompt_blocks
 from agentsim.llm.base import Usage
 
-__all__ = ["AgentSettings", "EnvAccess", "StepInput", "StepInputs", "StepOutcome", "step_seed"]
+__all__ = [
+    "OUTCOMES",
+    "TOOL_RESULTS",
+    "AgentSettings",
+    "EnvAccess",
+    "StepInput",
+    "StepInputs",
+    "StepOutcome",
+    "step_seed",
+]
 
 # The ``blocks`` of a step input that has none: one read-only mapping for all of them.
 _NO_BLOCKS: Mapping[str, str] = MappingProxyType({})
@@ -110,6 +119,17 @@ class StepInputs:
         return replace(self.shared, question=question, read_only=True)
 
 
+OUTCOMES = ("finished", "answered", "out_of_turns", "degraded", "error", "skipped")
+"""How a step ends: the model called ``finish``; it ended with text and no tool call; it ran
+out of ReAct turns; the model failed (after its retries); the step failed (a bug, a timeout,
+a cancellation); a ``pre_step`` hook had it sit out."""
+
+TOOL_RESULTS = ("ok", "refused", "failed")
+"""A tool call's result: it did what it was asked; it was refused before it ran (bad
+arguments, an unknown tool, action or skill, a skill that is not active, read-only mode);
+it ran and failed (a script's or the environment's error)."""
+
+
 @dataclass(slots=True, kw_only=True)
 class StepOutcome:
     agent_id: str
@@ -123,6 +143,14 @@ class StepOutcome:
     skipped: bool = False
     action: str = ""
     answer: str | None = None
+    # How the step ended (one of ``OUTCOMES``), decided once when the step ends; whether it
+    # acted on the world (an environment write, or a skill script ran) or only narrated.
+    outcome: str = ""
+    acted: bool = False
+    # Tool calls by (tool, skill id or "", result), result one of ``TOOL_RESULTS``.
+    tool_results: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    # Tool calls the model wrote as text in its answer and the step ran (``model.tool_calls``).
+    recovered_calls: int = 0
 
 
 @dataclass(slots=True)
