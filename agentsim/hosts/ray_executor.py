@@ -109,11 +109,15 @@ class RayExecutor(Executor):
                 f"{exc}; start a cluster with `ray start --head` or drop executor.address"
             ) from None
 
-    async def _wait(self, refs: Sequence[Any], what: str) -> list[Any]:
+    async def _wait(self, refs: Sequence[Any], what: str, *, watch_hosts: bool = True) -> list[Any]:
+        """The results of ``refs``, within ``call_timeout``; while they run, every host must
+        answer a ping within ``heartbeat_timeout`` (``watch_hosts``)."""
         if self._failure is not None:
             raise ExecutorError(f"{self._failure} (asked for {what} afterwards)")
         calls: asyncio.Future[Any] = asyncio.gather(*refs)
-        watch: asyncio.Future[Any] = asyncio.ensure_future(self._watch(what))
+        watch: asyncio.Future[Any] = asyncio.ensure_future(
+            self._watch(what) if watch_hosts else asyncio.Event().wait()
+        )
         try:
             done, _ = await asyncio.wait(
                 (calls, watch), timeout=self.call_timeout, return_when=asyncio.FIRST_COMPLETED
@@ -176,7 +180,9 @@ class RayExecutor(Executor):
             _HostActor.options(**options).remote(s, list(b))  # type: ignore[attr-defined]
             for s, b in zip(specs, blocks, strict=True)
         ]
-        await self._wait([a.pid.remote() for a in self.actors], "host start-up")
+        # Start-up waits for the actors to be placed and built, within ``call_timeout``:
+        # a host being created cannot answer a ping yet, and is not a stopped host.
+        await self._wait([a.pid.remote() for a in self.actors], "host start-up", watch_hosts=False)
 
     async def call(
         self, method: str, *args: Any, hosts: Sequence[int] | None = None, what: str, **kw: Any
