@@ -126,7 +126,8 @@ def main() -> int:
     )
     args = parser.parse_args()
     started = time.monotonic()
-    experiments = sorted((ROOT / "experiments").glob("*.yaml"))
+    # Hidden files are variants other benches write there for a moment.
+    experiments = sorted(p for p in (ROOT / "experiments").glob("*.yaml") if p.name[0] != ".")
     report: dict[str, Any] = {"base": args.base, "runs": [], "same": True}
     with tempfile.TemporaryDirectory(prefix="same-outputs-") as scratch:
         base = Path(scratch) / "base"
