@@ -4,7 +4,7 @@ An agent's trace lines wait in memory for ``output.flush_every`` ticks (4 by def
 the first user message carries the agent's part of the prompt (skill bodies, persona,
 profile), a step's trace line is a few kilobytes, and a line with one character outside
 Latin-1 takes two or four bytes per character as a ``str``: at 4 ticks they were the largest
-per-agent cost of a run's peak memory (docs/performance.md). Kept as zlib-compressed UTF-8
+per-agent cost of a run's peak memory (``python bench/memory.py``). Kept as zlib-compressed UTF-8
 (level 1: tens of microseconds a line) they take about a third of that; ``drain`` gives
 back the same strings.
 """
