@@ -2,10 +2,13 @@
 code of a base commit and with the code of this checkout, and compares what a seed fixes:
 ``events.jsonl`` byte for byte, the counts of ``metrics.json``, every file under ``agents/``
 byte for byte, and the rows of the store (traces, prompts, skill records) with their
-wall-clock fields left out. Prints JSON; exits 1 when anything differs.
+wall-clock fields left out. Each experiment and seed runs under every ``executor.schedule``
+of ``--schedules`` and every ``executor.hosts`` count of ``--hosts`` (all of them by
+default): one result per combination. Prints JSON; exits 1 when anything differs.
 
-    python bench/same_outputs.py --base be8d922
+    python bench/same_outputs.py --base 97fb62c
     python bench/same_outputs.py --base main --seeds 7 11 --ticks 8
+    python bench/same_outputs.py --base main --schedules barrier --hosts 3
 
 The base commit is checked out with ``git worktree`` into a temporary folder and imported
 through ``PYTHONPATH`` by this same interpreter, so both sides use the same dependencies.
@@ -16,12 +19,15 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import itertools
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # metrics.json keys that hold wall-clock time; everything else is a count a seed fixes.
 WALL_METRICS = {"wall_seconds", "tick_seconds", "agent_steps_per_s", "tick_seconds_median"}
 WALL_METRICS |= {"tick_seconds_max"}
+SCHEDULES = ("barrier", "dependencies")
 WALL_KEY = re.compile(r"elapsed|_ms$|seconds|latency")
 
 
@@ -68,11 +75,22 @@ def fingerprint(run: Path) -> dict[str, str]:
     return parts
 
 
-def run_side(code: Path, experiment: Path, seed: int, ticks: int | None, out: Path) -> None:
+def run_side(
+    code: Path,
+    experiment: Path,
+    seed: int,
+    ticks: int | None,
+    out: Path,
+    *,
+    schedule: str,
+    hosts: int,
+) -> None:
     """Run one experiment with the package found in ``code``, from ``code`` as the cwd."""
     config = yaml.safe_load(experiment.read_text(encoding="utf-8"))
     config["seed"] = seed
-    variant = code / "experiments" / f".same-outputs-{experiment.stem}-{seed}.yaml"
+    config["executor"] = {**config.get("executor", {}), "schedule": schedule, "hosts": hosts}
+    name = f".same-outputs-{experiment.stem}-{seed}-{schedule}-{hosts}.yaml"
+    variant = code / "experiments" / name
     variant.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     command = [sys.executable, "-m", "agentsim.cli", "run", str(variant), "--out", str(out)]
     command += ["--json"] + (["--ticks", str(ticks)] if ticks else [])
@@ -96,8 +114,20 @@ def main() -> int:
     parser.add_argument("--base", required=True, help="the commit to compare against")
     parser.add_argument("--seeds", type=int, nargs="*", help="default: each one's own and 1")
     parser.add_argument("--ticks", type=int, help="stop each run after N ticks")
+    parser.add_argument(
+        "--schedules",
+        nargs="+",
+        choices=SCHEDULES,
+        default=list(SCHEDULES),
+        help="executor.schedule values (default: all)",
+    )
+    parser.add_argument(
+        "--hosts", type=int, nargs="+", default=[1, 3], help="executor.hosts values (default: 1 3)"
+    )
     args = parser.parse_args()
-    experiments = sorted((ROOT / "experiments").glob("*.yaml"))
+    started = time.monotonic()
+    # Hidden files are variants other benches write there for a moment.
+    experiments = sorted(p for p in (ROOT / "experiments").glob("*.yaml") if p.name[0] != ".")
     report: dict[str, Any] = {"base": args.base, "runs": [], "same": True}
     with tempfile.TemporaryDirectory(prefix="same-outputs-") as scratch:
         base = Path(scratch) / "base"
@@ -108,12 +138,17 @@ def main() -> int:
         try:
             for experiment in experiments:
                 own = yaml.safe_load(experiment.read_text(encoding="utf-8")).get("seed", 0)
-                for seed in args.seeds or sorted({own, 1}):
+                for seed, schedule, hosts in itertools.product(
+                    args.seeds or sorted({own, 1}), args.schedules, args.hosts
+                ):
                     sides = {}
                     for name, code in (("base", base), ("head", ROOT)):
-                        out = Path(scratch) / f"{name}-{experiment.stem}-{seed}"
-                        run_side(code, experiment, seed, args.ticks, out)
+                        out = Path(scratch) / f"{name}-{experiment.stem}-{seed}-{schedule}-{hosts}"
+                        run_side(
+                            code, experiment, seed, args.ticks, out, schedule=schedule, hosts=hosts
+                        )
                         sides[name] = fingerprint(out)
+                        shutil.rmtree(out)
                     differ = sorted(
                         part
                         for part in sides["base"].keys() | sides["head"].keys()
@@ -123,16 +158,31 @@ def main() -> int:
                         {
                             "experiment": experiment.name,
                             "seed": seed,
+                            "schedule": schedule,
+                            "hosts": hosts,
                             "files_compared": len(sides["head"]),
                             "events_sha": sides["head"]["events.jsonl"],
+                            "same": not differ,
                             "differ": differ[:20],
                         }
                     )
                     report["same"] = report["same"] and not differ
+                    print(
+                        f"{experiment.stem} seed={seed} schedule={schedule} hosts={hosts}: "
+                        + ("same" if not differ else f"DIFFER ({len(differ)} parts)"),
+                        file=sys.stderr,
+                    )
         finally:
             subprocess.run(
                 ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=True
             )
+    runs = report["runs"]
+    report["total"] = {
+        "runs": len(runs),
+        "same": sum(1 for r in runs if r["same"]),
+        "differ": sum(1 for r in runs if not r["same"]),
+        "seconds": round(time.monotonic() - started, 1),
+    }
     print(json.dumps(report, indent=2))
     return 0 if report["same"] else 1
 
