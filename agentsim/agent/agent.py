@@ -49,6 +49,7 @@ from agentsim.llm.base import ChatModel, Completion, ToolCall
 from agentsim.skills.hooks import HookDecision, HookOutcome, render_skill_hooks
 from agentsim.skills.runtime import AgentSkillRuntime
 from agentsim.store.layout import part_hash, prompt_row, row, text_hash
+from agentsim.store.pending import PendingLines
 
 # The step's data types live in ``agentsim.agent.step``; they are re-exported here, where
 # hosts and the interview code have always imported them.
@@ -113,7 +114,7 @@ class Agent:
         self.memory = Memory()
         self.step_count = 0
         self._post_hooks: tuple[HookOutcome, ...] = ()
-        self._pending_trace: list[str] = []
+        self._pending_trace = PendingLines()
         self._prompt_parts = prompt_parts
         # (sha, part hashes) of system prompts not yet handed to the host's store.
         self._pending_prompts: list[tuple[str, list[str]]] = []
@@ -649,8 +650,7 @@ class Agent:
         (checkpoints, the end of a run), when the step count moved since the last one."""
         self.write_memory()
         aid = self.agent_id
-        rows = [row(aid, "trace", line) for line in self._pending_trace]
-        self._pending_trace = []
+        rows = [row(aid, "trace", line) for line in self._pending_trace.drain()]
         rows.extend(prompt_row(aid, sha, hashes) for sha, hashes in self._pending_prompts)
         self._pending_prompts = []
         active = self.skills.active
@@ -688,7 +688,7 @@ class Agent:
         )
         self._last_system_sha = str(state.get("last_system_sha", ""))
         self._last_skills = self.skills.active
-        self._pending_trace = []
+        self._pending_trace.clear()
         self._pending_prompts = []
         # The checkpoint this comes from flushed (with force) a skills record of this state.
         self._skills_written = (self.skills.active, self.step_count)
