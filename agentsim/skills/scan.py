@@ -52,8 +52,10 @@ __all__ = [
 class SkillDescriptor:
     """A registered skill: where it is, under which id, and its parsed frontmatter.
 
-    The body is not kept: it is read on activation. The frontmatter fields are read on the
-    manifest (``desc.manifest.timeout``).
+    The body is not kept: it is read on activation. The fields of the seed API are
+    read-only attributes (``skill_id``, ``name``, ``description``, ``script``, ``hooks``,
+    ``source_path``); every other frontmatter field is read on the manifest
+    (``desc.manifest.timeout``).
     """
 
     skill_id: str
@@ -73,6 +75,26 @@ class SkillDescriptor:
             manifest=manifest,
             body_line=body_line,
         )
+
+    @property
+    def name(self) -> str:
+        """The skill's ``name`` (the part of ``skill_id`` after ``@``)."""
+        return self.manifest.name
+
+    @property
+    def description(self) -> str:
+        """The frontmatter's ``description`` (what the catalog shows)."""
+        return self.manifest.description
+
+    @property
+    def script(self) -> str | None:
+        """The declared ``script``, relative to the skill folder, or None."""
+        return self.manifest.script
+
+    @property
+    def source_path(self) -> Path:
+        """The skill's folder (the one holding its ``SKILL.md``)."""
+        return Path(self.path)
 
     @property
     def hooks(self) -> tuple[tuple[str, str], ...]:
