@@ -174,13 +174,23 @@ _DECLARED: tuple[EventType, ...] = (
         name="survey_answer",
         writer="sim",
         doc="one agent's answer to a workflow `survey` step",
-        fields=(_f("name", str, "the survey's name"), _f("answer", str, "the answer")),
+        fields=(
+            _f("name", str, "the survey's name"),
+            _f("answer", str, "the answer (empty when the step failed before one)"),
+            _f("status", str, "`ok` (the model answered), `degraded` or `error`", optional=True),
+            _f("reason", str, "why the status is not `ok`", optional=True),
+        ),
     ),
     EventType(
         name="interview_answer",
         writer="sim",
         doc="one agent's answer to a workflow `interview` step",
-        fields=(_f("name", str, "the interview's name"), _f("answer", str, "the answer")),
+        fields=(
+            _f("name", str, "the interview's name"),
+            _f("answer", str, "the answer (empty when the step failed before one)"),
+            _f("status", str, "`ok` (the model answered), `degraded` or `error`", optional=True),
+            _f("reason", str, "why the status is not `ok`", optional=True),
+        ),
     ),
     EventType(
         name="run_end",

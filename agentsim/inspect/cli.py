@@ -197,9 +197,14 @@ def _cmd_interview(args: argparse.Namespace) -> int:
         print(res.answer or "(no answer)")
         note = f"[{res.agent_id} at tick {res.tick} ({res.time}); environment {res.environment}; "
         print(note + f"model {res.model}; run folder unchanged]", file=sys.stderr)
+        if res.status != "ok":
+            print(
+                f"status: {res.status}: the answer above is not the model's (see the problems)",
+                file=sys.stderr,
+            )
         for p in res.problems:
             print(f"problem: {p}", file=sys.stderr)
-    return 1 if res.problems and not res.answer else 0
+    return 1 if res.status != "ok" else 0
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

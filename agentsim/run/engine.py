@@ -620,11 +620,14 @@ class Engine:
             assert self.ws is not None
             sdir = self.ws.root / "surveys"
             sdir.mkdir(exist_ok=True)
+            # Each row says whether its answer is the model's (``status: ok``) or what a
+            # failed step left (``degraded`` or ``error``, with the ``reason``).
+            lost = {"answer": "", "status": "error", "reason": "no answer came back"}
             rows: list[dict[str, Any]] = [
                 {
                     "agent_id": aid,
                     "question": step.question,
-                    "answer": answers.get(aid, ""),
+                    **answers.get(aid, lost),
                     "tick": tick,
                     "time": iso,
                 }
@@ -637,11 +640,24 @@ class Engine:
             self._emit(
                 [
                     self._run_event(
-                        f"{kind}_answer", agent_id=r["agent_id"], name=name, answer=r["answer"]
+                        f"{kind}_answer",
+                        agent_id=r["agent_id"],
+                        name=name,
+                        answer=r["answer"],
+                        status=r["status"],
+                        **({"reason": r["reason"]} if "reason" in r else {}),
                     )
                     for r in rows
                 ]
             )
+            failed = sum(r["status"] != "ok" for r in rows)
+            if failed:
+                self._tell(
+                    [
+                        f"{what}: {failed:,} of {len(rows):,} answers are not the model's "
+                        f"(status degraded or error; {sdir / name}.jsonl says which and why)"
+                    ]
+                )
 
     async def _survey_progress(self, what: str, asked: int) -> None:
         """Report a survey's answers so far every ``SURVEY_PROGRESS_EVERY`` seconds until
