@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsim.config.experiment import (
+    DEFAULT_MODEL,
     AgentSelector,
     ExperimentConfig,
     InterveneStep,
@@ -146,6 +147,9 @@ class Engine:
         self._pos = (0, 0)  # (workflow step index, ticks done inside it)
         self._world: World | None = None  # set by ``_prepare``: the run got that far
         self._skills_hidden: dict[str, str] = {}  # skill id -> why no catalog offers it
+        # Agent id -> its model's name, when groups use several models (set by ``_prepare``):
+        # each model's failures are counted against its own limits.
+        self._agent_models: dict[str, str] | None = None
         # A resume writes nothing until its checkpoint is restored: a resume that fails
         # before that leaves the run folder exactly as it found it.
         self._may_write = True
@@ -188,6 +192,9 @@ class Engine:
         self.agents = list(world.agents)
         self.modules = dict(world.modules)
         self._world = world
+        group_models = cfg.group_models()
+        if set(group_models.values()) != {DEFAULT_MODEL}:
+            self._agent_models = {a.agent_id: group_models[a.group] for a in self.agents}
         self.registry = build_registry(world.skills)
         for i, step in enumerate(cfg.steps()):
             if isinstance(step, InterveneStep) and step.env is not None and step.action:
@@ -360,11 +367,17 @@ class Engine:
     def _limits(self) -> dict[str, float]:
         """The failure shares the run allows (``agentsim.run.problems.SHARE_LIMITS``)."""
         model, agent = self.config.model, self.config.agent
+        per_model = {
+            f"models.{name}.max_degraded_share": m.max_degraded_share
+            for name, m in self.config.used_models().items()
+            if name != DEFAULT_MODEL
+        }
         return {
             "model.max_degraded_share": model.max_degraded_share,
             "agent.max_error_share": agent.max_error_share,
             "agent.max_hook_failure_share": agent.max_hook_failure_share,
             "agent.max_script_failure_share": agent.max_script_failure_share,
+            **per_model,
         }
 
     def _done(self) -> tuple[str, ...]:
@@ -441,7 +454,24 @@ class Engine:
         return f"{text} ({where})"
 
     def _model_gave_up(self) -> bool:
-        """Too many failed model calls in a row: stop rather than degrade every later step."""
+        """Too many failed model calls in a row: stop rather than degrade every later step.
+        With a model per group, each model against its own limit (``models.NAME.*``,
+        defaulting to ``model:``'s): one model's dead server stops the run even while the
+        others answer."""
+        streaks: Mapping[str, int] = self._metrics.get("model_failure_streaks") or {}
+        for name, streak in sorted(streaks.items()):
+            m = self.config.model_named(name)
+            if streak < m.max_consecutive_failures:
+                continue
+            field = "model" if name == DEFAULT_MODEL else f"models.{name}"
+            servers = ", ".join(m.base_urls or ((m.base_url,) if m.base_url else ()))
+            at = f" at {servers}" if servers else ""
+            self.reason = (
+                f"model {name!r} ({field}: {m.backend} {m.model or ''}{at}): {streak} of its "
+                f"calls in a row failed ({field}.max_consecutive_failures="
+                f"{m.max_consecutive_failures}); check its server, then resume"
+            )
+            return True
         streak = self._metrics["model_failure_streak"]
         limit = self.config.model.max_consecutive_failures
         if streak < limit:
@@ -507,7 +537,9 @@ class Engine:
         for mod in self.modules.values():
             env_events.extend(mod.tick_events(self.clock))
         env_events = module_events(env_events, self.clock)
-        summary: dict[str, Any] = add_tick(self._metrics, results, [*run_events, *agent_events])
+        summary: dict[str, Any] = add_tick(
+            self._metrics, results, [*run_events, *agent_events], model_of=self._agent_models
+        )
         tick_end = self._run_event("tick_end", **summary)
         self._emit([*run_events, *agent_events, *env_events, tick_end])
         self.clock.advance()
