@@ -115,6 +115,13 @@ _DECLARED: tuple[EventType, ...] = (
                 dict[str, str],
                 "skill id -> the id of the same name that wins the bare name",
             ),
+            _f(
+                "skills_broken_scripts",
+                dict[str, str],
+                "skill id -> why one of its scripts cannot load (`file:line: problem`); "
+                "written only when some cannot",
+                optional=True,
+            ),
         ),
     ),
     EventType(

@@ -55,7 +55,7 @@ from agentsim.run.world import World, build_world
 from agentsim.skills.catalog import RunProvides, unmet_requirements
 from agentsim.skills.frontmatter import Diagnostic
 from agentsim.skills.registry import RegistrySnapshot
-from agentsim.skills.scan import namespace_rank
+from agentsim.skills.scan import check_scripts, namespace_rank
 from agentsim.store.layout import run_hosts
 
 __all__ = [
@@ -147,6 +147,7 @@ class Engine:
         self._pos = (0, 0)  # (workflow step index, ticks done inside it)
         self._world: World | None = None  # set by ``_prepare``: the run got that far
         self._skills_hidden: dict[str, str] = {}  # skill id -> why no catalog offers it
+        self._broken_scripts: dict[str, str] = {}  # skill id -> its script's load problem
         # Agent id -> its model's name, when groups use several models (set by ``_prepare``):
         # each model's failures are counted against its own limits.
         self._agent_models: dict[str, str] | None = None
@@ -204,6 +205,14 @@ class Engine:
                 )
         provides = RunProvides.for_modules(self.modules)
         self._skills_hidden = unmet_requirements(self.registry.list_all(), provides)
+        # Every skill a run may activate: its scripts compile and their top-level imports
+        # exist (checked without running them). A default skill's problem stops the run
+        # below; another's is told and listed in run_start (calling it fails, as it would).
+        unloadable = {
+            d.skill_id: problems[0]
+            for d in self.registry.list_all()
+            if d.skill_id not in self._skills_hidden and (problems := check_scripts(d))
+        }
         for gi, group in enumerate(cfg.agents):
             for name in group.skills.default:
                 try:
@@ -229,6 +238,15 @@ class Engine:
                         f"default skill {name!r} is not available in this run: it {why}",
                         "add what it needs under environment, or remove it from the defaults",
                     )
+                bad = unloadable.get(desc.skill_id)
+                if bad is not None:
+                    raise ConfigError(
+                        f"agents.{gi}.skills.default",
+                        f"default skill {name!r} has a script that cannot load: {bad.file}:"
+                        f"{bad.line}: {bad.message}",
+                        f"fix it (agentsim skills validate {desc.path})",
+                    )
+        self._broken_scripts = {sid: str(d) for sid, d in sorted(unloadable.items())}
 
     async def _preflight(self) -> None:
         """Check each model some group uses (its own server, key and model)."""
@@ -259,6 +277,15 @@ class Engine:
         refused = {key: str(d) for key, d in snap.refused().items()}
         shadowed = snap.shadowed()
         self._tell(loading_notices(refused, shadowed))
+        self._tell(
+            [
+                f"skill {sid}: a script cannot load ({why}); calling it fails"
+                for sid, why in self._broken_scripts.items()
+            ]
+        )
+        broken: dict[str, Any] = (
+            {"skills_broken_scripts": self._broken_scripts} if self._broken_scripts else {}
+        )
         start = self._run_event(  # tick 0: a run that starts (not a resume or a fork)
             "run_start",
             agents=len(self.agents),
@@ -270,6 +297,7 @@ class Engine:
             skills_hidden=self._skills_hidden,
             skills_refused=refused,
             skills_shadowed=shadowed,
+            **broken,
         )
         return [start, *sorted(events, key=lambda e: str(e.get("agent_id") or ""))]
 
