@@ -238,6 +238,12 @@ _DECLARED: tuple[EventType, ...] = (
             _f("exit_code", int, "its exit code"),
             _f("tier", str, "how it ran: `entrypoint`, `hook`, `wrapper` or `subprocess`"),
             _f("isolation", str, "its isolation: `inline`, `thread` or `process`"),
+            _f(
+                "truncated",
+                bool,
+                "true: its output was cut at the runner's cap (written only then)",
+                optional=True,
+            ),
         ),
     ),
     EventType(

@@ -578,6 +578,7 @@ class Agent:
             exit_code=res.exit_code,
             tier=res.tier,
             isolation=res.isolation,
+            **({"truncated": True} if res.truncated else {}),
         )
         self._measured(st, desc.skill_id, res.measures)
         if res.quarantined and res.timed_out:  # the overrun that caused it, not a refusal

@@ -94,6 +94,12 @@ def _overview_text(d: dict[str, Any], out: TextIO) -> None:
                 f"    {sid:<38} {u['activations']:>11,} {u['script_calls']:>13,} "
                 f"{u['script_failures']:>7,}\n"
             )
+    for sid, u in d["skills"].items():
+        if u.get("script_truncated"):
+            w(
+                f"  truncated    {sid}: {u['script_truncated']:,} script outputs cut at the "
+                "runner's cap (the agent saw the start and a marker)\n"
+            )
     if d["skills_hidden"]:  # skills whose requirements this run does not meet
         n = len(d["skills_hidden"])
         why = ", ".join(f"{sid} ({reason})" for sid, reason in d["skills_hidden"].items())

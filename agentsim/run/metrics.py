@@ -54,6 +54,8 @@ def new_metrics() -> dict[str, Any]:
         # and its failed calls in a row (not public), counted against ``models.NAME.*``.
         "model_failures": {},
         "model_failure_streaks": {},
+        # Skill id -> script calls whose output the runner cut at its cap.
+        "script_truncated": {},
         "skills_reloads": 0,
         "events": 0,
         "wall_seconds": 0.0,
@@ -95,6 +97,11 @@ def add_tick(
         metrics["model_failure_streak"] += failed
     if model_of is not None:
         add_model_failures(metrics, events, model_of)
+    cut = metrics.setdefault("script_truncated", {})
+    for ev in events:
+        if ev.get("type") == "script_called" and ev.get("truncated"):
+            skill = str(ev.get("skill"))
+            cut[skill] = cut.get(skill, 0) + 1
     return summary
 
 
@@ -155,6 +162,7 @@ def public_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
         m.pop("model_failures", None)  # one model: the run's own counts are its
     secs = m["tick_seconds"] = list(m["tick_seconds"])
     m["problems"] = dict(m["problems"])
+    m["script_truncated"] = dict(sorted((m.get("script_truncated") or {}).items()))
     busy = sum(secs) or 1e-9
     m["agent_steps_per_s"] = round(m["agent_steps"] / busy, 1)
     m["tick_seconds_median"] = sorted(secs)[len(secs) // 2] if secs else 0.0

@@ -74,6 +74,7 @@ def _market(tmp: Path, skills: list[str], extra: dict[str, str]) -> Path:
     return exp
 
 
+@pytest.mark.slow
 def test_an_env_skill_with_a_script_runs_it_and_its_hook(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
