@@ -350,6 +350,10 @@ def _print_summary(summary: Any) -> None:
     found = {k: n for k, n in m.get("problems", {}).items() if n}
     if found:
         print("  problems: " + ", ".join(f"{k} {n:,}" for k, n in found.items()))
+    cut = m.get("script_truncated") or {}
+    if cut:  # not errors: the agent got the output's start and a marker of what was cut
+        each = ", ".join(f"{skill} {n:,}" for skill, n in cut.items())
+        print(f"  script output truncated at the runner's cap: {sum(cut.values()):,} ({each})")
     if summary.parent:
         p = summary.parent
         print(f"  forked from: {p['run']} at tick {p['tick']}")

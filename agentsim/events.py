@@ -115,6 +115,13 @@ _DECLARED: tuple[EventType, ...] = (
                 dict[str, str],
                 "skill id -> the id of the same name that wins the bare name",
             ),
+            _f(
+                "skills_broken_scripts",
+                dict[str, str],
+                "skill id -> why one of its scripts cannot load (`file:line: problem`); "
+                "written only when some cannot",
+                optional=True,
+            ),
         ),
     ),
     EventType(
@@ -174,13 +181,23 @@ _DECLARED: tuple[EventType, ...] = (
         name="survey_answer",
         writer="sim",
         doc="one agent's answer to a workflow `survey` step",
-        fields=(_f("name", str, "the survey's name"), _f("answer", str, "the answer")),
+        fields=(
+            _f("name", str, "the survey's name"),
+            _f("answer", str, "the answer (empty when the step failed before one)"),
+            _f("status", str, "`ok` (the model answered), `degraded` or `error`", optional=True),
+            _f("reason", str, "why the status is not `ok`", optional=True),
+        ),
     ),
     EventType(
         name="interview_answer",
         writer="sim",
         doc="one agent's answer to a workflow `interview` step",
-        fields=(_f("name", str, "the interview's name"), _f("answer", str, "the answer")),
+        fields=(
+            _f("name", str, "the interview's name"),
+            _f("answer", str, "the answer (empty when the step failed before one)"),
+            _f("status", str, "`ok` (the model answered), `degraded` or `error`", optional=True),
+            _f("reason", str, "why the status is not `ok`", optional=True),
+        ),
     ),
     EventType(
         name="run_end",
@@ -221,6 +238,12 @@ _DECLARED: tuple[EventType, ...] = (
             _f("exit_code", int, "its exit code"),
             _f("tier", str, "how it ran: `entrypoint`, `hook`, `wrapper` or `subprocess`"),
             _f("isolation", str, "its isolation: `inline`, `thread` or `process`"),
+            _f(
+                "truncated",
+                bool,
+                "true: its output was cut at the runner's cap (written only then)",
+                optional=True,
+            ),
         ),
     ),
     EventType(

@@ -536,12 +536,23 @@ class Agent:
         if not isinstance(argv, list):
             argv = [str(argv)]
         desc = self.skills.resolve(str(args["name"]))
-        if desc.namespace.startswith("env:"):
-            payload = json.loads(argv[0]) if argv else {}
-            return await self._t_ask_env(
-                st, {"module": desc.namespace[4:], "action": desc.manifest.name, "args": payload}
-            )
         script = args.get("script")
+        if desc.namespace.startswith("env:") and desc.manifest.script is None and not script:
+            # An environment module's skill without a script is one of its actions: the call
+            # is ``ask_env`` on that module, with ``args[0]`` as the action's JSON arguments.
+            module = desc.namespace[4:]
+            try:
+                payload = json.loads(argv[0]) if argv else {}
+            except ValueError as exc:
+                return (
+                    f"error: {desc.skill_id} has no script: execute_skill_script calls "
+                    f"ask_env(module={module!r}, action={desc.manifest.name!r}) with args[0] "
+                    f"as the action's arguments, which is not valid JSON ({exc}); send a JSON "
+                    "object, or call ask_env directly"
+                )
+            return await self._t_ask_env(
+                st, {"module": module, "action": desc.manifest.name, "args": payload}
+            )
         self.write_memory()
         self.write_agent_json(st.inp)
         res = await self.skills.call_script(
@@ -568,6 +579,7 @@ class Agent:
             exit_code=res.exit_code,
             tier=res.tier,
             isolation=res.isolation,
+            **({"truncated": True} if res.truncated else {}),
         )
         self._measured(st, desc.skill_id, res.measures)
         if res.quarantined and res.timed_out:  # the overrun that caused it, not a refusal

@@ -72,6 +72,7 @@ __all__ = [
     "MAX_AGENTS",
     "MAX_TICKS",
     "MAX_TICK_LENGTH",
+    "MODEL_FAILURE_LIMITS",
     "AgentGroup",
     "AgentLoopConfig",
     "AgentSelector",
@@ -100,6 +101,8 @@ __all__ = [
 ENV_PREFIX = "AGENTSIM_"
 DEFAULT_MODEL = "default"
 """The name of the ``model:`` block among the named ``models:`` (metrics, inspect)."""
+MODEL_FAILURE_LIMITS = ("max_consecutive_failures", "max_degraded_share")
+"""The failure limits a ``models.NAME`` block takes from ``model:`` unless it sets its own."""
 IGNORED_ENV: frozenset[str] = frozenset(
     {
         # Set by the runtime for skill scripts and worker processes; never config fields.
@@ -135,6 +138,28 @@ class ExperimentConfig(StrictModel):
 
     _source: str = PrivateAttr(default="<string>")
     _source_dir: Path = PrivateAttr(default=Path("."))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _models_inherit_limits(cls, data: Any) -> Any:
+        """A ``models.NAME`` block without its own ``max_consecutive_failures`` or
+        ``max_degraded_share`` takes the ``model:`` block's (each model keeps its own count
+        against it: ``agentsim.run.metrics``)."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("models"), Mapping):
+            return data
+        base = data.get("model")
+        if isinstance(base, ModelConfig):
+            base = base.model_dump()
+        if not isinstance(base, Mapping):
+            base = {}
+        inherited = {k: base[k] for k in MODEL_FAILURE_LIMITS if k in base}
+        if not inherited:
+            return data
+        models = {
+            name: {**inherited, **block} if isinstance(block, Mapping) else block
+            for name, block in data["models"].items()
+        }
+        return {**data, "models": models}
 
     @field_validator("agents", "workflow")
     @classmethod

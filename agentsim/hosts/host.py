@@ -47,12 +47,14 @@ from agentsim.store.layout import HostStore
 # The data types live in agentsim.hosts.protocol; named here too for the modules that import
 # them from the host.
 __all__ = [
+    "ANSWER_STATUSES",
     "AgentHost",
     "HostSpec",
     "SkillSources",
     "StepDone",
     "TickInput",
     "TickResult",
+    "answer_of",
     "build_registry",
 ]
 
@@ -518,17 +520,20 @@ class AgentHost:
         tick: int,
         when: datetime,
         views: Mapping[str, EnvView],
-    ) -> dict[str, str]:
+    ) -> dict[str, dict[str, Any]]:
         """Ask agents a question in read-only mode (survey / interview): all at once, under
         the same limits as a tick's steps (the host's steps in flight, the model's limiter)
-        and each under its own step timeout. ``answered`` counts the answers in so far."""
+        and each under its own step timeout. ``answered`` counts the answers in so far.
+
+        Each agent's answer is ``answer_of`` its step: the text and its ``status`` (``ok``,
+        ``degraded``, ``error``; with the ``reason`` when not ok)."""
         router = EnvRouter(views)
         mine = [self.agents[aid] for aid in agent_ids if aid in self.agents]
         asked = StepInputs(tick=tick, time=when, env=router).question(question)
         inputs = dict.fromkeys((a.agent_id for a in mine), asked)
         self._answered_base = self._steps_done
         outcomes = await self._step_all(mine, inputs)
-        return {a.agent_id: o.answer or o.action for a, o in zip(mine, outcomes, strict=True)}
+        return {a.agent_id: answer_of(o) for a, o in zip(mine, outcomes, strict=True)}
 
     def answered(self) -> int:
         """Answers given in the current (or last) ``ask``."""
@@ -609,6 +614,27 @@ def _write_profile(folder: Path, profile: Mapping[str, Any]) -> None:
         path.write_text(
             json.dumps(profile, indent=1, sort_keys=True, ensure_ascii=False), encoding="utf-8"
         )
+
+
+ANSWER_STATUSES = ("ok", "degraded", "error")
+"""A survey or interview answer's status: the model answered; its model failed after its
+retries; the step failed (a bug, a timeout, a cancellation)."""
+
+
+def answer_of(out: StepOutcome) -> dict[str, Any]:
+    """A read-only step's answer and its status: ``{"answer", "status"}``, plus ``reason``
+    when the status is not ``ok``. A step that failed never gives its stand-in text ("kept
+    its plan (model unavailable)", "error") as an answer: its answer is what the model
+    answered before it failed, if anything, else empty."""
+    for kind, status, key in (
+        ("agent_error", "error", "error"),
+        ("agent_degraded", "degraded", "reason"),
+    ):
+        found = next((e for e in out.events if e.get("type") == kind), None)
+        if found is not None or (status == "degraded" and out.degraded):
+            why = str((found or {}).get(key) or "the model failed after its retries")
+            return {"answer": out.answer or "", "status": status, "reason": why}
+    return {"answer": out.answer or out.action, "status": "ok"}
 
 
 def _error_outcome(agent_id: str, inp: StepInput, error: str) -> StepOutcome:

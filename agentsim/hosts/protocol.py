@@ -185,7 +185,8 @@ class Executor(Protocol):
         tick: int,
         when: datetime,
         views: Mapping[str, EnvView],
-    ) -> dict[str, str]:
+    ) -> dict[str, dict[str, Any]]:
+        """Each agent's answer and its status (``agentsim.hosts.host.answer_of``)."""
         parts = await self.call(
             "ask", list(agent_ids), question, tick=tick, when=when, views=dict(views), what="survey"
         )

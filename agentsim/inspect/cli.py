@@ -94,6 +94,12 @@ def _overview_text(d: dict[str, Any], out: TextIO) -> None:
                 f"    {sid:<38} {u['activations']:>11,} {u['script_calls']:>13,} "
                 f"{u['script_failures']:>7,}\n"
             )
+    for sid, u in d["skills"].items():
+        if u.get("script_truncated"):
+            w(
+                f"  truncated    {sid}: {u['script_truncated']:,} script outputs cut at the "
+                "runner's cap (the agent saw the start and a marker)\n"
+            )
     if d["skills_hidden"]:  # skills whose requirements this run does not meet
         n = len(d["skills_hidden"])
         why = ", ".join(f"{sid} ({reason})" for sid, reason in d["skills_hidden"].items())
@@ -197,9 +203,14 @@ def _cmd_interview(args: argparse.Namespace) -> int:
         print(res.answer or "(no answer)")
         note = f"[{res.agent_id} at tick {res.tick} ({res.time}); environment {res.environment}; "
         print(note + f"model {res.model}; run folder unchanged]", file=sys.stderr)
+        if res.status != "ok":
+            print(
+                f"status: {res.status}: the answer above is not the model's (see the problems)",
+                file=sys.stderr,
+            )
         for p in res.problems:
             print(f"problem: {p}", file=sys.stderr)
-    return 1 if res.problems and not res.answer else 0
+    return 1 if res.status != "ok" else 0
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

@@ -51,6 +51,9 @@ class InterviewResult:
     prompt_tokens: int
     completion_tokens: int
     problems: tuple[str, ...]  # degraded model, step errors: why the answer may be empty
+    # ``ok`` (the model answered), ``degraded`` (its model failed) or ``error`` (the step
+    # failed): an answer that is not ``ok`` is not the agent's (see ``answer``).
+    status: str = "ok"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,6 +69,7 @@ class InterviewResult:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "problems": list(self.problems),
+            "status": self.status,
         }
 
 
@@ -125,7 +129,7 @@ async def interview(
     from agentsim.agent.agent import StepInputs, StepOutcome, step_seed
     from agentsim.env.clock import SimClock
     from agentsim.env.router import EnvRouter
-    from agentsim.hosts.host import AgentHost, HostSpec, build_registry
+    from agentsim.hosts.host import AgentHost, HostSpec, answer_of, build_registry
     from agentsim.llm.models import build_model, cache_file
     from agentsim.run.world import build_world
 
@@ -233,10 +237,12 @@ async def interview(
         for e in out.events
         if e.get("type") in ("agent_error", "agent_degraded")
     )
+    given = answer_of(out)
     return InterviewResult(
         agent_id=agent_id,
         question=question,
-        answer=out.answer or ("" if problems else out.action),
+        answer=given["answer"],
+        status=given["status"],
         action=out.action,
         tick=clock.tick,
         time=clock.now.isoformat(),

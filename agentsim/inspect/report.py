@@ -136,7 +136,8 @@ class _Acc:
     defaults: Counter[str] = field(default_factory=Counter)
     # Interventions as they come; a survey as its (tick, kind, name), counted in ``answers``.
     markers: list[Marker | tuple[int, str, str]] = field(default_factory=list)
-    answers: dict[tuple[int, str, str], tuple[str, int]] = field(default_factory=dict)
+    # (time, answers of the model, rows left out: a step that degraded or failed).
+    answers: dict[tuple[int, str, str], tuple[str, int, int]] = field(default_factory=dict)
     city: dict[int, Mapping[str, Any]] = field(default_factory=dict)
     social: dict[int, Mapping[str, Any]] = field(default_factory=dict)
     # measure name -> group -> tick -> [sum, count]
@@ -177,8 +178,9 @@ class _Acc:
             key = (tick, str(kind).removesuffix("_answer"), str(ev.get("name", "")))
             if key not in self.answers:
                 self.markers.append(key)
-            time, n = self.answers.get(key, (str(ev.get("time", "")), 0))
-            self.answers[key] = (time, n + 1)
+            time, n, out = self.answers.get(key, (str(ev.get("time", "")), 0, 0))
+            ok = ev.get("status", "ok") == "ok"  # runs before the status: every row ok
+            self.answers[key] = (time, n + ok, out + (not ok))
 
 
 def _bin_labels(n: int) -> list[str]:
@@ -255,15 +257,24 @@ def _fork_marker(manifest: Mapping[str, Any], times: Mapping[int, str]) -> Marke
     )
 
 
-def _survey(key: tuple[int, str, str], time: str, answers: int) -> Marker:
+def _survey(key: tuple[int, str, str], time: str, answers: int, left_out: int = 0) -> Marker:
+    """A survey's marker: the answers of the model counted; the rows of steps that degraded
+    or failed (status not ``ok``) left out, and said so."""
     tick, kind, name = key
     count = f"{answers} answer{'' if answers == 1 else 's'}"
+    out = f", {left_out} left out: not ok" if left_out else ""
     return Marker(
         tick=tick,
         time=time,
         kind=kind,
-        label=f"{kind} {name} ({count})",
-        detail=f"{count} in surveys/{name}.jsonl",
+        label=f"{kind} {name} ({count}{out})",
+        detail=f"{count} in surveys/{name}.jsonl"
+        + (
+            f"; {left_out} row{'' if left_out == 1 else 's'} left out (status degraded or "
+            "error: not the model's answer)"
+            if left_out
+            else ""
+        ),
     )
 
 

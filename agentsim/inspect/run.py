@@ -40,7 +40,16 @@ if TYPE_CHECKING:
 
     from agentsim.config.experiment import ExperimentConfig
 
-__all__ = ["EVENT_COLUMNS", "Run", "RunState", "events_table", "iter_jsonl", "open_run"]
+__all__ = [
+    "ANSWER_TYPES",
+    "EVENT_COLUMNS",
+    "Run",
+    "RunState",
+    "events_table",
+    "iter_jsonl",
+    "left_out",
+    "open_run",
+]
 
 _FINAL = ("completed", "completed with problems", "failed", "interrupted", "stopped")
 
@@ -251,7 +260,13 @@ class Run:
         table = pq.read_table(pq_path)
         return table if tuple(table.column_names) == EVENT_COLUMNS else None
 
-    def events(self, types: Iterable[str] | None = None, *, type: str | None = None) -> pa.Table:
+    def events(
+        self,
+        types: Iterable[str] | None = None,
+        *,
+        type: str | None = None,
+        all_answers: bool = False,
+    ) -> pa.Table:
         """The events as a pyarrow Table; ``time`` is a timestamp (``pa.timestamp("us")``).
 
         - ``events()`` / ``events(types=[...])``: every event (or those types) with
@@ -260,8 +275,16 @@ class Run:
           agent_id`` and each of their fields as its own typed column. A type the run never
           logged gives a table with the four shared columns and no rows.
 
+        Survey and interview answers (``survey_answer``, ``interview_answer``) whose
+        ``status`` is not ``ok`` (the step degraded or failed: no answer of the model's) are
+        left out unless ``all_answers=True``; ``left_out(table)`` says how many were.
+
         A finished run's ``events.parquet`` is read when it is at least as new as the JSON
         lines; otherwise the table is built from ``events.jsonl``."""
+        table = self._events(types, type=type)
+        return table if all_answers else _ok_answers_only(table)
+
+    def _events(self, types: Iterable[str] | None = None, *, type: str | None = None) -> pa.Table:
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -294,8 +317,15 @@ class Run:
         times = time_array(table["time"].to_pylist())
         return table.set_column(EVENT_COLUMNS.index("time"), "time", times)
 
-    def events_df(self, types: Iterable[str] | None = None, *, type: str | None = None) -> Any:
-        """``events(types, type=type)`` as a pandas DataFrame (``time`` as datetime64).
+    def events_df(
+        self,
+        types: Iterable[str] | None = None,
+        *,
+        type: str | None = None,
+        all_answers: bool = False,
+    ) -> Any:
+        """``events(types, type=type, all_answers=...)`` as a pandas DataFrame (``time`` as
+        datetime64).
 
         pandas is not a dependency of agentsim: this needs ``pip install pandas``."""
         try:
@@ -305,7 +335,50 @@ class Run:
                 "Run.events_df() needs pandas, which is not installed; `pip install pandas`, "
                 "or use Run.events(), which returns a pyarrow Table"
             ) from None
-        return self.events(types, type=type).to_pandas()
+        return self.events(types, type=type, all_answers=all_answers).to_pandas()
+
+
+ANSWER_TYPES = ("survey_answer", "interview_answer")
+"""The event types of survey and interview answers, which carry a ``status``."""
+
+_LEFT_OUT = b"agentsim.left_out"
+
+
+def left_out(table: pa.Table) -> int:
+    """How many survey or interview answers that are not ``ok`` ``Run.events`` left out of
+    ``table`` (0 for a table with every answer)."""
+    meta = table.schema.metadata or {}
+    return int(meta.get(_LEFT_OUT, b"0"))
+
+
+def _ok_answers_only(table: pa.Table) -> pa.Table:
+    """``table`` without the answers whose ``status`` is not ``ok`` (answers of runs made
+    before answers had a status count as ok), the number left out in its metadata."""
+    import pyarrow as pa
+
+    if not table.num_rows:
+        return table
+    kinds = table["type"].to_pylist()
+    if not any(k in ANSWER_TYPES for k in kinds):
+        return table
+    if "status" in table.column_names:
+        statuses = table["status"].to_pylist()
+    elif "data" in table.column_names:
+        statuses = [
+            json.loads(d or "{}").get("status") if k in ANSWER_TYPES else None
+            for k, d in zip(kinds, table["data"].to_pylist(), strict=True)
+        ]
+    else:
+        return table
+    keep = [
+        k not in ANSWER_TYPES or st in (None, "ok") for k, st in zip(kinds, statuses, strict=True)
+    ]
+    dropped = keep.count(False)
+    if dropped:
+        table = table.filter(pa.array(keep, pa.bool_()))
+    meta = dict(table.schema.metadata or {})
+    meta[_LEFT_OUT] = str(dropped).encode()
+    return table.replace_schema_metadata(meta)
 
 
 def open_run(path: str | os.PathLike[str]) -> Run:

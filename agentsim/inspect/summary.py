@@ -70,6 +70,7 @@ class SkillUse:
     default_activations: int = 0
     script_calls: int = 0
     script_failures: int = 0
+    script_truncated: int = 0  # calls whose output the runner cut at its cap
 
     def to_dict(self) -> dict[str, int]:
         return {
@@ -77,6 +78,7 @@ class SkillUse:
             "default_activations": self.default_activations,
             "script_calls": self.script_calls,
             "script_failures": self.script_failures,
+            "script_truncated": self.script_truncated,
         }
 
 
@@ -216,6 +218,7 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
             use = skills.setdefault(str(ev.get("skill")), SkillUse())
             use.script_calls += 1
             use.script_failures += ev.get("ok") is False
+            use.script_truncated += ev.get("truncated") is True
         elif kind == "skills_reloaded":
             reloads.append(
                 {k: ev.get(k) for k in ("tick", "generation", "added", "changed", "removed")}

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsim.config.experiment import (
+    DEFAULT_MODEL,
     AgentSelector,
     ExperimentConfig,
     InterveneStep,
@@ -54,7 +55,7 @@ from agentsim.run.world import World, build_world
 from agentsim.skills.catalog import RunProvides, unmet_requirements
 from agentsim.skills.frontmatter import Diagnostic
 from agentsim.skills.registry import RegistrySnapshot
-from agentsim.skills.scan import namespace_rank
+from agentsim.skills.scan import check_scripts, namespace_rank
 from agentsim.store.layout import run_hosts
 
 __all__ = [
@@ -146,6 +147,10 @@ class Engine:
         self._pos = (0, 0)  # (workflow step index, ticks done inside it)
         self._world: World | None = None  # set by ``_prepare``: the run got that far
         self._skills_hidden: dict[str, str] = {}  # skill id -> why no catalog offers it
+        self._broken_scripts: dict[str, str] = {}  # skill id -> its script's load problem
+        # Agent id -> its model's name, when groups use several models (set by ``_prepare``):
+        # each model's failures are counted against its own limits.
+        self._agent_models: dict[str, str] | None = None
         # A resume writes nothing until its checkpoint is restored: a resume that fails
         # before that leaves the run folder exactly as it found it.
         self._may_write = True
@@ -188,6 +193,9 @@ class Engine:
         self.agents = list(world.agents)
         self.modules = dict(world.modules)
         self._world = world
+        group_models = cfg.group_models()
+        if set(group_models.values()) != {DEFAULT_MODEL}:
+            self._agent_models = {a.agent_id: group_models[a.group] for a in self.agents}
         self.registry = build_registry(world.skills)
         for i, step in enumerate(cfg.steps()):
             if isinstance(step, InterveneStep) and step.env is not None and step.action:
@@ -197,6 +205,14 @@ class Engine:
                 )
         provides = RunProvides.for_modules(self.modules)
         self._skills_hidden = unmet_requirements(self.registry.list_all(), provides)
+        # Every skill a run may activate: its scripts compile and their top-level imports
+        # exist (checked without running them). A default skill's problem stops the run
+        # below; another's is told and listed in run_start (calling it fails, as it would).
+        unloadable = {
+            d.skill_id: problems[0]
+            for d in self.registry.list_all()
+            if d.skill_id not in self._skills_hidden and (problems := check_scripts(d))
+        }
         for gi, group in enumerate(cfg.agents):
             for name in group.skills.default:
                 try:
@@ -222,6 +238,15 @@ class Engine:
                         f"default skill {name!r} is not available in this run: it {why}",
                         "add what it needs under environment, or remove it from the defaults",
                     )
+                bad = unloadable.get(desc.skill_id)
+                if bad is not None:
+                    raise ConfigError(
+                        f"agents.{gi}.skills.default",
+                        f"default skill {name!r} has a script that cannot load: {bad.file}:"
+                        f"{bad.line}: {bad.message}",
+                        f"fix it (agentsim skills validate {desc.path})",
+                    )
+        self._broken_scripts = {sid: str(d) for sid, d in sorted(unloadable.items())}
 
     async def _preflight(self) -> None:
         """Check each model some group uses (its own server, key and model)."""
@@ -252,6 +277,15 @@ class Engine:
         refused = {key: str(d) for key, d in snap.refused().items()}
         shadowed = snap.shadowed()
         self._tell(loading_notices(refused, shadowed))
+        self._tell(
+            [
+                f"skill {sid}: a script cannot load ({why}); calling it fails"
+                for sid, why in self._broken_scripts.items()
+            ]
+        )
+        broken: dict[str, Any] = (
+            {"skills_broken_scripts": self._broken_scripts} if self._broken_scripts else {}
+        )
         start = self._run_event(  # tick 0: a run that starts (not a resume or a fork)
             "run_start",
             agents=len(self.agents),
@@ -263,6 +297,7 @@ class Engine:
             skills_hidden=self._skills_hidden,
             skills_refused=refused,
             skills_shadowed=shadowed,
+            **broken,
         )
         return [start, *sorted(events, key=lambda e: str(e.get("agent_id") or ""))]
 
@@ -360,11 +395,17 @@ class Engine:
     def _limits(self) -> dict[str, float]:
         """The failure shares the run allows (``agentsim.run.problems.SHARE_LIMITS``)."""
         model, agent = self.config.model, self.config.agent
+        per_model = {
+            f"models.{name}.max_degraded_share": m.max_degraded_share
+            for name, m in self.config.used_models().items()
+            if name != DEFAULT_MODEL
+        }
         return {
             "model.max_degraded_share": model.max_degraded_share,
             "agent.max_error_share": agent.max_error_share,
             "agent.max_hook_failure_share": agent.max_hook_failure_share,
             "agent.max_script_failure_share": agent.max_script_failure_share,
+            **per_model,
         }
 
     def _done(self) -> tuple[str, ...]:
@@ -441,7 +482,24 @@ class Engine:
         return f"{text} ({where})"
 
     def _model_gave_up(self) -> bool:
-        """Too many failed model calls in a row: stop rather than degrade every later step."""
+        """Too many failed model calls in a row: stop rather than degrade every later step.
+        With a model per group, each model against its own limit (``models.NAME.*``,
+        defaulting to ``model:``'s): one model's dead server stops the run even while the
+        others answer."""
+        streaks: Mapping[str, int] = self._metrics.get("model_failure_streaks") or {}
+        for name, streak in sorted(streaks.items()):
+            m = self.config.model_named(name)
+            if streak < m.max_consecutive_failures:
+                continue
+            field = "model" if name == DEFAULT_MODEL else f"models.{name}"
+            servers = ", ".join(m.base_urls or ((m.base_url,) if m.base_url else ()))
+            at = f" at {servers}" if servers else ""
+            self.reason = (
+                f"model {name!r} ({field}: {m.backend} {m.model or ''}{at}): {streak} of its "
+                f"calls in a row failed ({field}.max_consecutive_failures="
+                f"{m.max_consecutive_failures}); check its server, then resume"
+            )
+            return True
         streak = self._metrics["model_failure_streak"]
         limit = self.config.model.max_consecutive_failures
         if streak < limit:
@@ -507,7 +565,9 @@ class Engine:
         for mod in self.modules.values():
             env_events.extend(mod.tick_events(self.clock))
         env_events = module_events(env_events, self.clock)
-        summary: dict[str, Any] = add_tick(self._metrics, results, [*run_events, *agent_events])
+        summary: dict[str, Any] = add_tick(
+            self._metrics, results, [*run_events, *agent_events], model_of=self._agent_models
+        )
         tick_end = self._run_event("tick_end", **summary)
         self._emit([*run_events, *agent_events, *env_events, tick_end])
         self.clock.advance()
@@ -620,11 +680,14 @@ class Engine:
             assert self.ws is not None
             sdir = self.ws.root / "surveys"
             sdir.mkdir(exist_ok=True)
+            # Each row says whether its answer is the model's (``status: ok``) or what a
+            # failed step left (``degraded`` or ``error``, with the ``reason``).
+            lost = {"answer": "", "status": "error", "reason": "no answer came back"}
             rows: list[dict[str, Any]] = [
                 {
                     "agent_id": aid,
                     "question": step.question,
-                    "answer": answers.get(aid, ""),
+                    **answers.get(aid, lost),
                     "tick": tick,
                     "time": iso,
                 }
@@ -637,11 +700,24 @@ class Engine:
             self._emit(
                 [
                     self._run_event(
-                        f"{kind}_answer", agent_id=r["agent_id"], name=name, answer=r["answer"]
+                        f"{kind}_answer",
+                        agent_id=r["agent_id"],
+                        name=name,
+                        answer=r["answer"],
+                        status=r["status"],
+                        **({"reason": r["reason"]} if "reason" in r else {}),
                     )
                     for r in rows
                 ]
             )
+            failed = sum(r["status"] != "ok" for r in rows)
+            if failed:
+                self._tell(
+                    [
+                        f"{what}: {failed:,} of {len(rows):,} answers are not the model's "
+                        f"(status degraded or error; {sdir / name}.jsonl says which and why)"
+                    ]
+                )
 
     async def _survey_progress(self, what: str, asked: int) -> None:
         """Report a survey's answers so far every ``SURVEY_PROGRESS_EVERY`` seconds until

@@ -16,7 +16,7 @@ from agentsim.hosts.host import TickResult
 from agentsim.llm.stats import ModelStats
 from agentsim.run.problems import count_problems, new_problems
 
-__all__ = ["add_tick", "merge_model_stats", "new_metrics", "public_metrics"]
+__all__ = ["add_model_failures", "add_tick", "merge_model_stats", "new_metrics", "public_metrics"]
 
 # Counters of a ``TickResult`` that the run sums (``steps`` is reported as ``agent_steps``;
 # errors are counted from the events, see ``add_tick``).
@@ -50,6 +50,12 @@ def new_metrics() -> dict[str, Any]:
         "gate_retries": 0,
         # Failed model calls in a row, across ticks (a tick with one answer ends the run).
         "model_failure_streak": 0,
+        # With a model per group: each model's steps and degraded steps (``metrics.json``)
+        # and its failed calls in a row (not public), counted against ``models.NAME.*``.
+        "model_failures": {},
+        "model_failure_streaks": {},
+        # Skill id -> script calls whose output the runner cut at its cap.
+        "script_truncated": {},
         "skills_reloads": 0,
         "events": 0,
         "wall_seconds": 0.0,
@@ -58,10 +64,18 @@ def new_metrics() -> dict[str, Any]:
 
 
 def add_tick(
-    metrics: dict[str, Any], results: Sequence[TickResult], events: Sequence[Mapping[str, Any]]
+    metrics: dict[str, Any],
+    results: Sequence[TickResult],
+    events: Sequence[Mapping[str, Any]],
+    *,
+    model_of: Mapping[str, str] | None = None,
 ) -> dict[str, int]:
     """Add the hosts' results of one tick, and the problems among its ``events``, to
-    ``metrics``; returns the tick's own sums (``errors``: the tick's problems)."""
+    ``metrics``; returns the tick's own sums (``errors``: the tick's problems).
+
+    ``model_of`` (agent id -> model name; given when groups use several models) counts
+    each model's steps, degraded steps and failed calls in a row on its own, so that one
+    model's dead server is seen whatever the others do (``add_model_failures``)."""
     summary = {k: sum(getattr(r, k) for r in results) for k in _TICK_COUNTERS}
     metrics["agent_steps"] += summary["steps"]
     for k in _TICK_COUNTERS[1:]:
@@ -81,7 +95,43 @@ def add_tick(
         metrics["model_failure_streak"] = 0
     else:
         metrics["model_failure_streak"] += failed
+    if model_of is not None:
+        add_model_failures(metrics, events, model_of)
+    cut = metrics.setdefault("script_truncated", {})
+    for ev in events:
+        if ev.get("type") == "script_called" and ev.get("truncated"):
+            skill = str(ev.get("skill"))
+            cut[skill] = cut.get(skill, 0) + 1
     return summary
+
+
+def add_model_failures(
+    metrics: dict[str, Any], events: Sequence[Mapping[str, Any]], model_of: Mapping[str, str]
+) -> None:
+    """Each model's share of one tick: its agents' steps (``agent_action`` events, degraded
+    or not), degraded steps (``agent_degraded``), and its failed calls in a row: a tick in
+    which one of its steps got an answer ends the streak, a tick without continues it."""
+    steps: dict[str, int] = {}
+    degraded: dict[str, int] = {}
+    for ev in events:
+        kind, aid = ev.get("type"), ev.get("agent_id")
+        if aid is None or kind not in ("agent_action", "agent_degraded"):
+            continue
+        name = model_of.get(str(aid))
+        if name is None:
+            continue
+        if kind == "agent_action":
+            steps[name] = steps.get(name, 0) + 1
+        else:
+            degraded[name] = degraded.get(name, 0) + 1
+    per_model = metrics.setdefault("model_failures", {})
+    streaks = metrics.setdefault("model_failure_streaks", {})
+    for name in sorted(set(steps) | set(degraded)):
+        counts = per_model.setdefault(name, {"agent_steps": 0, "degraded": 0})
+        counts["agent_steps"] += steps.get(name, 0)
+        counts["degraded"] += degraded.get(name, 0)
+        answered = steps.get(name, 0) - degraded.get(name, 0)
+        streaks[name] = 0 if answered > 0 else streaks.get(name, 0) + degraded.get(name, 0)
 
 
 def merge_model_stats(snapshots: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -105,8 +155,14 @@ def public_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
     and its median and maximum, a rate added."""
     m = dict(metrics)
     m.pop("model_failure_streak", None)
+    m.pop("model_failure_streaks", None)
+    if m.get("model_failures"):
+        m["model_failures"] = {n: dict(c) for n, c in sorted(m["model_failures"].items())}
+    else:
+        m.pop("model_failures", None)  # one model: the run's own counts are its
     secs = m["tick_seconds"] = list(m["tick_seconds"])
     m["problems"] = dict(m["problems"])
+    m["script_truncated"] = dict(sorted((m.get("script_truncated") or {}).items()))
     busy = sum(secs) or 1e-9
     m["agent_steps_per_s"] = round(m["agent_steps"] / busy, 1)
     m["tick_seconds_median"] = sorted(secs)[len(secs) // 2] if secs else 0.0

@@ -94,4 +94,16 @@ def over_limits(metrics: Mapping[str, Any], limits: Mapping[str, float]) -> list
         out.append(
             f"{failed:,} of {total:,} {what} ({failed / total:.0%}), more than {field}={limit:g}"
         )
+    # A model per group: each model's degraded steps against its own limit.
+    per_model: Mapping[str, Mapping[str, int]] = metrics.get("model_failures") or {}
+    for name, counts in sorted(per_model.items()):
+        field = f"models.{name}.max_degraded_share"
+        total, failed = int(counts.get("agent_steps") or 0), int(counts.get("degraded") or 0)
+        limit = limits.get(field)
+        if limit is None or not total or failed / total <= limit:
+            continue
+        out.append(
+            f"{failed:,} of {total:,} agent steps of model {name!r} degraded "
+            f"({failed / total:.0%}), more than {field}={limit:g}"
+        )
     return out

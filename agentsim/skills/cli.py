@@ -19,7 +19,7 @@ from typing import Any
 from agentsim.errors import SkillNotFoundError
 from agentsim.skills.manifest import Diagnostic, load_skill_md, name_problem
 from agentsim.skills.registry import SkillDescriptor, SkillRegistry
-from agentsim.skills.scan import builtin_skills_dir, list_skill_files
+from agentsim.skills.scan import builtin_skills_dir, check_scripts, list_skill_files
 
 __all__ = ["add_skills_commands", "default_roots", "main"]
 
@@ -196,6 +196,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     for md in files:
         parsed = load_skill_md(md, strict=args.strict)
         diags = parsed.diagnostics
+        if parsed.manifest is not None:  # its scripts compile and their imports exist
+            desc = SkillDescriptor.create("custom", str(Path(md).parent), parsed.manifest)
+            diags = (*diags, *check_scripts(desc))
         counts.update(d.severity for d in diags)
         n_err = sum(d.severity == "error" for d in diags)
         results.append(

@@ -40,6 +40,7 @@ __all__ = [
     "ScannedSkill",
     "SkillDescriptor",
     "builtin_skills_dir",
+    "check_scripts",
     "list_skill_files",
     "namespace_rank",
     "read_doc",
@@ -52,8 +53,10 @@ __all__ = [
 class SkillDescriptor:
     """A registered skill: where it is, under which id, and its parsed frontmatter.
 
-    The body is not kept: it is read on activation. The frontmatter fields are read on the
-    manifest (``desc.manifest.timeout``).
+    The body is not kept: it is read on activation. The fields of the seed API are
+    read-only attributes (``skill_id``, ``name``, ``description``, ``script``, ``hooks``,
+    ``source_path``); every other frontmatter field is read on the manifest
+    (``desc.manifest.timeout``).
     """
 
     skill_id: str
@@ -73,6 +76,26 @@ class SkillDescriptor:
             manifest=manifest,
             body_line=body_line,
         )
+
+    @property
+    def name(self) -> str:
+        """The skill's ``name`` (the part of ``skill_id`` after ``@``)."""
+        return self.manifest.name
+
+    @property
+    def description(self) -> str:
+        """The frontmatter's ``description`` (what the catalog shows)."""
+        return self.manifest.description
+
+    @property
+    def script(self) -> str | None:
+        """The declared ``script``, relative to the skill folder, or None."""
+        return self.manifest.script
+
+    @property
+    def source_path(self) -> Path:
+        """The skill's folder (the one holding its ``SKILL.md``)."""
+        return Path(self.path)
 
     @property
     def hooks(self) -> tuple[tuple[str, str], ...]:
@@ -453,3 +476,68 @@ def builtin_skills_dir() -> Path | None:
         if candidate.is_dir():
             return candidate
     return None
+
+
+def check_scripts(desc: SkillDescriptor) -> tuple[Diagnostic, ...]:
+    """What would stop a skill's scripts from loading, found without running them: each
+    declared script and hook, and the sibling modules they import with ``from . import``,
+    compiled (a ``SyntaxError`` at its file and line), and the modules their unconditional
+    top-level imports name looked up with ``importlib.util.find_spec`` (a top-level package
+    that is not installed). Nothing is imported, so no top-level code of a skill runs;
+    imports inside functions, ``try`` or ``if`` blocks are not checked (they may be meant to
+    fail)."""
+    import ast
+    import importlib.util
+
+    folder = Path(desc.path)
+    todo = [rel for rel in (desc.manifest.script, *(r for _, r in desc.hooks)) if rel]
+    seen: set[Path] = set()
+    found: list[Diagnostic] = []
+    while todo:
+        path = (folder / todo.pop()).resolve()
+        if path in seen or path.suffix != ".py" or not path.is_file():
+            continue
+        seen.add(path)
+        try:
+            source = path.read_bytes()
+            tree = ast.parse(source, filename=str(path))
+            compile(tree, str(path), "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            what = f"{type(exc).__name__}: {exc.msg}"
+            found.append(Diagnostic(file=str(path), line=exc.lineno or 1, message=what))
+            continue
+        except (OSError, ValueError) as exc:
+            found.append(Diagnostic(file=str(path), line=1, message=f"cannot be read: {exc}"))
+            continue
+        for node in tree.body:  # unconditional top-level imports only
+            if isinstance(node, ast.Import):
+                names = [(a.name, 0) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [(node.module or "", node.level)]
+                if node.level == 1 and not node.module:  # from . import a, b
+                    names = [(a.name, 1) for a in node.names]
+            else:
+                continue
+            for name, level in names:
+                if level:
+                    if level == 1 and name:
+                        sibling = path.parent / (name.split(".")[0] + ".py")
+                        todo.append(str(sibling.relative_to(folder.resolve())))
+                    continue
+                top = name.split(".")[0]
+                if (path.parent / f"{top}.py").is_file() or (path.parent / top).is_dir():
+                    continue  # a sibling module (a script run as a file has its folder first)
+                try:
+                    spec = importlib.util.find_spec(top)
+                except (ImportError, ValueError):
+                    spec = None
+                if spec is None:
+                    found.append(
+                        Diagnostic(
+                            file=str(path),
+                            line=node.lineno,
+                            message=f"ModuleNotFoundError: it imports {name!r}, but no "
+                            f"module named {top!r} is installed in this Python",
+                        )
+                    )
+    return tuple(found)

@@ -144,7 +144,7 @@ def run_summary(run: Run) -> dict[str, Any]:
     markers: list[dict[str, Any]] = []
     surveys: dict[str, dict[str, Any]] = {}
     measured: dict[tuple[str, str], dict[int, list[float]]] = {}  # (name, group) -> tick
-    table = run.events(types=_LOGGED)
+    table = run.events(types=_LOGGED, all_answers=True)
     for t, etype, text in zip(
         table["tick"].to_pylist(),
         table["type"].to_pylist(),
@@ -171,8 +171,12 @@ def run_summary(run: Run) -> dict[str, Any]:
                 slot[1] += 1
         elif etype == "survey_answer":
             name = str(data.get("name"))
-            survey = surveys.setdefault(name, {"name": name, "tick": t, "answers": 0})
-            survey["answers"] += 1
+            survey = surveys.setdefault(name, {"name": name, "tick": t, "answers": 0, "not_ok": 0})
+            # ``answers``: the model's; ``not_ok``: rows of steps that degraded or failed.
+            if data.get("status", "ok") == "ok":
+                survey["answers"] += 1
+            else:
+                survey["not_ok"] += 1
         elif etype == "intervention":
             what = data.get("action") or data.get("message") or "intervention"
             where = f"{data['env']}: " if data.get("env") else ""
@@ -219,14 +223,23 @@ def run_summary(run: Run) -> dict[str, Any]:
 
 
 def survey_answers(run: Run, name: str, *, offset: int, limit: int) -> dict[str, Any]:
-    answers = run.events(type="survey_answer")
+    """One page of a survey's rows, each with its ``status`` (``ok``, ``degraded`` or
+    ``error``, and the ``reason`` when not ok): the viewer marks the ones that are not the
+    model's answers."""
+    answers = run.events(type="survey_answer", all_answers=True)
     rows = [r for r in answers.to_pylist() if r.get("name") == name]
     page = rows[offset : offset + limit]
     return {
         "name": name,
         "total": len(rows),
         "offset": offset,
-        "answers": [{k: r.get(k) for k in ("tick", "agent_id", "answer")} for r in page],
+        "answers": [
+            {
+                **{k: r.get(k) for k in ("tick", "agent_id", "answer", "reason")},
+                "status": r.get("status") or "ok",
+            }
+            for r in page
+        ],
     }
 
 

@@ -190,14 +190,17 @@ async function runPage(run) {
 function surveyBox(run, survey) {
   const list = h("ul", { class: "plain" });
   const box = h("div", { class: "survey", "data-survey": survey.name },
-    h("p", {}, h("b", {}, survey.name), ` (tick ${survey.tick}, ${survey.answers} answers): `,
-      h("i", {}, survey.question || "")), list);
+    h("p", {}, h("b", {}, survey.name), ` (tick ${survey.tick}, ${survey.answers} answers`,
+      survey.not_ok ? h("span", { class: "not-ok" }, `; ${survey.not_ok} not the model's`) : "",
+      "): ", h("i", {}, survey.question || "")), list);
   let offset = 0;
   const more = h("button", { onclick: () => load() }, "more");
   async function load() {
     const d = await api(`${runUrl(run)}/surveys/${enc(survey.name)}?offset=${offset}&limit=10`);
-    list.append(...d.answers.map((a) => h("li", {},
-      h("a", { href: `#/agent/${enc(run)}/${enc(a.agent_id)}` }, a.agent_id), ": ", a.answer)));
+    list.append(...d.answers.map((a) => h("li", a.status === "ok" ? {} : { class: "not-ok" },
+      h("a", { href: `#/agent/${enc(run)}/${enc(a.agent_id)}` }, a.agent_id), ": ",
+      a.status === "ok" ? a.answer
+        : `[${a.status}: ${a.reason || "no answer"}]${a.answer ? " " + a.answer : ""}`)));
     offset += d.answers.length;
     if (offset >= d.total) more.remove(); else box.append(more);
   }

@@ -178,6 +178,7 @@ def test_overview_json_shape(finished: Path, capsys: pytest.CaptureFixture[str])
             "default_activations",
             "script_calls",
             "script_failures",
+            "script_truncated",
         }
 
 
@@ -273,6 +274,7 @@ def test_errors_by_kind_and_reloads() -> None:
         "default_activations": 0,
         "script_calls": 2,
         "script_failures": 1,
+        "script_truncated": 0,
     }
     assert counts.hot_reloads[0]["added"] == ["custom@n"] and counts.hot_reloads[0]["tick"] == 2
     assert counts.sums["steps"] == 2 and counts.sums["model_calls"] == 0

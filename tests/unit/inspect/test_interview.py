@@ -207,7 +207,7 @@ def test_cli_interview(recorded: Path, capsys: pytest.CaptureFixture[str]) -> No
     data = json.loads(out)
     assert code == 0 and set(data) == {
         "agent_id", "question", "answer", "action", "tick", "time", "environment", "model",
-        "model_calls", "prompt_tokens", "completion_tokens", "problems",
+        "model_calls", "prompt_tokens", "completion_tokens", "problems", "status",
     }  # fmt: skip
     assert data["agent_id"] == AGENT and data["question"] == "Hi?"
     code, out, err = cli(capsys, "interview", str(recorded), "--agent", "nobody", "Hi?")

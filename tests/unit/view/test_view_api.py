@@ -113,7 +113,13 @@ def test_run_page_has_metrics_per_tick_skills_markers_and_surveys(client: TestCl
     kinds = Counter((m["tick"], m["kind"]) for m in data["markers"])
     assert kinds == {(3, "intervention"): 2, (3, "survey"): 1}
     assert data["surveys"] == [
-        {"name": "check", "tick": 3, "answers": 4, "question": "How is your day going?"}
+        {
+            "name": "check",
+            "tick": 3,
+            "answers": 4,
+            "not_ok": 0,
+            "question": "How is your day going?",
+        }
     ]
     assert data["reloads"] == []
 
