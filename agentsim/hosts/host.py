@@ -459,6 +459,9 @@ class AgentHost:
         res.prompt_tokens = out.usage.prompt_tokens
         res.completion_tokens = out.usage.completion_tokens
         res.cached_prompt_tokens = out.usage.cached_prompt_tokens
+        if out.recovered_calls:
+            res.recovered_calls = out.recovered_calls
+            self._stats_of(aid).record_recovered(out.recovered_calls)
         res.degraded, res.skipped = out.degraded, out.skipped
         self._flush_agent(agent, inp.tick)
         self._done.append(StepDone(tick=inp.tick, agent_id=aid, result=res))
@@ -556,6 +559,12 @@ class AgentHost:
             agent = self.agents.get(aid)
             if agent is not None:
                 await agent.set_state(st)
+
+    def _stats_of(self, agent_id: str) -> ModelStats:
+        """The stats of the model an agent uses (by name in ``metrics.json``)."""
+        spec = self._specs.get(agent_id)
+        name = self.spec.group_models.get(spec.group, "default") if spec else "default"
+        return self.named_stats.get(name, self.stats)
 
     def _settings_of(self, agent_id: str) -> AgentSettings:
         """The step settings of an agent: the run's, with its model's ``tool_calls``."""
