@@ -54,6 +54,10 @@ MAX_TICK_LENGTH = timedelta(days=366)
 _MAX_TOKENS = 1_000_000
 _MAX_SECONDS = 86_400.0  # timeouts: a day
 
+# Request keys a served model sets itself (``model.extra_params`` may not).
+_SET_BY_THE_MODEL = frozenset(
+    {"model", "messages", "tools", "tool_choice", "seed", "stream", "temperature", "max_tokens"}
+)
 _GROUP_RE = r"^[a-z0-9][a-z0-9_-]*$"
 _URL_RE = r"^https?://\S+$"
 _ENV_VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -262,6 +266,17 @@ class ModelConfig(StrictModel):
             raise fail(
                 f"{_short(value)} is not allowed; must be one of {', '.join(BACKENDS)}",
                 "use one of the allowed values",
+            )
+        return value
+
+    @field_validator("extra_params")
+    @classmethod
+    def _own_params(cls, value: dict[str, Any]) -> dict[str, Any]:
+        clash = sorted(k for k in value if k in _SET_BY_THE_MODEL)
+        if clash:
+            raise fail(
+                f"sets {', '.join(clash)}, which the model sets itself",
+                "use model.temperature and model.max_tokens for those, and drop the others",
             )
         return value
 

@@ -55,8 +55,10 @@ def test_a_bad_tool_calls_value_and_reserved_extra_params_are_refused(tmp_path: 
         match=r"model\.tool_calls: 'json' is not allowed; must be one of native, text, auto",
     ):
         parse_experiment(_MODEL.format(extra="tool_calls: json"), base_dir=tmp_path)
-    with pytest.raises(ConfigError, match=r"extra_params: sets tools, which the model sets itself"):
-        _model(tmp_path, "extra_params: {tools: []}")
+    with pytest.raises(
+        ConfigError, match=r"model\.extra_params: sets seed, tools, which the model sets itself"
+    ):
+        _model(tmp_path, "extra_params: {tools: [], seed: 2, top_p: 0.9}")
 
 
 def test_reasoning_fields_of_an_answer() -> None:
