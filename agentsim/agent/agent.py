@@ -23,6 +23,7 @@ this module gives them their texts.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time as _time
 from collections.abc import Callable, Mapping, Sequence
@@ -454,7 +455,7 @@ class Agent:
         # Tool calls go into the trace in full mode only: in summary mode they are not built.
         calls: list[dict[str, Any]] | None = trace.setdefault("calls", []) if full else None
         st.finished = False
-        for _turn in range(settings.max_react_turns):
+        for turn in range(settings.max_react_turns):
             try:
                 completion: Completion = await model.complete(messages, tools, seed=seed)
             except ModelError as exc:
@@ -472,7 +473,12 @@ class Agent:
                     trace.setdefault("reasoning", []).append(thought[:_TRACE_REASONING_CAP])
                 found = find_calls(text, self._call_names(tools)) if mode != "native" else None
                 if found is not None and found.calls:
-                    tool_calls, recovered = found.calls, True
+                    # Ids unique within the step's conversation (servers check them).
+                    tool_calls = tuple(
+                        dataclasses.replace(c, id=f"text_call_{turn}_{i}")
+                        for i, c in enumerate(found.calls)
+                    )
+                    recovered = True
                     st.out.recovered_calls += len(tool_calls)
                     message = {"role": "assistant", "content": found.rest or None}
                     if mode == "text":

@@ -39,13 +39,13 @@ async def test_a_call_written_as_text_runs_and_goes_back_as_a_tool_call(
         "content": "Sure.",
         "tool_calls": [
             {
-                "id": "text_call_0",
+                "id": "text_call_0_0",
                 "type": "function",
                 "function": {"name": "activate_skill", "arguments": '{"name": "play-skill"}'},
             }
         ],
     }
-    assert messages[-1]["role"] == "tool" and messages[-1]["tool_call_id"] == "text_call_0"
+    assert messages[-1]["role"] == "tool" and messages[-1]["tool_call_id"] == "text_call_0_0"
     assert messages[-1]["content"].startswith("activated play-skill")
     calls = traces(agent)[-1]["calls"]
     assert [c["tool"] for c in calls] == ["activate_skill", "finish"]

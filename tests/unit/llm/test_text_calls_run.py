@@ -190,7 +190,10 @@ def test_reasoning_reaches_the_trace_and_nothing_else(
     code = main(["inspect", str(run_dir), "--agent", agent, "--tick", "1"])
     shown = capsys.readouterr().out
     assert code == 0
-    assert THOUGHT in shown
+    assert "=== reasoning 1 of " in shown and f"(not part of any answer) ===\n{THOUGHT}\n" in shown
+    code = main(["inspect", str(run_dir), "--agent", agent])
+    assert code == 0
+    assert f"  reasoning: {THOUGHT}\n" in capsys.readouterr().out
 
 
 def _reasoning_only_then_answer(request: ChatRequest) -> Any:

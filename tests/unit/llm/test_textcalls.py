@@ -184,3 +184,21 @@ def test_think_blocks_are_split_from_the_answer() -> None:
     assert split_thinking("weigh it</think>I go home.") == ("weigh it", "I go home.")
     two = split_thinking("<think>a</think>x <think>b</think>y")
     assert two == ("a\n\nb", "x y")
+
+
+def test_edge_forms() -> None:
+    # A named function as a string, and a cut-off <function=...> call.
+    assert calls_of(find_calls('{"function": "finish", "arguments": {}}', NAMES)) == [
+        ("finish", {})
+    ]
+    cut = find_calls('<function=finish>{"action": "walked', NAMES)
+    assert calls_of(cut) == [("finish", {"action": "walked"})]
+    # An empty <tool_call> is a problem; a fence in another language is prose.
+    assert find_calls("<tool_call></tool_call>", NAMES).problems == (
+        "could not read the call in <tool_call></tool_call>",
+    )
+    shell = "```bash\necho '{\"x\": 1}'\n```"
+    assert find_calls(shell, NAMES) == TextCalls(rest=shell)
+    # A cut-off bare call naming no known tool is prose.
+    other = 'Then {"name": "Alice", "arguments": {"x": "y'
+    assert find_calls(other, NAMES) == TextCalls(rest=other)
