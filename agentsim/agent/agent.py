@@ -455,7 +455,7 @@ class Agent:
         # Tool calls go into the trace in full mode only: in summary mode they are not built.
         calls: list[dict[str, Any]] | None = trace.setdefault("calls", []) if full else None
         st.finished = False
-        for turn in range(settings.max_react_turns):
+        for answer_no in range(settings.max_react_turns):
             try:
                 completion: Completion = await model.complete(messages, tools, seed=seed)
             except ModelError as exc:
@@ -475,7 +475,7 @@ class Agent:
                 if found is not None and found.calls:
                     # Ids unique within the step's conversation (servers check them).
                     tool_calls = tuple(
-                        dataclasses.replace(c, id=f"text_call_{turn}_{i}")
+                        dataclasses.replace(c, id=f"text_call_{answer_no}_{i}")
                         for i, c in enumerate(found.calls)
                     )
                     recovered = True
