@@ -54,6 +54,10 @@ MAX_TICK_LENGTH = timedelta(days=366)
 _MAX_TOKENS = 1_000_000
 _MAX_SECONDS = 86_400.0  # timeouts: a day
 
+# Request keys a served model sets itself (``model.extra_params`` may not).
+_SET_BY_THE_MODEL = frozenset(
+    {"model", "messages", "tools", "tool_choice", "seed", "stream", "temperature", "max_tokens"}
+)
 _GROUP_RE = r"^[a-z0-9][a-z0-9_-]*$"
 _URL_RE = r"^https?://\S+$"
 _ENV_VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -235,6 +239,14 @@ class ModelConfig(StrictModel):
     max_retries: int = Field(default=5, ge=0, le=100)
     temperature: float = Field(default=0.7, ge=0, le=2)
     max_tokens: int = Field(default=512, ge=1, le=_MAX_TOKENS)
+    # Tool calls the model writes as text in its answer: ``native`` reads only the server's
+    # ``tool_calls``; ``auto`` also reads calls written as text when there are none;
+    # ``text`` is for servers without tool support: the tools are described in the system
+    # message instead of sent, and every call is read from the text.
+    tool_calls: Literal["native", "text", "auto"] = "auto"
+    # Added to every request body (e.g. ``top_p``, ``chat_template_kwargs``, thinking
+    # controls); keys the model sets itself are refused when the model is built.
+    extra_params: dict[str, Any] = Field(default_factory=dict)
     cache: Literal["off", "record", "replay"] = "off"
     cache_path: str | None = None
     cache_fallthrough: bool = False
@@ -254,6 +266,17 @@ class ModelConfig(StrictModel):
             raise fail(
                 f"{_short(value)} is not allowed; must be one of {', '.join(BACKENDS)}",
                 "use one of the allowed values",
+            )
+        return value
+
+    @field_validator("extra_params")
+    @classmethod
+    def _own_params(cls, value: dict[str, Any]) -> dict[str, Any]:
+        clash = sorted(k for k in value if k in _SET_BY_THE_MODEL)
+        if clash:
+            raise fail(
+                f"sets {', '.join(clash)}, which the model sets itself",
+                "use model.temperature and model.max_tokens for those, and drop the others",
             )
         return value
 

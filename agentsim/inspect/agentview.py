@@ -71,6 +71,9 @@ class StepRecord:
     system_sha: str | None
     limitation: str | None
     skipped: bool  # no model prompt: a pre_step hook decided to skip the step
+    # What a reasoning model thought apart from its answers, one text per model call that
+    # had some (``reasoning_content`` / ``reasoning``, ``<think>`` blocks); never an action.
+    reasoning: tuple[str, ...] = ()
 
     @classmethod
     def from_trace(cls, d: Mapping[str, Any]) -> StepRecord:
@@ -92,6 +95,7 @@ class StepRecord:
             limitation=d.get("limitation"),
             skipped=d.get("system_sha") is None
             and any((h.get("decision") or {}).get("kind") == "skip" for h in hooks),
+            reasoning=tuple(str(r) for r in d.get("reasoning") or ()),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -109,6 +113,7 @@ class StepRecord:
             "elapsed_ms": self.elapsed_ms,
             "system_sha": self.system_sha,
             "limitation": self.limitation,
+            "reasoning": list(self.reasoning),
         }
 
 

@@ -140,6 +140,9 @@ def _agent_text(d: dict[str, Any], out: TextIO) -> None:
             if len(res) > _RESULT_CHARS:
                 res = res[:_RESULT_CHARS] + f"... ({len(res)} chars; --json shows all)"
             w(f"  {c.get('tool')} {c.get('args')}\n    -> {res}\n")
+        for text in s.get("reasoning") or ():
+            first = text.strip().splitlines()[0] if text.strip() else ""
+            w(f"  reasoning: {first[:_RESULT_CHARS]}\n")
         if s["limitation"]:
             w(f"  limitation: {s['limitation']}\n")
     w("\nworkspace files\n")
@@ -169,11 +172,18 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     agent = run.agent(args.agent)
     if args.tick is not None:
         prompt = agent.prompt_at(args.tick)
+        reasoning = agent.step_at(args.tick).reasoning
         if args.json:
-            _dump({**prompt.to_dict(), "messages": prompt.messages}, out)
+            _dump(
+                {**prompt.to_dict(), "messages": prompt.messages, "reasoning": list(reasoning)},
+                out,
+            )
         else:
             out.write(f"=== system ({prompt.system_sha}) ===\n{prompt.system}\n")
             out.write(f"=== user (tick {prompt.tick}, {prompt.time}) ===\n{prompt.user}\n")
+            for i, text in enumerate(reasoning, 1):
+                out.write(f"=== reasoning {i} of {len(reasoning)} (not part of any answer) ===\n")
+                out.write(f"{text}\n")
         return 0
     data = {
         "agent_id": agent.agent_id,

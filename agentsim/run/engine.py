@@ -144,6 +144,8 @@ class Engine:
         self.ws: RunWorkspace | None = None
         self._pending_messages: dict[str, list[str]] = {}
         self._metrics = new_metrics()
+        # The model block of metrics.json, once the run wrote it (the summary shows it).
+        self._model_block: dict[str, Any] | None = None
         self._pos = (0, 0)  # (workflow step index, ticks done inside it)
         self._world: World | None = None  # set by ``_prepare``: the run got that far
         self._skills_hidden: dict[str, str] = {}  # skill id -> why no catalog offers it
@@ -384,7 +386,10 @@ class Engine:
             status=status,
             ticks=self.clock.tick,
             agents=len(self.agents),
-            metrics=public_metrics(self._metrics),
+            metrics={
+                **public_metrics(self._metrics),
+                **({"model": self._model_block} if self._model_block is not None else {}),
+            },
             reason=self.reason,
             max_degraded_share=cfg.model.max_degraded_share,
             limits=self._limits(),
@@ -816,7 +821,7 @@ class Engine:
                 self._emit([self._run_event("run_end", status=status, **why)])
             stats = await self.executor.model_stats() if self._world is not None else []
             m = public_metrics(self._metrics)
-            m["model"] = merge_model_stats(stats)
+            m["model"] = self._model_block = merge_model_stats(stats)
             ws.write_metrics(m)
             ws.close()
             if "parquet" in self.config.output.formats and not failed:

@@ -4,6 +4,8 @@
   ``ChatRequest`` is what the function sees, ``tool_call`` builds a tool call to return.
 - ``OpenAITestServer``: a small fault-injecting OpenAI-compatible server on 127.0.0.1
   (``agentsim.testing.openai_server``), with ``Fault`` and ``spawn_test_server``.
+- ``scripted_answer`` answers as the offline model does; ``calls_as_text`` and
+  ``with_reasoning`` wrap an answer function to write its calls as text or add reasoning.
 - ``suggestions``: the ``SUGGESTED:`` lines of a skill's output, as the scripted model reads
   them (``agentsim.testing.skills``).
 
@@ -16,15 +18,18 @@ from agentsim._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     "ChatRequest": "agentsim.testing.function_model",
+    "FORMS": "agentsim.testing.answers",
     "Fault": "agentsim.testing.faults",
     "FunctionModel": "agentsim.testing.function_model",
     "OpenAITestServer": "agentsim.testing.openai_server",
+    "calls_as_text": "agentsim.testing.answers",
     "echo_answer": "agentsim.testing.function_model",
     "scripted_answer": "agentsim.testing.answers",
     "spawn_test_server": "agentsim.testing.openai_server",
     "suggestions": "agentsim.testing.skills",
     "tool_call": "agentsim.testing.function_model",
     "usage_for": "agentsim.testing.function_model",
+    "with_reasoning": "agentsim.testing.answers",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -127,6 +127,10 @@ class OpenAITestServer:
     in another process can line it up with its own. ``ssl_certfile`` and
     ``ssl_keyfile`` (PEM files) serve HTTPS instead of HTTP. ``prefix_cache_tokens`` and
     ``prefill_seconds_per_token``: the prefix-cache model of the module docstring.
+    ``reasoning_field``: the message field that carries a completion's ``reasoning``
+    (``reasoning_content``, as vLLM sends it, or ``reasoning``). Answers that write calls as
+    text or carry reasoning come from wrapped answer functions (``agentsim.testing.answers``:
+    ``calls_as_text``, ``with_reasoning``).
     """
 
     def __init__(
@@ -148,6 +152,7 @@ class OpenAITestServer:
         ssl_keyfile: str | None = None,
         prefix_cache_tokens: int | None = None,
         prefill_seconds_per_token: float = 0.0,
+        reasoning_field: str = "reasoning_content",
     ) -> None:
         if prefill_seconds_per_token < 0:
             raise ValueError(
@@ -159,6 +164,7 @@ class OpenAITestServer:
             None if prefix_cache_tokens is None else PrefixCache(prefix_cache_tokens)
         )
         self.prefill_seconds_per_token = prefill_seconds_per_token
+        self.reasoning_field = reasoning_field
         if not 0.0 <= fault_rate <= 1.0:
             raise ValueError(f"fault_rate={fault_rate!r} is outside [0, 1]; pass e.g. 0.1")
         if fault_rate and not faults:
@@ -342,7 +348,9 @@ class OpenAITestServer:
         self._c.prompt_tokens += completion.usage.prompt_tokens
         self._c.completion_tokens += completion.usage.completion_tokens
         with_usage = fault is None or fault.kind != "no_usage"
-        reply_body = _completion_json(completion, self._c.served, with_usage=with_usage)
+        reply_body = _completion_json(
+            completion, self._c.served, with_usage=with_usage, reasoning=self.reasoning_field
+        )
         if cache is not None and with_usage:
             reply_body["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
         return JSONResponse(reply_body)
@@ -535,8 +543,12 @@ def _error(
     return JSONResponse({"error": error}, status_code=status, headers=dict(headers or {}))
 
 
-def _completion_json(completion: Completion, number: int, *, with_usage: bool) -> dict[str, Any]:
+def _completion_json(
+    completion: Completion, number: int, *, with_usage: bool, reasoning: str
+) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": completion.content}
+    if completion.reasoning is not None:
+        message[reasoning] = completion.reasoning
     if completion.tool_calls:
         message["tool_calls"] = [tc.to_message_part() for tc in completion.tool_calls]
     body: dict[str, Any] = {

@@ -318,7 +318,7 @@ def test_agent_view_json_shape(finished: Path, capsys: pytest.CaptureFixture[str
     assert [s["tick"] for s in last] == [steps[-2]["tick"], steps[-1]["tick"]]
     assert set(last[0]) == {
         "tick", "time", "action", "skipped", "skill_hooks", "hooks", "post_hooks", "calls",
-        "model_calls", "usage", "elapsed_ms", "system_sha", "limitation",
+        "model_calls", "usage", "elapsed_ms", "system_sha", "limitation", "reasoning",
     }  # fmt: skip
     assert data["profile"]["agent_id"] == aid and "active" in data["skills"]
     sizes = {
