@@ -347,6 +347,18 @@ def _print_summary(summary: Any) -> None:
         f"(cached {m.get('cached_prompt_tokens', 0)}) "
         f"(gate retries {m.get('gate_retries', 0)}) errors={m.get('errors', 0)}"
     )
+    recovered = m.get("recovered_calls", 0)
+    if recovered:
+        by_model = m.get("model", {}).get("by_model", {})
+        each = ", ".join(
+            f"{name} {b.get('recovered_calls', 0):,}"
+            for name, b in by_model.items()
+            if b.get("recovered_calls")
+        )
+        print(
+            f"  tool calls written as text and run: {recovered:,}"
+            + (f" (by model: {each})" if each else "")
+        )
     found = {k: n for k, n in m.get("problems", {}).items() if n}
     if found:
         print("  problems: " + ", ".join(f"{k} {n:,}" for k, n in found.items()))

@@ -152,6 +152,12 @@ _DECLARED: tuple[EventType, ...] = (
             _f("prompt_tokens", int, "prompt tokens"),
             _f("completion_tokens", int, "completion tokens"),
             _f("cached_prompt_tokens", int, "prompt tokens the server served from its cache"),
+            _f(
+                "recovered_calls",
+                int,
+                "tool calls models wrote as text and the steps ran (`model.tool_calls`)",
+                optional=True,
+            ),
             _f("degraded", int, "degraded steps"),
             _f("skipped", int, "steps a pre_step hook skipped"),
             _f("errors", int, "the tick's problems (`agentsim.run.problems`)"),

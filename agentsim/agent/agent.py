@@ -41,11 +41,20 @@ from agentsim.agent.step import (
     StepScratch,
     step_seed,
 )
-from agentsim.agent.tools import INSTRUCTIONS, READ_ONLY_INSTRUCTIONS, WRITE_TOOLS, build_tools
+from agentsim.agent.tools import (
+    INSTRUCTIONS,
+    READ_ONLY_INSTRUCTIONS,
+    WRITE_TOOLS,
+    build_tools,
+    describe_tools,
+    skill_call_hint,
+    text_results,
+)
 from agentsim.errors import EnvError, ModelError, SkillError
 from agentsim.events import event
 from agentsim.llm import prompt_blocks
 from agentsim.llm.base import ChatModel, Completion, ToolCall
+from agentsim.llm.textcalls import find_calls, split_thinking
 from agentsim.skills.hooks import HookDecision, HookOutcome, render_skill_hooks
 from agentsim.skills.runtime import AgentSkillRuntime
 from agentsim.store.layout import part_hash, prompt_row, row, text_hash
@@ -64,6 +73,12 @@ __all__ = [
 
 _RESULT_CAP = 4000
 _TRACE_RESULT_CAP = 600
+_TRACE_REASONING_CAP = 4000
+# What a step says to a model whose answer held reasoning and nothing else.
+_NO_ANSWER = (
+    "Your last answer held reasoning only, and no answer. Answer now: call a tool, or end "
+    "the step with finish."
+)
 
 
 class Agent:
@@ -157,8 +172,11 @@ class Agent:
         """The agent's part, at the start of its first user message (module docstring)."""
         return self._prompt_head(False)[1]
 
-    def _prompt_head(self, read_only: bool) -> tuple[tuple[str, ...], str]:
-        """(system parts, the agent's part): one catalog render for both."""
+    def _prompt_head(
+        self, read_only: bool, tool_text: str | None = None
+    ) -> tuple[tuple[str, ...], str]:
+        """(system parts, the agent's part): one catalog render for both. ``tool_text``:
+        the ``<tool_calls>`` block (``model.tool_calls: text``)."""
         cat = self.skills.catalog(self._situation())
         profile = self._head
         if profile is None:
@@ -177,7 +195,8 @@ class Agent:
         blocks = prompt_blocks.BLOCKS
         instructions = READ_ONLY_INSTRUCTIONS if read_only else INSTRUCTIONS
         system = blocks.parts(
-            "system", {"instructions": instructions, "available_skills": cat.text}
+            "system",
+            {"instructions": instructions, "tool_calls": tool_text, "available_skills": cat.text},
         )
         mine = blocks.render(
             "agent",
@@ -390,7 +409,10 @@ class Agent:
         inp = st.inp
         read_only = inp.read_only
         observation = inp.env.observe(self.agent_id) if inp.env is not None else ""
-        system_parts, mine = self._prompt_head(read_only)
+        tools = self._tools(inp.env, read_only=read_only)
+        mode = settings.tool_calls
+        tool_text = _described(tools) if mode == "text" else None
+        system_parts, mine = self._prompt_head(read_only, tool_text)
         system = "\n".join(system_parts)
         mem_tokens = settings.memory_prompt_tokens
         turn = self.user_prompt(
@@ -425,7 +447,6 @@ class Agent:
         if full:
             trace.setdefault("user", user)
         trace.setdefault("prompt_tokens_est", estimate_tokens(system) + estimate_tokens(user))
-        tools = self._tools(inp.env, read_only=read_only)
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": system},
             {"role": "user", "content": user},
@@ -441,23 +462,63 @@ class Agent:
                 return
             st.out.model_calls += 1
             st.out.usage = st.out.usage + completion.usage
-            if not completion.tool_calls:
-                st.out.action = (completion.content or "").strip()[:200] or "did nothing"
-                st.out.answer = st.out.answer or completion.content
-                st.finished = True
-                return
-            messages.append(completion.message)
-            for call in completion.tool_calls:
+            tool_calls, message = completion.tool_calls, completion.message
+            recovered = False
+            if not tool_calls:
+                # Reasoning is kept in the trace and never becomes an action or an answer.
+                thought, text = split_thinking(completion.content or "")
+                thought = "\n\n".join(t for t in (completion.reasoning, thought) if t)
+                if thought and full:
+                    trace.setdefault("reasoning", []).append(thought[:_TRACE_REASONING_CAP])
+                found = find_calls(text, self._call_names(tools)) if mode != "native" else None
+                if found is not None and found.calls:
+                    tool_calls, recovered = found.calls, True
+                    st.out.recovered_calls += len(tool_calls)
+                    message = {"role": "assistant", "content": found.rest or None}
+                    if mode == "text":
+                        message["content"] = text
+                    else:
+                        message["tool_calls"] = [c.to_message_part() for c in tool_calls]
+                elif found is not None and found.problems:
+                    # A call it tried to write and got wrong: say so, and let it try again.
+                    if full:
+                        trace.setdefault("unread_calls", []).extend(found.problems)
+                    messages.append({"role": "assistant", "content": text})
+                    problems = "; ".join(found.problems)
+                    messages.append({"role": "user", "content": f"error: {problems}"})
+                    continue
+                elif not text and thought:
+                    messages.append({"role": "assistant", "content": ""})
+                    messages.append({"role": "user", "content": _NO_ANSWER})
+                    continue
+                else:
+                    st.out.action = text.strip()[:200] or "did nothing"
+                    st.out.answer = st.out.answer or text or None
+                    st.finished = True
+                    return
+            elif completion.reasoning and full:
+                trace.setdefault("reasoning", []).append(
+                    completion.reasoning[:_TRACE_REASONING_CAP]
+                )
+            messages.append(message)
+            results: list[tuple[str, str]] = []
+            for call in tool_calls:
                 content = await self._dispatch(st, call, read_only=read_only)
                 if calls is not None:
-                    calls.append(
-                        {
-                            "tool": call.name,
-                            "args": call.arguments[:_TRACE_RESULT_CAP],
-                            "result": content[:_TRACE_RESULT_CAP],
-                        }
-                    )
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+                    entry: dict[str, Any] = {
+                        "tool": call.name,
+                        "args": call.arguments[:_TRACE_RESULT_CAP],
+                        "result": content[:_TRACE_RESULT_CAP],
+                    }
+                    if recovered:
+                        entry["recovered"] = True
+                    calls.append(entry)
+                if recovered and mode == "text":
+                    results.append((call.name, content))
+                else:
+                    messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+            if results:
+                messages.append({"role": "user", "content": text_results(results)})
             if st.finished:
                 return
         st.out.action = st.out.action or "ran out of turns"
@@ -477,6 +538,11 @@ class Agent:
         _TOOLS_CACHE[key] = (res, env, tools)
         return tools
 
+    def _call_names(self, tools: Sequence[Mapping[str, Any]]) -> frozenset[str]:
+        """What a call written as text may name: the tools offered, and the skills (which
+        models call as if they were tools; the answer then says what to call instead)."""
+        return frozenset([*(t["function"]["name"] for t in tools), *self.skills.handles()])
+
     def _degrade(self, st: StepScratch, trace: dict[str, Any], reason: str) -> None:
         st.out.degraded = True
         st.out.action = "kept its plan (model unavailable)"
@@ -485,6 +551,8 @@ class Agent:
 
     async def _dispatch(self, st: StepScratch, call: ToolCall, *, read_only: bool) -> str:
         """Run one tool call; every failure becomes an ``error: ...`` text for the model."""
+        if call.name not in _HANDLERS:
+            return self._not_a_tool(call)
         try:
             args = json.loads(call.arguments or "{}")
         except ValueError as exc:
@@ -494,15 +562,30 @@ class Agent:
         if read_only and call.name in WRITE_TOOLS:
             return f"error: {call.name} is not available in read-only mode"
         try:
-            handler = _HANDLERS.get(call.name)
-            if handler is None:
-                known = ", ".join(sorted(_HANDLERS))
-                return f"error: unknown tool {call.name!r} (tools: {known})"
-            return await handler(self, st, args)
+            return await _HANDLERS[call.name](self, st, args)
         except (SkillError, EnvError) as exc:
             return f"error: {exc}"
         except (KeyError, TypeError, ValueError) as exc:
             return f"error: bad arguments for {call.name}: {exc}"
+
+    def _not_a_tool(self, call: ToolCall) -> str:
+        """The error for a call to an unknown tool; for a skill called by its name, the
+        calls that do what the model meant."""
+        try:
+            desc = self.skills.resolve(call.name)
+        except SkillError:
+            known = ", ".join(sorted(_HANDLERS))
+            return f"error: unknown tool {call.name!r} (tools: {known})"
+        try:
+            args: Any = json.loads(call.arguments or "{}")
+        except ValueError:
+            args = call.arguments
+        return skill_call_hint(
+            self.skills.handle_of(desc.skill_id),
+            args,
+            active=desc.skill_id in self.skills.active,
+            has_script=bool(desc.manifest.script),
+        )
 
     async def _t_activate(self, st: StepScratch, args: dict[str, Any]) -> str:
         res = await self.skills.activate(
@@ -697,6 +780,21 @@ class Agent:
 # (resolution, env router, schemas) by identity: one router per host and tick, one
 # resolution per registry generation, so this holds a handful of entries.
 _TOOLS_CACHE: dict[tuple[Any, ...], tuple[object, object, list[dict[str, Any]]]] = {}
+
+# The ``<tool_calls>`` block of a tool list (by identity: the lists are cached above).
+_DESCRIBED: dict[int, tuple[object, str]] = {}
+
+
+def _described(tools: list[dict[str, Any]]) -> str:
+    hit = _DESCRIBED.get(id(tools))
+    if hit is not None and hit[0] is tools:
+        return hit[1]
+    if len(_DESCRIBED) >= 64:
+        _DESCRIBED.clear()
+    text = describe_tools(tools)
+    _DESCRIBED[id(tools)] = (tools, text)
+    return text
+
 
 _HANDLERS = {
     "activate_skill": Agent._t_activate,

@@ -49,6 +49,8 @@ class AgentSettings:
     memory_prompt_tokens: int = 600
     prompt_cap_tokens: int = 6000
     trace: str = "full"  # full | summary | off
+    # The model's ``model.tool_calls``: native | auto | text (agentsim.llm.textcalls).
+    tool_calls: str = "auto"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,6 +7,8 @@ says to use ``search_skills`` and names are checked at call time instead).
 
 from __future__ import annotations
 
+import html
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,6 +22,9 @@ __all__ = [
     "TOOL_NAMES",
     "WRITE_TOOLS",
     "build_tools",
+    "describe_tools",
+    "skill_call_hint",
+    "text_results",
 ]
 
 ENUM_LIMIT = 256
@@ -118,3 +123,66 @@ def build_tools(
     if read_only:
         return [t for t in tools if t["function"]["name"] not in WRITE_TOOLS]
     return tools
+
+
+def describe_tools(tools: Sequence[Mapping[str, Any]]) -> str:
+    """The ``<tool_calls>`` block of the system message for servers without tool support
+    (``model.tool_calls: text``): how to write a call, and each tool with its arguments
+    (``*``: required)."""
+    lines = [
+        "<tool_calls>",
+        "Call a tool by writing the call in your answer, one block per call:",
+        "<tool_call>",
+        '{"name": "<tool>", "arguments": {<its arguments as JSON>}}',
+        "</tool_call>",
+        "You may write several calls in one answer; their results come back in the next "
+        "message, in <tool_result> blocks. The tools:",
+    ]
+    for tool in tools:
+        fn = tool["function"]
+        params = fn.get("parameters", {})
+        required = set(params.get("required", ()))
+        args = ", ".join(
+            f"{name}{'*' if name in required else ''}: {_type_of(prop)}"
+            for name, prop in params.get("properties", {}).items()
+        )
+        lines.append(f"- {fn['name']}({args}): {fn.get('description', '')}")
+    lines.append("</tool_calls>")
+    return "\n".join(lines)
+
+
+def _type_of(prop: Mapping[str, Any]) -> str:
+    kind = str(prop.get("type", "any"))
+    if kind == "array":
+        return f"array of {_type_of(prop.get('items', {}))}s"
+    if "enum" in prop and prop.get("description"):
+        return f"string ({prop['description']})"
+    return kind
+
+
+def text_results(results: Sequence[tuple[str, str]]) -> str:
+    """The message that gives a model without tool support its calls' results: a
+    ``<tool_result name="...">`` block per (tool, result), in call order."""
+    return "\n".join(
+        f'<tool_result name="{html.escape(name, quote=True)}">\n{result}\n</tool_result>'
+        for name, result in results
+    )
+
+
+def skill_call_hint(handle: str, args: Any, *, active: bool, has_script: bool) -> str:
+    """The error for a call to a skill by its name, as if it were a tool: the calls that
+    do what the model meant."""
+    argv = args.get("args", args.get("argv", [])) if isinstance(args, dict) else args
+    if not isinstance(argv, list):
+        argv = [] if argv in (None, "", {}) else [str(argv)]
+    activate = json.dumps({"name": handle})
+    run = json.dumps({"name": handle, "args": [str(a) for a in argv]})
+    text = f"error: {handle!r} is a skill, not a tool; "
+    if active and has_script:
+        return text + f"to run its script call execute_skill_script with {run}"
+    if active:
+        return text + "it is active already: follow its instructions in your context"
+    text += f"load it with activate_skill {activate}"
+    if has_script:
+        text += f", then run its script with execute_skill_script {run}"
+    return text

@@ -235,6 +235,14 @@ class ModelConfig(StrictModel):
     max_retries: int = Field(default=5, ge=0, le=100)
     temperature: float = Field(default=0.7, ge=0, le=2)
     max_tokens: int = Field(default=512, ge=1, le=_MAX_TOKENS)
+    # Tool calls the model writes as text in its answer: ``native`` reads only the server's
+    # ``tool_calls``; ``auto`` also reads calls written as text when there are none;
+    # ``text`` is for servers without tool support: the tools are described in the system
+    # message instead of sent, and every call is read from the text.
+    tool_calls: Literal["native", "text", "auto"] = "auto"
+    # Added to every request body (e.g. ``top_p``, ``chat_template_kwargs``, thinking
+    # controls); keys the model sets itself are refused when the model is built.
+    extra_params: dict[str, Any] = Field(default_factory=dict)
     cache: Literal["off", "record", "replay"] = "off"
     cache_path: str | None = None
     cache_fallthrough: bool = False

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import functools
 import inspect
 import json
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsim.agent.agent import Agent, StepInput, StepInputs, StepOutcome, step_seed
+from agentsim.agent.step import AgentSettings
 from agentsim.config.profiles import AgentSpec
 from agentsim.env.base import EnvView
 from agentsim.env.router import EnvRouter
@@ -304,7 +306,7 @@ class AgentHost:
                     return await agent.step(
                         inp,
                         model=self._model_of(agent.agent_id),
-                        settings=self.spec.settings,
+                        settings=self._settings_of(agent.agent_id),
                         seed=step_seed(self.spec.seed, agent.agent_id, inp.tick),
                     )
             except Exception as exc:  # a bug in one agent's step must not stop the run
@@ -457,6 +459,9 @@ class AgentHost:
         res.prompt_tokens = out.usage.prompt_tokens
         res.completion_tokens = out.usage.completion_tokens
         res.cached_prompt_tokens = out.usage.cached_prompt_tokens
+        if out.recovered_calls:
+            res.recovered_calls = out.recovered_calls
+            self._stats_of(aid).record_recovered(out.recovered_calls)
         res.degraded, res.skipped = out.degraded, out.skipped
         self._flush_agent(agent, inp.tick)
         self._done.append(StepDone(tick=inp.tick, agent_id=aid, result=res))
@@ -554,6 +559,22 @@ class AgentHost:
             agent = self.agents.get(aid)
             if agent is not None:
                 await agent.set_state(st)
+
+    def _stats_of(self, agent_id: str) -> ModelStats:
+        """The stats of the model an agent uses (by name in ``metrics.json``)."""
+        spec = self._specs.get(agent_id)
+        name = self.spec.group_models.get(spec.group, "default") if spec else "default"
+        return self.named_stats.get(name, self.stats)
+
+    def _settings_of(self, agent_id: str) -> AgentSettings:
+        """The step settings of an agent: the run's, with its model's ``tool_calls``."""
+        spec = self._specs.get(agent_id)
+        name = self.spec.group_models.get(spec.group, "default") if spec else "default"
+        cfg = self.spec.models.get(name, self.spec.model)
+        settings = self.spec.settings
+        if settings.tool_calls != cfg.tool_calls:
+            settings = dataclasses.replace(settings, tool_calls=cfg.tool_calls)
+        return settings
 
     def _model_of(self, agent_id: str) -> ChatModel:
         spec = self._specs.get(agent_id)

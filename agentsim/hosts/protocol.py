@@ -112,6 +112,8 @@ class TickResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0
+    # Tool calls models wrote as text and the steps ran (``StepOutcome.recovered_calls``).
+    recovered_calls: int = 0
     degraded: int = 0
     skipped: int = 0
     elapsed: float = 0.0

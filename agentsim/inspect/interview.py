@@ -18,6 +18,7 @@ fall-through to the configured model (new questions are answered but not recorde
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -182,6 +183,7 @@ async def interview(
         model_cfg, model_note = _model_config(
             config.model_named(model_name), r.path, scratch, file=cache_file(model_name)
         )
+        settings = dataclasses.replace(settings, tool_calls=model_cfg.tool_calls)
         host_spec = HostSpec(
             host_id=0,
             run_dir=str(scratch),

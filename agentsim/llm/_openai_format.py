@@ -14,6 +14,7 @@ from agentsim.llm.base import Completion, ToolCall, Usage
 __all__ = ["error_text", "http_fix", "parse_completion", "parse_retry_after"]
 
 _MAX_ERROR_TEXT = 500
+_REASONING_KEYS = ("reasoning_content", "reasoning")
 
 
 def parse_completion(
@@ -33,6 +34,11 @@ def parse_completion(
     if content is not None and not isinstance(content, str):
         raise _not_completion(where, f"message.content is a {type(content).__name__}, not a string")
     calls = _parse_tool_calls(message.get("tool_calls"), where)
+    # Reasoning models' thinking, apart from the answer: vLLM and DeepSeek send
+    # ``reasoning_content``, other servers ``reasoning``. Not a string: not reasoning.
+    reasoning = next(
+        (r for k in _REASONING_KEYS if isinstance(r := message.get(k), str) and r.strip()), None
+    )
     usage = Usage()
     usage_raw = payload.get("usage")
     if isinstance(usage_raw, Mapping):
@@ -56,6 +62,7 @@ def parse_completion(
         usage=usage,
         finish_reason=finish,
         model=model if isinstance(model, str) and model else default_model,
+        reasoning=reasoning,
     )
 
 

@@ -96,6 +96,8 @@ def _openai(cfg: ModelConfig, base_url: str, served: Served) -> ServedModel:
         limiter=served.limiter,
         temperature=cfg.temperature,
         max_tokens=cfg.max_tokens,
+        extra_params=cfg.extra_params,
+        send_tools=cfg.tool_calls != "text",
         prices=served.prices,
         stats=served.stats,
     )

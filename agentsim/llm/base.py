@@ -67,13 +67,17 @@ class Usage:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Completion:
-    """One model answer: text content and/or tool calls, with its token usage."""
+    """One model answer: text content and/or tool calls, with its token usage.
+
+    ``reasoning``: what a reasoning model sent apart from its answer (``reasoning_content``
+    or ``reasoning``); kept for the trace, never part of the answer or of ``message``."""
 
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = "stop"
     model: str = ""
+    reasoning: str | None = None
 
     @property
     def message(self) -> dict[str, Any]:

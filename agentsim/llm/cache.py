@@ -137,6 +137,8 @@ def completion_to_dict(completion: Completion) -> dict[str, Any]:
         "usage": usage,
         "finish_reason": completion.finish_reason,
         "model": completion.model,
+        # Absent when none: older caches read the same.
+        **({"reasoning": completion.reasoning} if completion.reasoning else {}),
     }
 
 
@@ -161,12 +163,19 @@ def completion_from_dict(data: Mapping[str, Any]) -> Completion:
             usage=usage,
             finish_reason=str(data["finish_reason"]),
             model=str(data["model"]),
+            reasoning=_text_or_none(data.get("reasoning")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelResponseError(
             f"a recorded completion is malformed ({type(exc).__name__}: {exc}); the cache "
             "file is corrupt or from another version: delete it and record again"
         ) from None
+
+
+def _text_or_none(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError("reasoning is not a string")
+    return value
 
 
 @dataclass(slots=True, kw_only=True)

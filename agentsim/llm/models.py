@@ -90,7 +90,11 @@ def build_model(
         mode=cfg.cache,
         fallthrough=cfg.cache_fallthrough,
         model_name=name,
-        params={"temperature": cfg.temperature, "max_tokens": cfg.max_tokens},
+        params={
+            "temperature": cfg.temperature,
+            "max_tokens": cfg.max_tokens,
+            **cfg.extra_params,  # they change the answers: part of the key
+        },
     )
 
 

@@ -76,6 +76,7 @@ class OpenAIWire(Transport):
         temperature: float | None = None,
         max_tokens: int | None = None,
         extra_params: Mapping[str, Any] | None = None,
+        send_tools: bool = True,
     ) -> None:
         if not model:
             raise ConfigError("model", "the model name is empty", "set it to the served model")
@@ -103,6 +104,9 @@ class OpenAIWire(Transport):
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.extra_params: Mapping[str, Any] = extra
+        # False for servers without tool support (``model.tool_calls: text``): the tools
+        # are then described in the system message, and the body carries none.
+        self.send_tools = send_tools
         self.__key = _read_key(api_key_env)
         self.server = self.base_url
         self.where = f"model {model!r} at {self.base_url}"
@@ -131,6 +135,7 @@ class OpenAIWire(Transport):
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "extra_params": dict(self.extra_params),
+            "send_tools": self.send_tools,
         }
 
     @property
@@ -148,7 +153,7 @@ class OpenAIWire(Transport):
     ) -> dict[str, Any]:
         """The JSON body sent for this request (no headers, so no key)."""
         body: dict[str, Any] = {"model": self.model, "messages": list(messages), "seed": seed}
-        if tools:
+        if tools and self.send_tools:
             body["tools"] = list(tools)
             body["tool_choice"] = "auto"
         body.update(self.request_params)
@@ -338,7 +343,8 @@ class OpenAIChatModel(ServedModel):
     ``base_url`` is the API root, as for the official client (``http://127.0.0.1:8000/v1``);
     requests go to ``{base_url}/chat/completions``. ``api_key_env`` names the environment
     variable holding the key; ``None`` sends no ``Authorization`` header (local servers).
-    ``extra_params`` are added to every request body (e.g. ``top_p``). ``rng_seed`` seeds the
+    ``extra_params`` are added to every request body (e.g. ``top_p``). ``send_tools=False``
+    leaves the tool schemas out of the body (servers without tool support). ``rng_seed`` seeds the
     backoff jitter (tests). ``stats`` collects usage, retries, errors, latency and (with
     ``prices``) cost.
 
@@ -362,6 +368,7 @@ class OpenAIChatModel(ServedModel):
         temperature: float | None = None,
         max_tokens: int | None = None,
         extra_params: Mapping[str, Any] | None = None,
+        send_tools: bool = True,
         prices: Prices | None = None,
         stats: ModelStats | None = None,
         rng_seed: int | None = None,
@@ -374,6 +381,7 @@ class OpenAIChatModel(ServedModel):
             temperature=temperature,
             max_tokens=max_tokens,
             extra_params=extra_params,
+            send_tools=send_tools,
         )
         super().__init__(
             wire,

@@ -202,6 +202,8 @@ BLOCKS = PromptBlocks(
     (
         # system: shared by every agent that sees the same skills
         Block("instructions", "system", "given", by="agentsim.agent.tools"),
+        # Only for ``model.tool_calls: text`` (a server without tool support).
+        Block("tool_calls", "system", "given", by="agentsim.agent.tools"),
         Block("available_skills", "system", "given", by=f"{_SKILLS}.catalog"),
         # agent: its own part, stable until its active skills change
         Block("skill_content", "agent", "given", by=f"{_SKILLS}.runtime (bodies)"),

@@ -88,6 +88,7 @@ class ModelStats:
         "latency_min",
         "latency_sum",
         "prompt_tokens",
+        "recovered_calls",
         "retries",
         "servers",
         "usage_missing",
@@ -102,6 +103,8 @@ class ModelStats:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.cached_prompt_tokens = 0
+        # Tool calls the model wrote as text and the agents ran (``model.tool_calls``).
+        self.recovered_calls = 0
         self.cost = 0.0
         self.latency_count = 0
         self.latency_sum = 0.0
@@ -140,6 +143,11 @@ class ModelStats:
                 self.latency_max = latency
             buckets = self._buckets
             buckets[index] = buckets.get(index, 0) + 1
+
+    def record_recovered(self, calls: int) -> None:
+        """``calls`` tool calls the model wrote as text, which a step read and ran."""
+        with self._lock:
+            self.recovered_calls += calls
 
     def record_retry(self) -> None:
         with self._lock:
@@ -182,6 +190,7 @@ class ModelStats:
                 "completion_tokens": self.completion_tokens,
                 "total_tokens": self.prompt_tokens + self.completion_tokens,
                 "cached_prompt_tokens": self.cached_prompt_tokens,
+                "recovered_calls": self.recovered_calls,
                 "cost": self.cost,
                 "latency": {
                     "count": count,
@@ -212,6 +221,7 @@ class ModelStats:
             }
             usage_missing = int(other.get("usage_missing", 0))
             cached = int(other.get("cached_prompt_tokens", 0))
+            recovered = int(other.get("recovered_calls", 0))
             cost = float(other["cost"])
             lat_count, lat_sum = int(latency["count"]), float(latency["sum"])
             lat_min, lat_max = latency["min"], latency["max"]
@@ -229,6 +239,7 @@ class ModelStats:
             self.prompt_tokens += counts["prompt_tokens"]
             self.completion_tokens += counts["completion_tokens"]
             self.cached_prompt_tokens += cached
+            self.recovered_calls += recovered
             self.cost += cost
             if lat_count:
                 self.latency_count += lat_count

@@ -28,6 +28,7 @@ _TICK_COUNTERS = (
     "prompt_tokens",
     "completion_tokens",
     "cached_prompt_tokens",
+    "recovered_calls",
     "degraded",
     "skipped",
 )
@@ -43,6 +44,7 @@ def new_metrics() -> dict[str, Any]:
         "prompt_tokens": 0,
         "completion_tokens": 0,
         "cached_prompt_tokens": 0,
+        "recovered_calls": 0,
         "errors": 0,
         "degraded": 0,
         "skipped": 0,

@@ -9,7 +9,11 @@ from agentsim.llm.prompt_blocks import BLOCKS, PARTS, Block, PromptBlocks
 
 
 def test_the_declared_blocks_by_part_in_prompt_order() -> None:
-    assert [b.name for b in BLOCKS.of("system")] == ["instructions", "available_skills"]
+    assert [b.name for b in BLOCKS.of("system")] == [
+        "instructions",
+        "tool_calls",
+        "available_skills",
+    ]
     assert [b.name for b in BLOCKS.of("agent")] == [
         "skill_content",
         "active_skills",
