@@ -122,13 +122,15 @@ JSON_BLOCK_TEMPLATE = """\
 {%- for tc in message.tool_calls %}
 {%- set fn = tc.function if tc.function is defined else tc %}
 {{- '```json\\n{\"name\": \"' + fn.name + '\", \"arguments\": ' }}
-{%- if fn.arguments is string %}{{- fn.arguments }}{%- else %}{{- fn.arguments | tojson }}{%- endif %}
+{%- if fn.arguments is string %}{{- fn.arguments }}
+{%- else %}{{- fn.arguments | tojson }}{%- endif %}
 {{- '}\\n```' }}
 {%- endfor %}
 {%- endif %}
 {{- '<|im_end|>\\n' }}
 {%- elif message.role == 'tool' %}
-{{- '<|im_start|>user\\n<tool_response>\\n' + message.content + '\\n</tool_response><|im_end|>\\n' }}
+{{- '<|im_start|>user\\n<tool_response>\\n' + message.content }}
+{{- '\\n</tool_response><|im_end|>\\n' }}
 {%- else %}
 {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}
 {%- endif %}
@@ -177,7 +179,9 @@ def _stamp_ok(path: Path, w: Weights) -> bool:
 def _pip(*args: str) -> None:
     cmd = [sys.executable, "-m", "pip", *args]
     log("$ " + " ".join(cmd if len(cmd) < 12 else [*cmd[:12], "..."]))
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode:
+        raise RuntimeError(f"pip {args[0]} failed ({done.returncode}): {done.stderr[-2000:]}")
 
 
 def ensure_engine() -> str:
@@ -297,7 +301,7 @@ class LlamaServer:
         self.start_timeout = start_timeout
         self.log_path = log_path
         self.proc: subprocess.Popen[bytes] | None = None
-        self.alias = model_path.stem
+        self.alias = ""  # the served model's name, known once started
 
     @property
     def root(self) -> str:
@@ -329,8 +333,6 @@ class LlamaServer:
             str(self.ctx),
             "--template",
             self.template,
-            "--alias",
-            self.alias,
         ]
         out = self.log_path.open("ab") if self.log_path else subprocess.DEVNULL
         try:
@@ -348,13 +350,16 @@ class LlamaServer:
             try:
                 with urllib.request.urlopen(self.root + "/health", timeout=5) as r:
                     if r.status == 200:
-                        return
+                        break
             except (urllib.error.URLError, OSError):
                 pass
             if time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"the model server did not answer in {self.start_timeout} s")
             time.sleep(0.5)
+        # The model's name as the server reports it (what requests must name).
+        with urllib.request.urlopen(self.base_url + "/models", timeout=30) as r:
+            self.alias = str(json.load(r)["data"][0]["id"])
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
@@ -374,7 +379,6 @@ def serve(args: argparse.Namespace) -> None:
 
     params = xlc.CommonParams()
     params.model.path = args.model_path
-    params.model_alias = args.alias
     params.hostnames = ["127.0.0.1"]
     params.port = args.port
     params.n_ctx = args.ctx
@@ -408,7 +412,9 @@ def serve(args: argparse.Namespace) -> None:
 # --- the experiments ---------------------------------------------------------------------
 
 
-def experiment(shape: str, *, base_url: str, model: str, agents: int, ticks: int, out: Path) -> dict[str, Any]:
+def experiment(
+    shape: str, *, base_url: str, model: str, agents: int, ticks: int, out: Path
+) -> dict[str, Any]:
     """A scaled-down ``experiments/<shape>.yaml`` against the server at ``base_url``."""
     cfg: dict[str, Any] = yaml.safe_load((REPO / "experiments" / f"{shape}.yaml").read_text())
     cfg["name"] = f"{shape}-real"
@@ -599,7 +605,6 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--threads", type=int, default=2)
     s.add_argument("--ctx", type=int, default=8192)
     s.add_argument("--template", choices=TEMPLATES, default="own")
-    s.add_argument("--alias", default="local-model")
     p.add_argument("--model", choices=sorted(MODELS), default="1.5b")
     p.add_argument("--cache", default=None, help=f"cache folder (else ${CACHE_ENV})")
     p.add_argument("--threads", type=int, default=2)
