@@ -60,7 +60,8 @@ REPO = Path(__file__).resolve().parent.parent
 ENGINE = "xllamacpp"
 ENGINE_VERSION = "2026.10.11549"
 CACHE_ENV = "REAL_MODEL_CACHE"
-API_KEY_ENV = "REAL_MODEL_API_KEY"  # any value (the local server checks no key); not AGENTSIM_*, which set config fields
+# Any value: the local server checks no key. Not AGENTSIM_*: those set experiment fields.
+API_KEY_ENV = "REAL_MODEL_API_KEY"
 
 
 @dataclass(frozen=True)
