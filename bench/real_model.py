@@ -447,7 +447,8 @@ def experiment(
         "max_script_failure_share": 1.0,
     }
     cfg["output"] = {"dir": str(out)}
-    cfg.pop("executor", None)
+    # A step of several calls to a cold CPU model takes minutes, not the default 120 s.
+    cfg["executor"] = {"kind": "local", "step_timeout": 3600}
     return cfg
 
 
