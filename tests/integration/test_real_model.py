@@ -40,16 +40,20 @@ rm = _bench()
 SIZE = os.environ.get("REAL_MODEL_SIZE", "0.5b")
 REQUESTED = os.environ.get("REAL_MODEL_TEST", "")  # "1": run; "0": never
 
+if REQUESTED == "0":
+    _SKIP = "REAL_MODEL_TEST=0 turns the real model test off"
+elif REQUESTED != "1" and not rm.model_ready(rm.cache_dir(), SIZE):
+    _SKIP = (
+        f"the real model is not set up in {rm.cache_dir()} "
+        "(set REAL_MODEL_TEST=1 to set it up and run, or run bench/real_model.py)"
+    )
+else:
+    _SKIP = ""
+
 pytestmark = [
     pytest.mark.real_model,
     pytest.mark.slow,
-    pytest.mark.skipif(
-        REQUESTED == "0" or not (REQUESTED == "1" or rm.model_ready(rm.cache_dir(), SIZE)),
-        reason=(
-            f"the real model is not set up in {rm.cache_dir()} "
-            "(set REAL_MODEL_TEST=1 to set it up and run, or run bench/real_model.py)"
-        ),
-    ),
+    pytest.mark.skipif(bool(_SKIP), reason=_SKIP or "runs"),
 ]
 
 
