@@ -91,6 +91,9 @@ def _f(name: str, tp: Any, doc: str, *, optional: bool = False) -> Field:
 
 _SKILL = _f("skill", str, "the skill id")
 _HOOK = _f("hook", str, "`pre_step` or `post_step`")
+_ECHO = _f(
+    "echo", bool, "(new) the answer only copies lines or sentences of the agent's own prompt"
+)
 
 _DECLARED: tuple[EventType, ...] = (
     # -- the run (sim/engine.py) -----------------------------------------------------------
@@ -156,6 +159,19 @@ _DECLARED: tuple[EventType, ...] = (
             _f("skipped", int, "steps a pre_step hook skipped"),
             _f("errors", int, "the tick's problems (`agentsim.run.problems`)"),
             _f("gate_retries", int, "extra model rounds post_step gates asked for"),
+            _f(
+                "outcomes",
+                dict[str, int],
+                "(new) steps by how they ended (`finished`, `answered`, `out_of_turns`, "
+                "`degraded`, `error`, `skipped`; outcomes of no step left out)",
+            ),
+            _f("acted", int, "(new) steps that wrote to the environment or ran a skill script"),
+            _f(
+                "tool_calls",
+                dict[str, int],
+                "(new) tool calls by result (`ok`, `refused`, `failed`; results of no call "
+                "left out)",
+            ),
         ),
     ),
     EventType(
@@ -174,13 +190,13 @@ _DECLARED: tuple[EventType, ...] = (
         name="survey_answer",
         writer="sim",
         doc="one agent's answer to a workflow `survey` step",
-        fields=(_f("name", str, "the survey's name"), _f("answer", str, "the answer")),
+        fields=(_f("name", str, "the survey's name"), _f("answer", str, "the answer"), _ECHO),
     ),
     EventType(
         name="interview_answer",
         writer="sim",
         doc="one agent's answer to a workflow `interview` step",
-        fields=(_f("name", str, "the interview's name"), _f("answer", str, "the answer")),
+        fields=(_f("name", str, "the interview's name"), _f("answer", str, "the answer"), _ECHO),
     ),
     EventType(
         name="run_end",
@@ -285,6 +301,17 @@ _DECLARED: tuple[EventType, ...] = (
         fields=(
             _f("action", str, "its action, cut at 300 characters"),
             _f("degraded", bool, "whether the step degraded"),
+            _f(
+                "outcome",
+                str,
+                "(new) how the step ended: `finished` (it called finish), `answered` (text and "
+                "no tool call), `out_of_turns`, `degraded`",
+            ),
+            _f(
+                "acted",
+                bool,
+                "(new) whether the step wrote to the environment or ran a skill script",
+            ),
         ),
     ),
     # -- the city (env/city.py) ------------------------------------------------------------

@@ -24,12 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from agentsim.agent.agent import Agent, StepInput, StepInputs, StepOutcome, step_seed
+from agentsim.agent.echo import echoes
 from agentsim.config.profiles import AgentSpec
 from agentsim.env.base import EnvView
 from agentsim.env.router import EnvRouter
 from agentsim.errors import AgentsimError
 from agentsim.events import event
 from agentsim.hosts.protocol import (
+    Answer,
     HostSpec,
     SkillSources,
     StepDone,
@@ -458,6 +460,12 @@ class AgentHost:
         res.completion_tokens = out.usage.completion_tokens
         res.cached_prompt_tokens = out.usage.cached_prompt_tokens
         res.degraded, res.skipped = out.degraded, out.skipped
+        res.outcomes = {out.outcome: 1}
+        res.acted = int(out.acted)
+        res.tool_results = out.tool_results
+        res.group = agent.group
+        res.model = self._model_name(aid)
+        res.action = "" if out.skipped or out.outcome == "error" else out.action
         self._flush_agent(agent, inp.tick)
         self._done.append(StepDone(tick=inp.tick, agent_id=aid, result=res))
         # Not running from here on, for ``collect``: a task's done callbacks run later.
@@ -518,17 +526,33 @@ class AgentHost:
         tick: int,
         when: datetime,
         views: Mapping[str, EnvView],
-    ) -> dict[str, str]:
+    ) -> dict[str, Answer]:
         """Ask agents a question in read-only mode (survey / interview): all at once, under
         the same limits as a tick's steps (the host's steps in flight, the model's limiter)
-        and each under its own step timeout. ``answered`` counts the answers in so far."""
+        and each under its own step timeout. ``answered`` counts the answers in so far.
+        An answer that only copies the agent's own prompt is marked ``echo``."""
         router = EnvRouter(views)
         mine = [self.agents[aid] for aid in agent_ids if aid in self.agents]
         asked = StepInputs(tick=tick, time=when, env=router).question(question)
         inputs = dict.fromkeys((a.agent_id for a in mine), asked)
         self._answered_base = self._steps_done
         outcomes = await self._step_all(mine, inputs)
-        return {a.agent_id: o.answer or o.action for a, o in zip(mine, outcomes, strict=True)}
+        answers = {}
+        for agent, out in zip(mine, outcomes, strict=True):
+            text = out.answer or out.action
+            echo = out.outcome in ("finished", "answered") and echoes(
+                text, self._prompt_of(agent, asked)
+            )
+            answers[agent.agent_id] = Answer(text=text, echo=echo)
+        return answers
+
+    def _prompt_of(self, agent: Agent, inp: StepInput) -> str:
+        """The agent's own part of the prompt of a read-only step and its turn, with its
+        memory (a cap may have left it out) and its last step's post_step hooks."""
+        turn = agent.user_prompt(
+            inp, agent.last_hooks, memory_tokens=self.spec.settings.memory_prompt_tokens
+        )
+        return f"{agent.agent_prompt()}\n{turn}"
 
     def answered(self) -> int:
         """Answers given in the current (or last) ``ask``."""
@@ -555,10 +579,13 @@ class AgentHost:
             if agent is not None:
                 await agent.set_state(st)
 
-    def _model_of(self, agent_id: str) -> ChatModel:
+    def _model_name(self, agent_id: str) -> str:
+        """The name of the model the agent uses ("default": the ``model:`` block)."""
         spec = self._specs.get(agent_id)
-        name = self.spec.group_models.get(spec.group, "default") if spec else "default"
-        return self.named_models.get(name, self.model)
+        return self.spec.group_models.get(spec.group, "default") if spec else "default"
+
+    def _model_of(self, agent_id: str) -> ChatModel:
+        return self.named_models.get(self._model_name(agent_id), self.model)
 
     def model_stats(self) -> dict[str, Any]:
         """All calls of the host; with named models, also ``by_model`` (name -> calls)."""
@@ -617,4 +644,5 @@ def _error_outcome(agent_id: str, inp: StepInput, error: str) -> StepOutcome:
         event("agent_error", tick=inp.tick, time=inp.iso, agent_id=agent_id, error=error[:500])
     )
     out.action = "error"
+    out.outcome = "error"
     return out

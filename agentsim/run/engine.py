@@ -45,7 +45,13 @@ from agentsim.run.checkpoints import (
     write_checkpoint,
 )
 from agentsim.run.fork import ForkPoint, copy_history, own_checkpoint
-from agentsim.run.metrics import add_tick, merge_model_stats, new_metrics, public_metrics
+from agentsim.run.metrics import (
+    add_answers,
+    add_tick,
+    merge_model_stats,
+    new_metrics,
+    public_metrics,
+)
 from agentsim.run.problems import over_limits
 from agentsim.run.progress import Progress, RunSummary
 from agentsim.run.schedules import schedule_named
@@ -365,6 +371,8 @@ class Engine:
             "agent.max_error_share": agent.max_error_share,
             "agent.max_hook_failure_share": agent.max_hook_failure_share,
             "agent.max_script_failure_share": agent.max_script_failure_share,
+            "agent.max_unfinished_share": agent.max_unfinished_share,
+            "agent.max_tool_failure_share": agent.max_tool_failure_share,
         }
 
     def _done(self) -> tuple[str, ...]:
@@ -620,16 +628,27 @@ class Engine:
             assert self.ws is not None
             sdir = self.ws.root / "surveys"
             sdir.mkdir(exist_ok=True)
-            rows: list[dict[str, Any]] = [
-                {
-                    "agent_id": aid,
-                    "question": step.question,
-                    "answer": answers.get(aid, ""),
-                    "tick": tick,
-                    "time": iso,
-                }
-                for aid in sorted(chosen)
-            ]
+            rows: list[dict[str, Any]] = []
+            for aid in sorted(chosen):
+                got = answers.get(aid)
+                rows.append(
+                    {
+                        "agent_id": aid,
+                        "question": step.question,
+                        "answer": got.text if got is not None else "",
+                        "echo": got is not None and got.echo,
+                        "tick": tick,
+                        "time": iso,
+                    }
+                )
+            models, groups = self.config.group_models(), self._groups()
+            add_answers(
+                self._metrics,
+                [
+                    (groups[r["agent_id"]], models.get(groups[r["agent_id"]], "default"), r["echo"])
+                    for r in rows
+                ],
+            )
             atomic_write_text(
                 sdir / f"{name}.jsonl",
                 "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
@@ -637,11 +656,19 @@ class Engine:
             self._emit(
                 [
                     self._run_event(
-                        f"{kind}_answer", agent_id=r["agent_id"], name=name, answer=r["answer"]
+                        f"{kind}_answer",
+                        agent_id=r["agent_id"],
+                        name=name,
+                        answer=r["answer"],
+                        echo=r["echo"],
                     )
                     for r in rows
                 ]
             )
+
+    def _groups(self) -> dict[str, str]:
+        """Agent id -> its group."""
+        return {a.agent_id: a.group for a in self.agents}
 
     async def _survey_progress(self, what: str, asked: int) -> None:
         """Report a survey's answers so far every ``SURVEY_PROGRESS_EVERY`` seconds until
