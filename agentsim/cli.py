@@ -55,11 +55,15 @@ _EXIT_CODES = {
         "a run that completed with problems: more than model.max_degraded_share of its steps "
         "degraded, or more than agent.max_error_share of its steps, "
         "agent.max_hook_failure_share of its hook calls or agent.max_script_failure_share of "
-        "its script calls failed",
+        "its script calls failed, more than agent.max_tool_failure_share of its tool calls "
+        "were refused or failed, or more than agent.max_unfinished_share of its steps ended "
+        "without finish",
         "the run completed with problems: more than model.max_degraded_share of its steps "
         "degraded, or more than agent.max_error_share of its steps, "
         "agent.max_hook_failure_share of its hook calls or agent.max_script_failure_share of "
-        "its script calls failed",
+        "its script calls failed, more than agent.max_tool_failure_share of its tool calls "
+        "were refused or failed, or more than agent.max_unfinished_share of its steps ended "
+        "without finish",
     ),
     130: ("interrupted", "interrupted"),
     141: ("the output pipe closed (e.g. `| head`)", "the output pipe closed"),
@@ -310,6 +314,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         out["reason"] = summary.reason
     if summary.problems:
         out["problems"] = summary.problems
+    from agentsim.run.behaviour import behaviour_lines
+
+    out["behaviour"] = behaviour_lines(summary.metrics)
     if summary.parent:
         out["parent"] = summary.parent
     if args.json:
@@ -338,7 +345,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _print_summary(summary: Any) -> None:
-    """The summary lines: every problem counted (see ``agentsim.run.problems``)."""
+    """The summary lines: every problem counted (see ``agentsim.run.problems``), then what
+    the agents did (``agentsim.run.behaviour``)."""
+    from agentsim.run.behaviour import behaviour_lines
+
     m = summary.metrics
     print(
         f"{summary.status}: {summary.run_dir}  ticks={summary.ticks} agents={summary.agents} "
@@ -348,6 +358,12 @@ def _print_summary(summary: Any) -> None:
         f"(gate retries {m.get('gate_retries', 0)}) errors={m.get('errors', 0)}"
     )
     found = {k: n for k, n in m.get("problems", {}).items() if n}
+    # What the agents' steps and tool calls did wrong, though no event says it is an error.
+    outcomes, calls = m.get("outcomes") or {}, m.get("tool_calls") or {}
+    found.update(
+        (f"steps {o}", outcomes[o]) for o in ("answered", "out_of_turns") if outcomes.get(o)
+    )
+    found.update((f"tool calls {r}", calls[r]) for r in ("refused", "failed") if calls.get(r))
     if found:
         print("  problems: " + ", ".join(f"{k} {n:,}" for k, n in found.items()))
     if summary.parent:
@@ -359,6 +375,8 @@ def _print_summary(summary: Any) -> None:
         print("  problems over their limits: " + "; ".join(summary.problems))
     if summary.reason:
         print(f"  stopped: {summary.reason}")
+    for line in behaviour_lines(m):
+        print(line)
     run = summary.run_dir
     if summary.status in ("interrupted", "failed", "stopped"):
         print(f"resume with: agentsim run --resume {run}")
