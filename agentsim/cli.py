@@ -366,6 +366,8 @@ def _print_summary(summary: Any) -> None:
     found.update((f"tool calls {r}", calls[r]) for r in ("refused", "failed") if calls.get(r))
     if found:
         print("  problems: " + ", ".join(f"{k} {n:,}" for k, n in found.items()))
+    for line in behaviour_lines(m):  # what the agents did, before where to look next
+        print(line)
     if summary.parent:
         p = summary.parent
         print(f"  forked from: {p['run']} at tick {p['tick']}")
@@ -375,8 +377,6 @@ def _print_summary(summary: Any) -> None:
         print("  problems over their limits: " + "; ".join(summary.problems))
     if summary.reason:
         print(f"  stopped: {summary.reason}")
-    for line in behaviour_lines(m):
-        print(line)
     run = summary.run_dir
     if summary.status in ("interrupted", "failed", "stopped"):
         print(f"resume with: agentsim run --resume {run}")

@@ -92,7 +92,10 @@ def _f(name: str, tp: Any, doc: str, *, optional: bool = False) -> Field:
 _SKILL = _f("skill", str, "the skill id")
 _HOOK = _f("hook", str, "`pre_step` or `post_step`")
 _ECHO = _f(
-    "echo", bool, "(new) the answer only copies lines or sentences of the agent's own prompt"
+    "echo",
+    bool,
+    "(new) the answer only copies lines or sentences of the agent's own prompt",
+    optional=True,
 )
 
 _DECLARED: tuple[EventType, ...] = (
@@ -164,13 +167,20 @@ _DECLARED: tuple[EventType, ...] = (
                 dict[str, int],
                 "(new) steps by how they ended (`finished`, `answered`, `out_of_turns`, "
                 "`degraded`, `error`, `skipped`; outcomes of no step left out)",
+                optional=True,
             ),
-            _f("acted", int, "(new) steps that wrote to the environment or ran a skill script"),
+            _f(
+                "acted",
+                int,
+                "(new) steps that wrote to the environment or ran a skill script",
+                optional=True,
+            ),
             _f(
                 "tool_calls",
                 dict[str, int],
                 "(new) tool calls by result (`ok`, `refused`, `failed`; results of no call "
                 "left out)",
+                optional=True,
             ),
         ),
     ),
@@ -306,11 +316,13 @@ _DECLARED: tuple[EventType, ...] = (
                 str,
                 "(new) how the step ended: `finished` (it called finish), `answered` (text and "
                 "no tool call), `out_of_turns`, `degraded`",
+                optional=True,
             ),
             _f(
                 "acted",
                 bool,
                 "(new) whether the step wrote to the environment or ran a skill script",
+                optional=True,
             ),
         ),
     ),

@@ -208,12 +208,12 @@ def run_summary(run: Run) -> dict[str, Any]:
     n = max(ends, default=-1) + 1
     series = {k: [float(v) for v in col] for k, col in tick_metrics(ends, range(n)).items()}
     series["script_failures"] = [float(c) for c in _per_tick(n, failed)]
+    series["hook_failures"] = [float(c) for c in _per_tick(n, gates)]
     # What the steps did (tick_end's outcomes, acted and tool_calls).
     series["acted"] = [_num(ends.get(t, {}).get("acted")) for t in range(n)]
     series["unfinished"] = [_part(ends.get(t), "outcomes", _UNFINISHED) for t in range(n)]
     series["tool_refused"] = [_part(ends.get(t), "tool_calls", ("refused",)) for t in range(n)]
     series["tool_failed"] = [_part(ends.get(t), "tool_calls", ("failed",)) for t in range(n)]
-    series["hook_failures"] = [float(c) for c in _per_tick(n, gates)]
     skills = {s: _per_tick(n, ts) for s, ts in sorted(by_skill.items())}
     questions = _survey_questions(run) if surveys else {}
     for survey in surveys.values():
