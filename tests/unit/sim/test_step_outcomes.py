@@ -245,6 +245,18 @@ def test_counts_per_group_and_model_and_the_behaviour_summary(
     assert md.index("## Behaviour") < md.index("| state |")
     assert "**Note:** group talkers: every step did the same thing: 'tick'" in md
     assert "| steps by outcome | finished 8 |" in md
+    # The viewer's run page shows the same lines, its survey answers mark the echoes, and
+    # a chart draws what the steps did per tick.
+    from starlette.testclient import TestClient
+
+    from agentsim.view import create_app
+
+    client = TestClient(create_app(run))
+    page = client.get("/api/runs/run").json()
+    assert page["behaviour"][0] == lines[start]
+    assert page["series"]["acted"] == [2.0, 2.0] and page["series"]["unfinished"] == [0.0, 0.0]
+    answers = client.get("/api/runs/run/surveys/park").json()["answers"]
+    assert {a["agent_id"]: a["echo"] for a in answers} == {r["agent_id"]: r["echo"] for r in rows}
 
 
 @pytest.mark.slow
