@@ -289,7 +289,7 @@ agents:
     count: 1
     skills: {default: [], disabled: [daily-guidance]}
 model: {backend: scripted}
-agent: {max_react_turns: 8}
+agent: {max_react_turns: 16}
 environment:
   - {module: social}
 output: {formats: [jsonl]}
@@ -309,6 +309,11 @@ async def test_each_kind_of_tool_call_is_counted_by_its_result(tmp_path: Path) -
         tool_call("ask_env", module="social", action="post", args={"colour": "red"}),
         tool_call("execute_skill_script", name="reflect", args=[]),
         tool_call("ask_env", module="social", action="opinion", args={}),
+        ToolCall(id="", name="search_skills", arguments="[1]"),  # not an object
+        tool_call("ask_env", module="social", action="opinion", args="all"),
+        tool_call("ask_env", action="opinion"),  # no module
+        tool_call("deactivate_skill", name="no-such-skill"),
+        tool_call("read_skill_file", name="reflect", path="SKILL.md"),
         tool_call("finish", action="done"),
     ]
 
@@ -322,18 +327,27 @@ async def test_each_kind_of_tool_call_is_counted_by_its_result(tmp_path: Path) -
     assert m["tool_calls_by_tool"] == {
         "(unknown tool)": {"ok": 0, "refused": 1, "failed": 0},
         "activate_skill": {"ok": 0, "refused": 1, "failed": 0},
-        "ask_env": {"ok": 1, "refused": 2, "failed": 0},
+        "ask_env": {"ok": 1, "refused": 4, "failed": 0},
         "execute_skill_script": {"ok": 0, "refused": 1, "failed": 0},  # not active
+        "search_skills": {"ok": 0, "refused": 1, "failed": 0},
+        "deactivate_skill": {"ok": 0, "refused": 1, "failed": 0},
+        "read_skill_file": {"ok": 1, "refused": 0, "failed": 0},
         "finish": {"ok": 1, "refused": 0, "failed": 0},
     }
-    assert m["tool_calls_by_skill"] == {"built-in@reflect": {"ok": 0, "refused": 1, "failed": 0}}
+    assert m["tool_calls_by_skill"] == {"built-in@reflect": {"ok": 1, "refused": 1, "failed": 0}}
     assert (m["outcomes"]["finished"], m["acted"]) == (1, 0)  # a read is not an act
     # 5 of 7 refused: over agent.max_tool_failure_share
     assert summary.status == "completed with problems"
     assert summary.problems == [
         "1 of 1 script calls failed (100%), more than agent.max_script_failure_share=0.25",
-        "5 of 7 tool calls refused or failed (71%), more than agent.max_tool_failure_share=0.25",
+        "9 of 12 tool calls refused or failed (75%), more than agent.max_tool_failure_share=0.25",
     ]
-    results = next(iter(open_run(tmp_path / "run").agent("people-00000").trace()))["calls"]
-    assert [r["result"].split(" ")[0] for r in results[:5]] == ["error:"] * 5
-    assert results[0]["result"].startswith("error: unknown tool 'no_such_tool' (tools: ")
+    results = [
+        c["result"]
+        for c in next(iter(open_run(tmp_path / "run").agent("people-00000").trace()))["calls"]
+    ]
+    assert [r.split(" ")[0] for r in results[:5]] == ["error:"] * 5
+    assert results[0].startswith("error: unknown tool 'no_such_tool' (tools: ")
+    assert results[6] == "error: the arguments of search_skills must be a JSON object"
+    assert results[7] == "error: ask_env `args` must be an object"
+    assert results[8] == "error: bad arguments for ask_env: 'module'"
