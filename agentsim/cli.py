@@ -115,7 +115,8 @@ class _ProgressLine:
         line = (
             f"[{bar}] tick {p.tick}/{total}{_lead(p.fastest)}  {doing}  "
             f"model calls {p.model_calls:,}  tokens {p.tokens:,}  "
-            f"{_problems(p.errors, p.degraded, p.gate_retries, p.skills_broken)}  "
+            f"{_problems(p.errors, p.degraded, p.gate_retries, p.skills_broken)}"
+            f"{_unfinished(p.unfinished, p.tool_failures)}  "
             f"elapsed {_clock(now - self._started)}  left ~{_clock(per_tick * left)}"
         )
         if self._tty:
@@ -147,6 +148,12 @@ def _notice(progress: _ProgressLine | None, line: str) -> None:
     if progress is not None:
         progress.end()
     print(f"warning: {line}", file=sys.stderr, flush=True)
+
+
+def _unfinished(unfinished: int, tool_failures: int) -> str:
+    """The progress line's counts of steps without finish and of tool calls that failed."""
+    text = f"  steps without finish {unfinished:,}" if unfinished else ""
+    return text + (f"  tool calls refused/failed {tool_failures:,}" if tool_failures else "")
 
 
 def _problems(errors: int, degraded: int, gate_retries: int, broken: int = 0) -> str:

@@ -98,6 +98,8 @@ def test_every_tool_call_refused_ends_exit_3_naming_both_shares(
     first = out.splitlines()[0]
     assert first.startswith(f"completed with problems: {run}") and "errors=0" in first
     assert "  problems: steps out_of_turns 8, tool calls refused 16" in out
+    # The progress line counts them as the run goes.
+    assert "errors 0  steps without finish 4  tool calls refused/failed 8  elapsed" in err
     assert (
         "behaviour: 8 steps: out_of_turns 8 (100%); acted 0 (0%); 1 distinct actions; "
         "tool calls 16 (refused 16, failed 0: 100%); answers 4 (echo 0: 0%)"
