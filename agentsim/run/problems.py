@@ -70,8 +70,9 @@ def count_problems(events: Iterable[Mapping[str, Any]]) -> tuple[Counter[str], i
     return found, retries
 
 
-# Problem kind -> (the counter it is a share of, the config field of its limit, what one
-# of them is). A completed run over any limit is "completed with problems" (exit code 3).
+# Problem kind (or one of ``_BEHAVIOUR_COUNTS``) -> (the counter it is a share of, the
+# config field of its limit, what one of them is). A completed run over any limit is
+# "completed with problems" (exit code 3).
 SHARE_LIMITS: Mapping[str, tuple[str, str, str]] = {
     "agent_degraded": ("agent_steps", "model.max_degraded_share", "agent steps degraded"),
     "agent_error": ("agent_steps", "agent.max_error_share", "agent steps failed"),
