@@ -55,11 +55,15 @@ _EXIT_CODES = {
         "a run that completed with problems: more than model.max_degraded_share of its steps "
         "degraded, or more than agent.max_error_share of its steps, "
         "agent.max_hook_failure_share of its hook calls or agent.max_script_failure_share of "
-        "its script calls failed",
+        "its script calls failed, more than agent.max_tool_failure_share of its tool calls "
+        "were refused or failed, or more than agent.max_unfinished_share of its steps ended "
+        "without finish",
         "the run completed with problems: more than model.max_degraded_share of its steps "
         "degraded, or more than agent.max_error_share of its steps, "
         "agent.max_hook_failure_share of its hook calls or agent.max_script_failure_share of "
-        "its script calls failed",
+        "its script calls failed, more than agent.max_tool_failure_share of its tool calls "
+        "were refused or failed, or more than agent.max_unfinished_share of its steps ended "
+        "without finish",
     ),
     130: ("interrupted", "interrupted"),
     141: ("the output pipe closed (e.g. `| head`)", "the output pipe closed"),
@@ -111,7 +115,8 @@ class _ProgressLine:
         line = (
             f"[{bar}] tick {p.tick}/{total}{_lead(p.fastest)}  {doing}  "
             f"model calls {p.model_calls:,}  tokens {p.tokens:,}  "
-            f"{_problems(p.errors, p.degraded, p.gate_retries, p.skills_broken)}  "
+            f"{_problems(p.errors, p.degraded, p.gate_retries, p.skills_broken)}"
+            f"{_unfinished(p.unfinished, p.tool_failures)}  "
             f"elapsed {_clock(now - self._started)}  left ~{_clock(per_tick * left)}"
         )
         if self._tty:
@@ -143,6 +148,12 @@ def _notice(progress: _ProgressLine | None, line: str) -> None:
     if progress is not None:
         progress.end()
     print(f"warning: {line}", file=sys.stderr, flush=True)
+
+
+def _unfinished(unfinished: int, tool_failures: int) -> str:
+    """The progress line's counts of steps without finish and of tool calls that failed."""
+    text = f"  steps without finish {unfinished:,}" if unfinished else ""
+    return text + (f"  tool calls refused/failed {tool_failures:,}" if tool_failures else "")
 
 
 def _problems(errors: int, degraded: int, gate_retries: int, broken: int = 0) -> str:
@@ -310,6 +321,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         out["reason"] = summary.reason
     if summary.problems:
         out["problems"] = summary.problems
+    from agentsim.run.behaviour import behaviour_lines
+
+    out["behaviour"] = behaviour_lines(summary.metrics)
     if summary.parent:
         out["parent"] = summary.parent
     if args.json:
@@ -338,7 +352,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _print_summary(summary: Any) -> None:
-    """The summary lines: every problem counted (see ``agentsim.run.problems``)."""
+    """The summary lines: every problem counted (see ``agentsim.run.problems``), then what
+    the agents did (``agentsim.run.behaviour``)."""
+    from agentsim.run.behaviour import behaviour_lines
+
     m = summary.metrics
     print(
         f"{summary.status}: {summary.run_dir}  ticks={summary.ticks} agents={summary.agents} "
@@ -360,12 +377,20 @@ def _print_summary(summary: Any) -> None:
             + (f" (by model: {each})" if each else "")
         )
     found = {k: n for k, n in m.get("problems", {}).items() if n}
+    # What the agents' steps and tool calls did wrong, though no event says it is an error.
+    outcomes, calls = m.get("outcomes") or {}, m.get("tool_calls") or {}
+    found.update(
+        (f"steps {o}", outcomes[o]) for o in ("answered", "out_of_turns") if outcomes.get(o)
+    )
+    found.update((f"tool calls {r}", calls[r]) for r in ("refused", "failed") if calls.get(r))
     if found:
         print("  problems: " + ", ".join(f"{k} {n:,}" for k, n in found.items()))
     cut = m.get("script_truncated") or {}
     if cut:  # not errors: the agent got the output's start and a marker of what was cut
         each = ", ".join(f"{skill} {n:,}" for skill, n in cut.items())
         print(f"  script output truncated at the runner's cap: {sum(cut.values()):,} ({each})")
+    for line in behaviour_lines(m):  # what the agents did, before where to look next
+        print(line)
     if summary.parent:
         p = summary.parent
         print(f"  forked from: {p['run']} at tick {p['tick']}")

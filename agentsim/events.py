@@ -91,6 +91,12 @@ def _f(name: str, tp: Any, doc: str, *, optional: bool = False) -> Field:
 
 _SKILL = _f("skill", str, "the skill id")
 _HOOK = _f("hook", str, "`pre_step` or `post_step`")
+_ECHO = _f(
+    "echo",
+    bool,
+    "(new) the answer only copies lines or sentences of the agent's own prompt",
+    optional=True,
+)
 
 _DECLARED: tuple[EventType, ...] = (
     # -- the run (sim/engine.py) -----------------------------------------------------------
@@ -169,6 +175,26 @@ _DECLARED: tuple[EventType, ...] = (
             _f("skipped", int, "steps a pre_step hook skipped"),
             _f("errors", int, "the tick's problems (`agentsim.run.problems`)"),
             _f("gate_retries", int, "extra model rounds post_step gates asked for"),
+            _f(
+                "outcomes",
+                dict[str, int],
+                "(new) steps by how they ended (`finished`, `answered`, `out_of_turns`, "
+                "`degraded`, `error`, `skipped`; outcomes of no step left out)",
+                optional=True,
+            ),
+            _f(
+                "acted",
+                int,
+                "(new) steps that wrote to the environment or ran a skill script",
+                optional=True,
+            ),
+            _f(
+                "tool_calls",
+                dict[str, int],
+                "(new) tool calls by result (`ok`, `refused`, `failed`; results of no call "
+                "left out)",
+                optional=True,
+            ),
         ),
     ),
     EventType(
@@ -192,6 +218,7 @@ _DECLARED: tuple[EventType, ...] = (
             _f("answer", str, "the answer (empty when the step failed before one)"),
             _f("status", str, "`ok` (the model answered), `degraded` or `error`", optional=True),
             _f("reason", str, "why the status is not `ok`", optional=True),
+            _ECHO,
         ),
     ),
     EventType(
@@ -203,6 +230,7 @@ _DECLARED: tuple[EventType, ...] = (
             _f("answer", str, "the answer (empty when the step failed before one)"),
             _f("status", str, "`ok` (the model answered), `degraded` or `error`", optional=True),
             _f("reason", str, "why the status is not `ok`", optional=True),
+            _ECHO,
         ),
     ),
     EventType(
@@ -314,6 +342,19 @@ _DECLARED: tuple[EventType, ...] = (
         fields=(
             _f("action", str, "its action, cut at 300 characters"),
             _f("degraded", bool, "whether the step degraded"),
+            _f(
+                "outcome",
+                str,
+                "(new) how the step ended: `finished` (it called finish), `answered` (text and "
+                "no tool call), `out_of_turns`, `degraded`",
+                optional=True,
+            ),
+            _f(
+                "acted",
+                bool,
+                "(new) whether the step wrote to the environment or ran a skill script",
+                optional=True,
+            ),
         ),
     ),
     # -- the city (env/city.py) ------------------------------------------------------------

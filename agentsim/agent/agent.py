@@ -74,6 +74,8 @@ __all__ = [
 ]
 
 _RESULT_CAP = 4000
+# The tool a call names that no tool is, in ``StepOutcome.tool_results``.
+UNKNOWN_TOOL = "(unknown tool)"
 _TRACE_RESULT_CAP = 600
 _TRACE_REASONING_CAP = 4000
 # What a step says to a model whose answer held reasoning and nothing else.
@@ -143,6 +145,11 @@ class Agent:
         # (step count, active skills) of the AGENT.json on disk: written when skill code is
         # about to run and the file is not current, never for a step that runs none.
         self._agent_json: tuple[int, tuple[str, ...]] | None = None
+
+    @property
+    def last_hooks(self) -> tuple[HookOutcome, ...]:
+        """The post_step hooks of the agent's last step: its next turn shows them."""
+        return self._post_hooks
 
     # -- prompt ----------------------------------------------------------------------------
 
@@ -254,6 +261,7 @@ class Agent:
         trace: dict[str, Any] = {"tick": inp.tick, "time": inp.iso}
         if inp.read_only:
             await self._react(st, model, settings, seed, hooks=(), feedback="", trace=trace)
+            _decide_outcome(st)
             return st.out
         self.step_count += 1
         if self.skills.has_hooks("pre_step"):
@@ -308,6 +316,7 @@ class Agent:
                 feedback, hooks = retry.feedback, ()
             self._post_hooks = tuple(post)
             trace["post_hooks"] = [h.to_dict() for h in post]
+        _decide_outcome(st)
         self._remember(st)
         self._record_skills(st)
         warnings = self.skills.drain_warnings()
@@ -316,6 +325,7 @@ class Agent:
         if st.logs:
             trace["script_logs"] = st.logs
         trace["action"] = st.out.action
+        trace["outcome"] = st.out.outcome
         trace["model_calls"] = st.out.model_calls
         trace["usage"] = {
             "prompt_tokens": st.out.usage.prompt_tokens,
@@ -455,7 +465,7 @@ class Agent:
         ]
         # Tool calls go into the trace in full mode only: in summary mode they are not built.
         calls: list[dict[str, Any]] | None = trace.setdefault("calls", []) if full else None
-        st.finished = False
+        st.finished = st.finish_called = False
         for answer_no in range(settings.max_react_turns):
             try:
                 completion: Completion = await model.complete(messages, tools, seed=seed)
@@ -557,7 +567,19 @@ class Agent:
         self._emit(st, "agent_degraded", reason=reason[:300])
 
     async def _dispatch(self, st: StepScratch, call: ToolCall, *, read_only: bool) -> str:
-        """Run one tool call; every failure becomes an ``error: ...`` text for the model."""
+        """Run one tool call and count it by (tool, skill, result) in the step's
+        ``tool_results``: ``refused`` before it ran, ``failed`` when it ran and failed (see
+        ``TOOL_RESULTS``). Every failure becomes an ``error: ...`` text for the model."""
+        st.call_result, st.call_skill = "ok", ""
+        text = await self._call(st, call, read_only=read_only)
+        tool = call.name if call.name in _HANDLERS else UNKNOWN_TOOL
+        key = (tool, st.call_skill, st.call_result)
+        results = st.out.tool_results
+        results[key] = results.get(key, 0) + 1
+        return text
+
+    async def _call(self, st: StepScratch, call: ToolCall, *, read_only: bool) -> str:
+        st.call_result = "refused"  # until a handler runs
         if call.name not in _HANDLERS:
             return self._not_a_tool(call)
         try:
@@ -569,10 +591,14 @@ class Agent:
         if read_only and call.name in WRITE_TOOLS:
             return f"error: {call.name} is not available in read-only mode"
         try:
+            st.call_result = "ok"  # a handler says otherwise where it returns an error
             return await _HANDLERS[call.name](self, st, args)
         except (SkillError, EnvError) as exc:
+            # An unknown or inactive skill, an unknown module, action or argument: refused.
+            st.call_result = "refused"
             return f"error: {exc}"
         except (KeyError, TypeError, ValueError) as exc:
+            st.call_result = "refused"
             return f"error: bad arguments for {call.name}: {exc}"
 
     def _not_a_tool(self, call: ToolCall) -> str:
@@ -598,6 +624,7 @@ class Agent:
         res = await self.skills.activate(
             str(args["name"]), arguments=str(args.get("arguments", ""))
         )
+        st.call_skill = res.skill_id
         for sid in res.newly_active:
             self._emit(st, "skill_activated", skill=sid)
         warn = "".join(f"\nwarning: {w}" for w in res.warnings)
@@ -610,6 +637,7 @@ class Agent:
 
     async def _t_deactivate(self, st: StepScratch, args: dict[str, Any]) -> str:
         desc = self.skills.resolve(str(args["name"]))
+        st.call_skill = desc.skill_id
         was = self.skills.deactivate(desc.skill_id)
         if was:
             self._emit(st, "skill_deactivated", skill=desc.skill_id)
@@ -617,6 +645,7 @@ class Agent:
 
     async def _t_read_file(self, st: StepScratch, args: dict[str, Any]) -> str:
         desc = self.skills.resolve(str(args["name"]))
+        st.call_skill = desc.skill_id
         text = self.skills.view.read_skill_file(desc.skill_id, str(args["path"]))
         return text[:_RESULT_CAP]
 
@@ -625,6 +654,7 @@ class Agent:
         if not isinstance(argv, list):
             argv = [str(argv)]
         desc = self.skills.resolve(str(args["name"]))
+        st.call_skill = desc.skill_id
         script = args.get("script")
         if desc.namespace.startswith("env:") and desc.manifest.script is None and not script:
             # An environment module's skill without a script is one of its actions: the call
@@ -633,6 +663,7 @@ class Agent:
             try:
                 payload = json.loads(argv[0]) if argv else {}
             except ValueError as exc:
+                st.call_result = "refused"
                 return (
                     f"error: {desc.skill_id} has no script: execute_skill_script calls "
                     f"ask_env(module={module!r}, action={desc.manifest.name!r}) with args[0] "
@@ -680,7 +711,9 @@ class Agent:
                 hook=None,
             )
         if res.ok:
+            st.out.acted = True  # a skill script ran
             return res.output[:_RESULT_CAP] or "(no output)"
+        st.call_result = "refused" if res.refused else "failed"
         detail = (res.error or "").strip().splitlines()
         tail = detail[-1] if detail else ""
         return f"error: script failed (exit {res.exit_code}): {tail}\n{res.output[:_RESULT_CAP]}"
@@ -692,9 +725,11 @@ class Agent:
     async def _t_ask_env(self, st: StepScratch, args: dict[str, Any]) -> str:
         env = st.inp.env
         if env is None:
+            st.call_result = "refused"
             return "error: this simulation has no environment modules"
         sub = args.get("args") or {}
         if not isinstance(sub, dict):
+            st.call_result = "refused"
             return "error: ask_env `args` must be an object"
         st.seq += 1
         answer = await env.aask(
@@ -702,15 +737,17 @@ class Agent:
         )
         if answer.intent is not None:
             if st.inp.read_only:
+                st.call_result = "refused"
                 return f"error: {args['action']} changes the world; not allowed in read-only mode"
             st.out.intents.append(answer.intent)
+            st.out.acted = True  # an environment write
         return json.dumps(answer.result, ensure_ascii=False, sort_keys=True, default=str)
 
     async def _t_finish(self, st: StepScratch, args: dict[str, Any]) -> str:
         st.out.action = str(args.get("action", ""))[:300] or "finished"
         if "answer" in args:
             st.out.answer = str(args["answer"])
-        st.finished = True
+        st.finished = st.finish_called = True
         return "ok"
 
     # -- memory, trace, workspace ----------------------------------------------------------
@@ -720,7 +757,15 @@ class Agent:
         if st.out.skipped:
             return
         self.memory.add(tick=inp.tick, time=inp.iso, kind="action", text=st.out.action)
-        self._emit(st, "agent_action", action=st.out.action, degraded=st.out.degraded)
+        out = st.out
+        self._emit(
+            st,
+            "agent_action",
+            action=out.action,
+            degraded=out.degraded,
+            outcome=out.outcome,
+            acted=out.acted,
+        )
 
     def _record_skills(self, st: StepScratch) -> None:
         active = self.skills.active
@@ -793,6 +838,22 @@ class Agent:
         self._pending_prompts = []
         # The checkpoint this comes from flushed (with force) a skills record of this state.
         self._skills_written = (self.skills.active, self.step_count)
+
+
+def _decide_outcome(st: StepScratch) -> None:
+    """Set how the step ended (``OUTCOMES``), once, when it ends. A ``post_step`` gate's
+    retry makes the model answer again: its last round decides."""
+    out = st.out
+    if out.skipped:
+        out.outcome = "skipped"
+    elif out.degraded:
+        out.outcome = "degraded"
+    elif st.finish_called:
+        out.outcome = "finished"
+    elif st.finished:
+        out.outcome = "answered"
+    else:
+        out.outcome = "out_of_turns"
 
 
 # (resolution, env router, schemas) by identity: one router per host and tick, one

@@ -163,6 +163,12 @@ class StepScratch:
     out: StepOutcome
     seq: int = 0
     finished: bool = False
+    # Whether the model's last round ended with ``finish`` (not with text alone).
+    finish_called: bool = False
+    # The current tool call's result (one of ``TOOL_RESULTS``) and the skill it concerns
+    # ("" when none): its handler sets them, ``Agent._dispatch`` counts them.
+    call_result: str = "ok"
+    call_skill: str = ""
     # What skill scripts printed during the step: to the trace, never to the terminal.
     logs: list[dict[str, str]] = field(default_factory=list)
 

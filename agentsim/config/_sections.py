@@ -343,6 +343,13 @@ class AgentLoopConfig(StrictModel):
     max_error_share: float = Field(default=0.01, ge=0, le=1)
     max_hook_failure_share: float = Field(default=0.05, ge=0, le=1)
     max_script_failure_share: float = Field(default=0.25, ge=0, le=1)
+    # Agent steps that did not end with the model's `finish` call: it answered with text
+    # and no tool call, or ran out of ReAct turns (degraded and failed steps have their own
+    # limits; skipped steps never count).
+    max_unfinished_share: float = Field(default=0.5, ge=0, le=1)
+    # Tool calls refused (bad arguments, an unknown tool, action or skill, a skill not
+    # active) or failed (a script's error), of every tool call the agents made.
+    max_tool_failure_share: float = Field(default=0.25, ge=0, le=1)
 
 
 class EnvModuleConfig(StrictModel):

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsim.agent.agent import Agent, StepInput, StepInputs, StepOutcome, step_seed
+from agentsim.agent.echo import echoes
 from agentsim.agent.step import AgentSettings
 from agentsim.config.profiles import AgentSpec
 from agentsim.env.base import EnvView
@@ -32,6 +33,7 @@ from agentsim.env.router import EnvRouter
 from agentsim.errors import AgentsimError
 from agentsim.events import event
 from agentsim.hosts.protocol import (
+    Answer,
     HostSpec,
     SkillSources,
     StepDone,
@@ -465,6 +467,12 @@ class AgentHost:
             res.recovered_calls = out.recovered_calls
             self._stats_of(aid).record_recovered(out.recovered_calls)
         res.degraded, res.skipped = out.degraded, out.skipped
+        res.outcomes = {out.outcome: 1}
+        res.acted = int(out.acted)
+        res.tool_results = out.tool_results
+        res.group = agent.group
+        res.model = self._model_name(aid)
+        res.action = "" if out.skipped or out.outcome == "error" else out.action
         self._flush_agent(agent, inp.tick)
         self._done.append(StepDone(tick=inp.tick, agent_id=aid, result=res))
         # Not running from here on, for ``collect``: a task's done callbacks run later.
@@ -525,20 +533,38 @@ class AgentHost:
         tick: int,
         when: datetime,
         views: Mapping[str, EnvView],
-    ) -> dict[str, dict[str, Any]]:
+    ) -> dict[str, Answer]:
         """Ask agents a question in read-only mode (survey / interview): all at once, under
         the same limits as a tick's steps (the host's steps in flight, the model's limiter)
         and each under its own step timeout. ``answered`` counts the answers in so far.
 
-        Each agent's answer is ``answer_of`` its step: the text and its ``status`` (``ok``,
-        ``degraded``, ``error``; with the ``reason`` when not ok)."""
+        Each agent's answer is ``answer_of`` its step (the text and its status); an ok
+        answer that only copies the agent's own prompt is marked ``echo``."""
         router = EnvRouter(views)
         mine = [self.agents[aid] for aid in agent_ids if aid in self.agents]
         asked = StepInputs(tick=tick, time=when, env=router).question(question)
         inputs = dict.fromkeys((a.agent_id for a in mine), asked)
         self._answered_base = self._steps_done
         outcomes = await self._step_all(mine, inputs)
-        return {a.agent_id: answer_of(o) for a, o in zip(mine, outcomes, strict=True)}
+        answers = {}
+        for agent, out in zip(mine, outcomes, strict=True):
+            given = answer_of(out)
+            if (
+                given.status == "ok"
+                and out.outcome in ("finished", "answered")
+                and echoes(given.text, self._prompt_of(agent, asked))
+            ):
+                given = dataclasses.replace(given, echo=True)
+            answers[agent.agent_id] = given
+        return answers
+
+    def _prompt_of(self, agent: Agent, inp: StepInput) -> str:
+        """The agent's own part of the prompt of a read-only step and its turn, with its
+        memory (a cap may have left it out) and its last step's post_step hooks."""
+        turn = agent.user_prompt(
+            inp, agent.last_hooks, memory_tokens=self.spec.settings.memory_prompt_tokens
+        )
+        return f"{agent.agent_prompt()}\n{turn}"
 
     def answered(self) -> int:
         """Answers given in the current (or last) ``ask``."""
@@ -567,24 +593,24 @@ class AgentHost:
 
     def _stats_of(self, agent_id: str) -> ModelStats:
         """The stats of the model an agent uses (by name in ``metrics.json``)."""
-        spec = self._specs.get(agent_id)
-        name = self.spec.group_models.get(spec.group, "default") if spec else "default"
-        return self.named_stats.get(name, self.stats)
+        return self.named_stats.get(self._model_name(agent_id), self.stats)
 
     def _settings_of(self, agent_id: str) -> AgentSettings:
         """The step settings of an agent: the run's, with its model's ``tool_calls``."""
-        spec = self._specs.get(agent_id)
-        name = self.spec.group_models.get(spec.group, "default") if spec else "default"
+        name = self._model_name(agent_id)
         cfg = self.spec.models.get(name, self.spec.model)
         settings = self.spec.settings
         if settings.tool_calls != cfg.tool_calls:
             settings = dataclasses.replace(settings, tool_calls=cfg.tool_calls)
         return settings
 
-    def _model_of(self, agent_id: str) -> ChatModel:
+    def _model_name(self, agent_id: str) -> str:
+        """The name of the model the agent uses ("default": the ``model:`` block)."""
         spec = self._specs.get(agent_id)
-        name = self.spec.group_models.get(spec.group, "default") if spec else "default"
-        return self.named_models.get(name, self.model)
+        return self.spec.group_models.get(spec.group, "default") if spec else "default"
+
+    def _model_of(self, agent_id: str) -> ChatModel:
+        return self.named_models.get(self._model_name(agent_id), self.model)
 
     def model_stats(self) -> dict[str, Any]:
         """All calls of the host; with named models, also ``by_model`` (name -> calls)."""
@@ -642,11 +668,11 @@ ANSWER_STATUSES = ("ok", "degraded", "error")
 retries; the step failed (a bug, a timeout, a cancellation)."""
 
 
-def answer_of(out: StepOutcome) -> dict[str, Any]:
-    """A read-only step's answer and its status: ``{"answer", "status"}``, plus ``reason``
-    when the status is not ``ok``. A step that failed never gives its stand-in text ("kept
-    its plan (model unavailable)", "error") as an answer: its answer is what the model
-    answered before it failed, if anything, else empty."""
+def answer_of(out: StepOutcome) -> Answer:
+    """A read-only step's answer and its status (``reason`` when it is not ``ok``). A step
+    that failed never gives its stand-in text ("kept its plan (model unavailable)", "error")
+    as an answer: its answer is what the model answered before it failed, if anything, else
+    empty."""
     for kind, status, key in (
         ("agent_error", "error", "error"),
         ("agent_degraded", "degraded", "reason"),
@@ -654,8 +680,8 @@ def answer_of(out: StepOutcome) -> dict[str, Any]:
         found = next((e for e in out.events if e.get("type") == kind), None)
         if found is not None or (status == "degraded" and out.degraded):
             why = str((found or {}).get(key) or "the model failed after its retries")
-            return {"answer": out.answer or "", "status": status, "reason": why}
-    return {"answer": out.answer or out.action, "status": "ok"}
+            return Answer(text=out.answer or "", status=status, reason=why)
+    return Answer(text=out.answer or out.action)
 
 
 def _error_outcome(agent_id: str, inp: StepInput, error: str) -> StepOutcome:
@@ -664,4 +690,5 @@ def _error_outcome(agent_id: str, inp: StepInput, error: str) -> StepOutcome:
         event("agent_error", tick=inp.tick, time=inp.iso, agent_id=agent_id, error=error[:500])
     )
     out.action = "error"
+    out.outcome = "error"
     return out

@@ -22,6 +22,7 @@ from agentsim.env.loader import ModuleCode
 from agentsim.skills.registry import SkillRegistry
 
 __all__ = [
+    "Answer",
     "Executor",
     "HostSpec",
     "SkillSources",
@@ -117,6 +118,30 @@ class TickResult:
     degraded: int = 0
     skipped: int = 0
     elapsed: float = 0.0
+    # How its steps ended (outcome -> steps, see ``agentsim.agent.step.OUTCOMES``), how many
+    # acted on the world, their tool calls by (tool, skill id or "", result).
+    outcomes: dict[str, int] = field(default_factory=dict)
+    acted: int = 0
+    tool_results: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    # The group and model (name in ``models:``, "default" for ``model:``) of its step, and
+    # what the step did (``agent_action``'s action; "" for a step with none): a result
+    # that ``collect`` hands back holds one agent's step.
+    group: str = ""
+    model: str = ""
+    action: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Answer:
+    """One agent's answer to a survey or an interview: its text, its ``status`` (``ok``: the
+    model answered; ``degraded`` or ``error``, with the ``reason``: a failed step, whose
+    text is what the model said before it failed, if anything), and whether it only copies
+    its own prompt (``echo``, ``agentsim.agent.echo``)."""
+
+    text: str
+    status: str = "ok"
+    reason: str | None = None
+    echo: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -187,8 +212,8 @@ class Executor(Protocol):
         tick: int,
         when: datetime,
         views: Mapping[str, EnvView],
-    ) -> dict[str, dict[str, Any]]:
-        """Each agent's answer and its status (``agentsim.hosts.host.answer_of``)."""
+    ) -> dict[str, Answer]:
+        """Each agent's answer, with its status (``agentsim.hosts.host.answer_of``)."""
         parts = await self.call(
             "ask", list(agent_ids), question, tick=tick, when=when, views=dict(views), what="survey"
         )

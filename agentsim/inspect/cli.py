@@ -48,6 +48,8 @@ def _dump(data: Any, out: TextIO) -> None:
 def _overview_text(d: dict[str, Any], out: TextIO) -> None:
     w = out.write
     w(f"run {d['run_id']} ({d['name']})  {d['path']}\n")
+    for line in d["behaviour"]:  # what the agents did: read it before the results
+        w(f"  {line}\n")
     state = d["state"]
     if state == "dead":
         state = f"dead (manifest says running, but process {d['pid']} is gone)"
@@ -79,6 +81,21 @@ def _overview_text(d: dict[str, Any], out: TextIO) -> None:
         )
     errors = ", ".join(f"{k} {n:,}" for k, n in d["errors"].items())
     w(f"  errors       {d['error_total']:,}: {errors}\n" if errors else "  errors       none\n")
+    ended = ", ".join(f"{k} {n:,}" for k, n in d["outcomes"].items() if n)
+    if ended:
+        w(f"  steps        {ended}; acted {d['acted']:,}\n")
+    calls = d["tool_calls"]
+    if calls:
+        total = sum(calls.values())
+        results = ", ".join(f"{k} {calls.get(k, 0):,}" for k in ("ok", "refused", "failed"))
+        w(f"  tool calls   {total:,}: {results}\n")
+        for name, by in (*d["tool_calls_by_tool"].items(), *d["tool_calls_by_skill"].items()):
+            bad = by.get("refused", 0) + by.get("failed", 0)
+            if bad:
+                w(
+                    f"    {name:<38} refused {by.get('refused', 0):,}  failed "
+                    f"{by.get('failed', 0):,} of {sum(by.values()):,}\n"
+                )
     if d["gate_retries"]:
         w(f"  gate retries {d['gate_retries']:,} (each re-sent a step's full prompt)\n")
     for q in d["quarantined"]:

@@ -243,8 +243,8 @@ async def interview(
     return InterviewResult(
         agent_id=agent_id,
         question=question,
-        answer=given["answer"],
-        status=given["status"],
+        answer=given.text,
+        status=given.status,
         action=out.action,
         tick=clock.tick,
         time=clock.now.isoformat(),

@@ -418,8 +418,27 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _behaviour_md(ov: RunOverview) -> list[str]:
+    """What the agents did, first (``agentsim.run.behaviour``): per model and group, how
+    their steps ended, how many acted, how varied their actions were, their tool calls and
+    answers; then the notes a reader must see before the results."""
+    if not ov.behaviour:
+        return []
+    out = ["## Behaviour", ""]
+    out += [
+        f"- {_cell(line.strip())}" for line in ov.behaviour if not line.strip().startswith("note:")
+    ]
+    notes = [
+        line.strip()[len("note: ") :] for line in ov.behaviour if line.strip().startswith("note:")
+    ]
+    if notes:
+        out += ["", *(f"**Note:** {_cell(n)}" + "  " for n in notes)]
+    return [*out, ""]
+
+
 def _summary_md(ov: RunOverview, images: Mapping[str, Path], data: ReportData) -> str:
     out = [f"# Run {ov.run_id} ({ov.name})", ""]
+    out += _behaviour_md(ov)
     rows = [
         ("state", f"{ov.state.get('state')} (manifest: {ov.state.get('status')})"),
         ("ticks", f"{ov.ticks_done} of {_fmt(ov.ticks_total)} (last: {_fmt(ov.last_time)})"),
@@ -442,6 +461,15 @@ def _summary_md(ov: RunOverview, images: Mapping[str, Path], data: ReportData) -
         ),
         ("script calls", _fmt(ov.script_calls)),
         ("skipped steps", _fmt(ov.skipped)),
+        (
+            "steps by outcome",
+            ", ".join(f"{k} {n:,}" for k, n in ov.outcomes.items() if n) or "-",
+        ),
+        ("steps that acted", _fmt(ov.acted)),
+        (
+            "tool calls",
+            ", ".join(f"{k} {n:,}" for k, n in ov.tool_calls.items() if n) or "-",
+        ),
     ]
     out += ["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows), ""]
     out += ["## Errors", ""]

@@ -16,11 +16,16 @@ from typing import Any
 
 from agentsim.inspect.run import Run
 from agentsim.llm.stats import Prices
+from agentsim.run.behaviour import behaviour_lines
 from agentsim.run.problems import gate_retries, problem_of
 
 __all__ = ["EventCounts", "RunOverview", "SkillUse", "error_kind", "summarize", "summarize_events"]
 
+# tick_end's counts by kind (outcomes, tool call results), summed by key.
+_TICK_DICTS = ("outcomes", "tool_calls")
+
 _TICK_SUMS = (
+    "acted",
     "steps",
     "model_calls",
     "script_calls",
@@ -120,6 +125,17 @@ class RunOverview:
     skills_broken: tuple[Mapping[str, Any], ...] = ()
     # A model per group: name -> calls, tokens and cost (from metrics.json; {} otherwise).
     models: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # What the agents did (from the events' tick_end): steps by outcome, steps that acted,
+    # tool calls by result; from metrics.json, tool calls by tool and by skill, and the same
+    # counts by group and by model; the behaviour summary (``agentsim.run.behaviour``).
+    outcomes: Mapping[str, int] = field(default_factory=dict)
+    acted: int = 0
+    tool_calls: Mapping[str, int] = field(default_factory=dict)
+    tool_calls_by_tool: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    tool_calls_by_skill: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    by_group: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    by_model: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    behaviour: tuple[str, ...] = ()
 
     @property
     def tokens(self) -> int:
@@ -160,6 +176,14 @@ class RunOverview:
             "hot_reloads": [dict(r) for r in self.hot_reloads],
             "checkpoints": list(self.checkpoints),
             "lineage": [dict(p) for p in self.lineage],
+            "behaviour": list(self.behaviour),
+            "outcomes": dict(self.outcomes),
+            "acted": self.acted,
+            "tool_calls": dict(self.tool_calls),
+            "tool_calls_by_tool": {k: dict(v) for k, v in self.tool_calls_by_tool.items()},
+            "tool_calls_by_skill": {k: dict(v) for k, v in self.tool_calls_by_skill.items()},
+            "by_group": {k: dict(v) for k, v in self.by_group.items()},
+            "by_model": {k: dict(v) for k, v in self.by_model.items()},
         }
 
 
@@ -181,11 +205,15 @@ class EventCounts:
     skills_refused: Mapping[str, str] = field(default_factory=dict)  # from run_start
     skills_shadowed: Mapping[str, str] = field(default_factory=dict)  # from run_start
     skills_broken: tuple[Mapping[str, Any], ...] = ()  # skill_broken events
+    # tick_end's outcomes and tool_calls, summed by key.
+    outcomes: Mapping[str, int] = field(default_factory=dict)
+    tool_calls: Mapping[str, int] = field(default_factory=dict)
 
 
 def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
     """Counts from events (the part of the overview that the log alone gives)."""
     sums: Counter[str] = Counter()
+    dicts: dict[str, Counter[str]] = {k: Counter() for k in _TICK_DICTS}
     errors: Counter[str] = Counter()
     types: Counter[str] = Counter()
     skills: dict[str, SkillUse] = {}
@@ -210,6 +238,10 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
             for k in _TICK_SUMS:
                 v = ev.get(k, 0)
                 sums[k] += v if isinstance(v, int) else 0
+            for k in _TICK_DICTS:
+                part = ev.get(k)
+                if isinstance(part, dict):
+                    dicts[k].update({str(n): v for n, v in part.items() if isinstance(v, int)})
         elif kind == "skill_activated":
             use = skills.setdefault(str(ev.get("skill")), SkillUse())
             use.activations += 1
@@ -254,7 +286,16 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
         skills_refused=refused,
         skills_shadowed=shadowed,
         skills_broken=tuple(broken),
+        outcomes=dict(dicts["outcomes"]),
+        tool_calls=dict(dicts["tool_calls"]),
     )
+
+
+def _nested(metrics: Mapping[str, Any], key: str) -> dict[str, Mapping[str, Any]]:
+    value = metrics.get(key)
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v for k, v in sorted(value.items()) if isinstance(v, dict)}
 
 
 def _total_ticks(config: Mapping[str, Any]) -> int | None:
@@ -384,4 +425,12 @@ def summarize(
         hot_reloads=counts.hot_reloads,
         checkpoints=tuple(t for t, _ in run.checkpoints()),
         lineage=tuple(run.lineage()),
+        behaviour=tuple(behaviour_lines(metrics)),
+        outcomes=counts.outcomes,
+        acted=sums["acted"],
+        tool_calls=counts.tool_calls,
+        tool_calls_by_tool=_nested(metrics, "tool_calls_by_tool"),
+        tool_calls_by_skill=_nested(metrics, "tool_calls_by_skill"),
+        by_group=_nested(metrics, "by_group"),
+        by_model=_nested(metrics, "by_model"),
     )

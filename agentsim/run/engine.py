@@ -36,7 +36,7 @@ from agentsim.env.loader import module_code
 from agentsim.errors import AgentsimError, ConfigError, SkillNotFoundError, StorageError
 from agentsim.events import EVENTS, checked, event
 from agentsim.hosts.local import LocalExecutor, partition
-from agentsim.hosts.protocol import Executor, HostSpec, TickResult, build_registry
+from agentsim.hosts.protocol import Answer, Executor, HostSpec, TickResult, build_registry
 from agentsim.llm.preflight import preflight_model
 from agentsim.run.checkpoints import (
     Checkpoint,
@@ -46,7 +46,13 @@ from agentsim.run.checkpoints import (
     write_checkpoint,
 )
 from agentsim.run.fork import ForkPoint, copy_history, own_checkpoint
-from agentsim.run.metrics import add_tick, merge_model_stats, new_metrics, public_metrics
+from agentsim.run.metrics import (
+    add_answers,
+    add_tick,
+    merge_model_stats,
+    new_metrics,
+    public_metrics,
+)
 from agentsim.run.problems import over_limits
 from agentsim.run.progress import Progress, RunSummary
 from agentsim.run.schedules import schedule_named
@@ -410,6 +416,8 @@ class Engine:
             "agent.max_error_share": agent.max_error_share,
             "agent.max_hook_failure_share": agent.max_hook_failure_share,
             "agent.max_script_failure_share": agent.max_script_failure_share,
+            "agent.max_unfinished_share": agent.max_unfinished_share,
+            "agent.max_tool_failure_share": agent.max_tool_failure_share,
             **per_model,
         }
 
@@ -686,18 +694,33 @@ class Engine:
             sdir = self.ws.root / "surveys"
             sdir.mkdir(exist_ok=True)
             # Each row says whether its answer is the model's (``status: ok``) or what a
-            # failed step left (``degraded`` or ``error``, with the ``reason``).
-            lost = {"answer": "", "status": "error", "reason": "no answer came back"}
-            rows: list[dict[str, Any]] = [
-                {
-                    "agent_id": aid,
-                    "question": step.question,
-                    **answers.get(aid, lost),
-                    "tick": tick,
-                    "time": iso,
-                }
-                for aid in sorted(chosen)
-            ]
+            # failed step left (``degraded`` or ``error``, with the ``reason``), and whether
+            # it only copies the agent's own prompt (``echo``).
+            lost = Answer(text="", status="error", reason="no answer came back")
+            rows: list[dict[str, Any]] = []
+            for aid in sorted(chosen):
+                got = answers.get(aid, lost)
+                why = {"reason": got.reason} if got.reason is not None else {}
+                rows.append(
+                    {
+                        "agent_id": aid,
+                        "question": step.question,
+                        "answer": got.text,
+                        "status": got.status,
+                        **why,
+                        "echo": got.echo,
+                        "tick": tick,
+                        "time": iso,
+                    }
+                )
+            models, groups = self.config.group_models(), self._groups()
+            add_answers(
+                self._metrics,
+                [
+                    (groups[r["agent_id"]], models.get(groups[r["agent_id"]], "default"), r["echo"])
+                    for r in rows
+                ],
+            )
             atomic_write_text(
                 sdir / f"{name}.jsonl",
                 "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
@@ -711,6 +734,7 @@ class Engine:
                         answer=r["answer"],
                         status=r["status"],
                         **({"reason": r["reason"]} if "reason" in r else {}),
+                        echo=r["echo"],
                     )
                     for r in rows
                 ]
@@ -723,6 +747,10 @@ class Engine:
                         f"(status degraded or error; {sdir / name}.jsonl says which and why)"
                     ]
                 )
+
+    def _groups(self) -> dict[str, str]:
+        """Agent id -> its group."""
+        return {a.agent_id: a.group for a in self.agents}
 
     async def _survey_progress(self, what: str, asked: int) -> None:
         """Report a survey's answers so far every ``SURVEY_PROGRESS_EVERY`` seconds until

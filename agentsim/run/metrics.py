@@ -5,18 +5,38 @@ holds, how one tick's host results and events add to it, and what the public for
 ``errors`` is the sum of ``problems`` (see ``agentsim.run.problems``: the same counts as
 ``agentsim inspect``); ``gate_retries`` counts the extra model rounds post_step quality
 gates asked for (their model calls are in ``model_calls``).
+
+What the agents did: ``outcomes`` (how the steps ended, ``agentsim.agent.step.OUTCOMES``),
+``acted`` (steps that wrote to the environment or ran a skill script), ``tool_calls`` by
+result (``TOOL_RESULTS``), also by tool and by skill; survey and interview ``answers`` and
+how many of them only copied their prompt (``echo``); ``distinct_actions`` among the steps'
+actions (``only_action`` when every step did the same thing). ``by_group`` and ``by_model``
+hold the same per group and per model (its name in ``models:``, ``default`` for ``model:``).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentsim.agent.step import OUTCOMES, TOOL_RESULTS
 from agentsim.hosts.host import TickResult
 from agentsim.llm.stats import ModelStats
 from agentsim.run.problems import count_problems, new_problems
 
-__all__ = ["add_model_failures", "add_tick", "merge_model_stats", "new_metrics", "public_metrics"]
+__all__ = [
+    "DISTINCT_CAP",
+    "add_answers",
+    "add_model_failures",
+    "add_tick",
+    "merge_model_stats",
+    "new_metrics",
+    "public_metrics",
+]
+
+DISTINCT_CAP = 1000
+"""Distinct actions are counted up to this many per group, model and run ("1000 or more")."""
 
 # Counters of a ``TickResult`` that the run sums (``steps`` is reported as ``agent_steps``;
 # errors are counted from the events, see ``add_tick``).
@@ -62,7 +82,67 @@ def new_metrics() -> dict[str, Any]:
         "events": 0,
         "wall_seconds": 0.0,
         "tick_seconds": [],
+        **_new_behaviour(),
+        "tool_calls_by_tool": {},
+        "tool_calls_by_skill": {},
+        "by_group": {},
+        "by_model": {},
+        # Hashes of the distinct actions by "" (the run), "group:NAME", "model:NAME", and
+        # the first action of each (see ``public_metrics``).
+        "actions_seen": {},
     }
+
+
+def _new_behaviour() -> dict[str, Any]:
+    """The counters of what agents did, for the run and for each group and model."""
+    return {
+        "outcomes": dict.fromkeys(OUTCOMES, 0),
+        "acted": 0,
+        "tool_calls": dict.fromkeys(TOOL_RESULTS, 0),
+        "answers": 0,
+        "echo": 0,
+    }
+
+
+def _add(counts: dict[str, int], key: str, n: int = 1) -> None:
+    counts[key] = counts.get(key, 0) + n
+
+
+def _parts(metrics: dict[str, Any], group: str, model: str) -> list[dict[str, Any]]:
+    """The run's behaviour counters and its group's and model's."""
+    for name in ("outcomes", "tool_calls"):  # a checkpoint from before these counters
+        metrics.setdefault(name, _new_behaviour()[name])
+    groups = metrics.setdefault("by_group", {})
+    models = metrics.setdefault("by_model", {})
+    return [
+        metrics,
+        groups.setdefault(group, {"agent_steps": 0, **_new_behaviour()}),
+        models.setdefault(model, {"agent_steps": 0, **_new_behaviour()}),
+    ]
+
+
+def _saw(metrics: dict[str, Any], keys: Sequence[str], action: str) -> None:
+    seen = metrics.setdefault("actions_seen", {})
+    digest = hashlib.blake2b(action.encode("utf-8"), digest_size=8).hexdigest()
+    for key in keys:
+        entry = seen.setdefault(key, {"first": action, "hashes": {}})
+        hashes = entry["hashes"]
+        if len(hashes) < DISTINCT_CAP:
+            hashes[digest] = 1
+
+
+def add_answers(
+    metrics: dict[str, Any], answers: Sequence[tuple[str, str, bool]]
+) -> dict[str, int]:
+    """Add survey or interview answers, each (group, model, echo), to ``metrics``; returns
+    the answers and the echoes among them."""
+    echoes = 0
+    for group, model, echo in answers:
+        for part in _parts(metrics, group, model):
+            part["answers"] = part.get("answers", 0) + 1
+            part["echo"] = part.get("echo", 0) + int(echo)
+        echoes += int(echo)
+    return {"answers": len(answers), "echo": echoes}
 
 
 def add_tick(
@@ -90,6 +170,7 @@ def add_tick(
     metrics["gate_retries"] += retries
     summary["errors"] = sum(found.values())
     summary["gate_retries"] = retries
+    summary.update(_add_behaviour(metrics, results))
     # Steps answer in any order within a tick: a tick without one answer continues the
     # streak, a tick with one ends it.
     failed = found["agent_degraded"]
@@ -136,6 +217,49 @@ def add_model_failures(
         streaks[name] = 0 if answered > 0 else streaks.get(name, 0) + degraded.get(name, 0)
 
 
+def _add_behaviour(metrics: dict[str, Any], results: Sequence[TickResult]) -> dict[str, Any]:
+    """Add the steps' outcomes, acts, tool calls and actions to ``metrics``; the tick's own
+    (non-zero) outcomes and tool call results, and its steps that acted."""
+    outcomes: dict[str, int] = {}
+    tools: dict[str, int] = {}
+    acted = 0
+    by_tool = metrics.setdefault("tool_calls_by_tool", {})
+    by_skill = metrics.setdefault("tool_calls_by_skill", {})
+    for r in results:
+        parts = _parts(metrics, r.group, r.model)
+        for part in parts[1:]:
+            part["agent_steps"] += r.steps
+        for outcome, n in r.outcomes.items():
+            _add(outcomes, outcome, n)
+            for part in parts:
+                _add(part["outcomes"], outcome, n)
+        acted += r.acted
+        for part in parts:
+            part["acted"] += r.acted
+        for (tool, skill, result), n in r.tool_results.items():
+            _add(tools, result, n)
+            for part in parts:
+                _add(part["tool_calls"], result, n)
+            _add(by_tool.setdefault(tool, dict.fromkeys(TOOL_RESULTS, 0)), result, n)
+            if skill:
+                _add(by_skill.setdefault(skill, dict.fromkeys(TOOL_RESULTS, 0)), result, n)
+        if r.action:
+            _saw(metrics, ("", f"group:{r.group}", f"model:{r.model}"), r.action)
+    return {
+        "outcomes": {k: outcomes[k] for k in OUTCOMES if outcomes.get(k)},
+        "acted": acted,
+        "tool_calls": {k: tools[k] for k in TOOL_RESULTS if tools.get(k)},
+    }
+
+
+def _variety(entry: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``distinct_actions`` (up to ``DISTINCT_CAP``) and, when there is one, ``only_action``."""
+    if not entry:
+        return {"distinct_actions": 0, "only_action": None}
+    n = len(entry["hashes"])
+    return {"distinct_actions": n, "only_action": entry["first"] if n == 1 else None}
+
+
 def merge_model_stats(snapshots: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The hosts' ``ModelStats`` snapshots as one block (calls, retries, errors, tokens,
     latency) and the number of hosts it sums."""
@@ -162,6 +286,13 @@ def public_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
         m["model_failures"] = {n: dict(c) for n, c in sorted(m["model_failures"].items())}
     else:
         m.pop("model_failures", None)  # one model: the run's own counts are its
+    seen = m.pop("actions_seen", None) or {}
+    m.update(_variety(seen.get("")))
+    for block, prefix in (("by_group", "group:"), ("by_model", "model:")):
+        m[block] = {
+            name: {**part, **_variety(seen.get(prefix + name))}
+            for name, part in sorted((m.get(block) or {}).items())
+        }
     secs = m["tick_seconds"] = list(m["tick_seconds"])
     m["problems"] = dict(m["problems"])
     m["script_truncated"] = dict(sorted((m.get("script_truncated") or {}).items()))

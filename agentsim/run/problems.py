@@ -70,24 +70,58 @@ def count_problems(events: Iterable[Mapping[str, Any]]) -> tuple[Counter[str], i
     return found, retries
 
 
-# Problem kind -> (the counter it is a share of, the config field of its limit, what one
-# of them is). A completed run over any limit is "completed with problems" (exit code 3).
+# Problem kind (or one of ``_BEHAVIOUR_COUNTS``) -> (the counter it is a share of, the
+# config field of its limit, what one of them is). A completed run over any limit is
+# "completed with problems" (exit code 3).
 SHARE_LIMITS: Mapping[str, tuple[str, str, str]] = {
     "agent_degraded": ("agent_steps", "model.max_degraded_share", "agent steps degraded"),
     "agent_error": ("agent_steps", "agent.max_error_share", "agent steps failed"),
     "hook_failed": ("hook_calls", "agent.max_hook_failure_share", "hook calls failed"),
     "script_failed": ("script_calls", "agent.max_script_failure_share", "script calls failed"),
+    "step_unfinished": (
+        "agent_steps",
+        "agent.max_unfinished_share",
+        "agent steps ended without finish (answered with text, or out of turns)",
+    ),
+    "tool_call_failed": (
+        "tool_calls",
+        "agent.max_tool_failure_share",
+        "tool calls refused or failed",
+    ),
 }
+
+# Shares counted from what the agents did (``metrics.json``'s ``outcomes`` and
+# ``tool_calls``), not from problem events: the counter and the parts of it that count.
+_BEHAVIOUR_COUNTS: Mapping[str, tuple[str, tuple[str, ...]]] = {
+    "step_unfinished": ("outcomes", ("answered", "out_of_turns")),
+    "tool_call_failed": ("tool_calls", ("refused", "failed")),
+}
+
+
+def _count(metrics: Mapping[str, Any], key: str) -> int:
+    """A counter of ``metrics``; a mapping of counts (``tool_calls``) is summed."""
+    value = metrics.get(key)
+    if isinstance(value, Mapping):
+        return sum(int(v) for v in value.values())
+    return int(value or 0)
+
+
+def _failed(metrics: Mapping[str, Any], kind: str) -> int:
+    behaviour = _BEHAVIOUR_COUNTS.get(kind)
+    if behaviour is None:
+        problems: Mapping[str, int] = metrics.get("problems") or {}
+        return int(problems.get(kind) or 0)
+    counts: Mapping[str, int] = metrics.get(behaviour[0]) or {}
+    return sum(int(counts.get(part) or 0) for part in behaviour[1])
 
 
 def over_limits(metrics: Mapping[str, Any], limits: Mapping[str, float]) -> list[str]:
     """One line per share of ``SHARE_LIMITS`` that ``metrics`` holds above its limit in
     ``limits`` (config field -> share; a field left out has no limit)."""
-    problems: Mapping[str, int] = metrics.get("problems") or {}
     out = []
     for kind, (of, field, what) in SHARE_LIMITS.items():
-        total = int(metrics.get(of) or 0)
-        failed = int(problems.get(kind) or 0)
+        total = _count(metrics, of)
+        failed = _failed(metrics, kind)
         limit = limits.get(field)
         if limit is None or not total or failed / total <= limit:
             continue

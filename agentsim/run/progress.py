@@ -32,6 +32,9 @@ class Progress:
     survey: str | None = None
     answered: int = 0
     asked: int = 0
+    # Steps that ended without finish (answered, out of turns); tool calls refused or failed.
+    unfinished: int = 0
+    tool_failures: int = 0
 
     @classmethod
     def of(
@@ -49,6 +52,7 @@ class Progress:
         ``survey`` names the survey under way, if any."""
         m = metrics
         busy = sum(m["tick_seconds"]) or 1e-9
+        outcomes, calls = m.get("outcomes") or {}, m.get("tool_calls") or {}
         return cls(
             tick=tick,
             total=total,
@@ -64,6 +68,8 @@ class Progress:
             survey=survey,
             answered=answered,
             asked=asked,
+            unfinished=outcomes.get("answered", 0) + outcomes.get("out_of_turns", 0),
+            tool_failures=calls.get("refused", 0) + calls.get("failed", 0),
         )
 
 

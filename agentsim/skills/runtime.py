@@ -74,8 +74,9 @@ def _json_argument(argv: Sequence[str]) -> tuple[bool, Any]:
     return False, None
 
 
-def _failed(message: str, *, elapsed: float = 0.0) -> ScriptResult:
+def _failed(message: str, *, elapsed: float = 0.0, refused: bool = False) -> ScriptResult:
     return ScriptResult(
+        refused=refused,
         ok=False,
         output="",
         exit_code=2,
@@ -443,29 +444,37 @@ class AgentSkillRuntime:
         """Run a script of an active skill; failures come back as a failed result."""
         desc = self.resolve(name)
         if desc.skill_id not in self._active:
-            return _failed(f"skill {desc.manifest.name!r} is not active; call activate_skill first")
+            return _failed(
+                f"skill {desc.manifest.name!r} is not active; call activate_skill first",
+                refused=True,
+            )
         rel = script or desc.manifest.script
         if rel is None:
             return _failed(
                 f"skill {desc.manifest.name!r} has no default script; pass `script` "
-                f"(see its SKILL.md for the scripts it documents)"
+                f"(see its SKILL.md for the scripts it documents)",
+                refused=True,
             )
         if script is not None:
             problem = path_problem(script)
             if problem:
-                return _failed(f"script of skill {desc.manifest.name!r} refused: {problem}")
+                return _failed(
+                    f"script of skill {desc.manifest.name!r} refused: {problem}", refused=True
+                )
         space = self._space
         v_in = None if desc.manifest.input_schema is None else space.validator(desc, "input")
         if v_in is not None:
             found, payload = _json_argument(argv)
             if not found:
                 return _failed(
-                    f"skill {desc.manifest.name!r} expects a JSON argument (its input_schema)"
+                    f"skill {desc.manifest.name!r} expects a JSON argument (its input_schema)",
+                    refused=True,
                 )
             err = jsonschema.exceptions.best_match(v_in.iter_errors(payload))
             if err is not None:
                 return _failed(
-                    f"input does not match the input_schema of {desc.manifest.name}: {err.message}"
+                    f"input does not match the input_schema of {desc.manifest.name}: {err.message}",
+                    refused=True,
                 )
         ctx = self._context(desc, tick=tick, time=time)
         path = os.path.join(desc.path, rel)

@@ -11,12 +11,14 @@ from agentsim.errors import AgentsimError
 from agentsim.inspect import Run, RunState
 from agentsim.inspect._query import world_log
 from agentsim.inspect.report import tick_metrics
+from agentsim.run.behaviour import behaviour_lines
 
 if TYPE_CHECKING:
     from agentsim.env.base import ViewLayout
 
 __all__ = [
     "WORLD_AGENTS",
+    "behaviour",
     "progress",
     "run_row",
     "run_summary",
@@ -82,6 +84,11 @@ def run_row(run: Run, total: int | None) -> dict[str, Any]:
     }
 
 
+def behaviour(metrics: Mapping[str, Any]) -> list[str]:
+    """The run's behaviour summary (``agentsim.run.behaviour``), from its ``metrics.json``."""
+    return behaviour_lines(metrics)
+
+
 def problems(metrics: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[str]:
     """What went wrong in a run, a short phrase each (none for a clean run): the problem
     counts of ``metrics.json`` that are not zero, and why the run stopped if it failed."""
@@ -109,6 +116,19 @@ _LOGGED = (
     "intervention",
     "skills_reloaded",
 )
+
+
+_UNFINISHED = ("answered", "out_of_turns")
+
+
+def _num(v: Any) -> float:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0.0
+
+
+def _part(end: Mapping[str, Any] | None, key: str, parts: tuple[str, ...]) -> float:
+    """The sum of ``parts`` of a ``tick_end``'s counts by kind (``outcomes``, ``tool_calls``)."""
+    counts = (end or {}).get(key)
+    return sum(_num(counts.get(p)) for p in parts) if isinstance(counts, Mapping) else 0.0
 
 
 def _per_tick(n: int, ticks: list[Any]) -> list[int]:
@@ -193,6 +213,11 @@ def run_summary(run: Run) -> dict[str, Any]:
     series = {k: [float(v) for v in col] for k, col in tick_metrics(ends, range(n)).items()}
     series["script_failures"] = [float(c) for c in _per_tick(n, failed)]
     series["hook_failures"] = [float(c) for c in _per_tick(n, gates)]
+    # What the steps did (tick_end's outcomes, acted and tool_calls).
+    series["acted"] = [_num(ends.get(t, {}).get("acted")) for t in range(n)]
+    series["unfinished"] = [_part(ends.get(t), "outcomes", _UNFINISHED) for t in range(n)]
+    series["tool_refused"] = [_part(ends.get(t), "tool_calls", ("refused",)) for t in range(n)]
+    series["tool_failed"] = [_part(ends.get(t), "tool_calls", ("failed",)) for t in range(n)]
     skills = {s: _per_tick(n, ts) for s, ts in sorted(by_skill.items())}
     questions = _survey_questions(run) if surveys else {}
     for survey in surveys.values():
@@ -212,6 +237,10 @@ def run_summary(run: Run) -> dict[str, Any]:
             **_LABELS,
             "script_failures": "script failures",
             "hook_failures": "hook failures",
+            "acted": "steps that acted",
+            "unfinished": "steps without finish",
+            "tool_refused": "tool calls refused",
+            "tool_failed": "tool calls failed",
         },
         "series": series,
         "skills": skills,
@@ -237,6 +266,7 @@ def survey_answers(run: Run, name: str, *, offset: int, limit: int) -> dict[str,
             {
                 **{k: r.get(k) for k in ("tick", "agent_id", "answer", "reason")},
                 "status": r.get("status") or "ok",
+                "echo": r.get("echo") is True,
             }
             for r in page
         ],

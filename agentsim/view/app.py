@@ -102,7 +102,8 @@ def create_app(path: Path) -> Starlette:
         run = run_of(request)
         p = _api.progress(run)
         summary = ws.cached(keyed(p, "summary"), lambda: _api.run_summary(run))
-        return {**row(run, p), "metrics": run.metrics(), **summary}
+        metrics = run.metrics()
+        return {**row(run, p), "metrics": metrics, "behaviour": _api.behaviour(metrics), **summary}
 
     def surveys(request: Request) -> Any:
         run = run_of(request)

@@ -140,7 +140,10 @@ def json_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
 def test_json_output_ticks_and_out(json_run: tuple[Path, dict[str, Any], int]) -> None:
     out, data, code = json_run
     assert code == 0
-    assert set(data) == {"run_id", "run_dir", "status", "ticks", "agents", "metrics", "reason"}
+    assert set(data) == {
+        "run_id", "run_dir", "status", "ticks", "agents", "metrics", "reason", "behaviour"
+    }  # fmt: skip
+    assert data["behaviour"][0].startswith(f"behaviour: {data['metrics']['agent_steps']:,} steps")
     assert (data["run_id"], data["run_dir"], data["status"]) == ("run", str(out), "stopped")
     assert data["reason"] == "stopped after --ticks 2"
     assert (data["ticks"], data["agents"]) == (2, 20)

@@ -102,7 +102,9 @@ class ScriptResult:
     ``truncated``. ``log`` holds what an entrypoint printed (and any script's stderr when it
     succeeded), capped as well: it belongs in the trace, never on the terminal.
     ``timed_out`` marks a call stopped (or walked away from) at its timeout;
-    ``quarantined`` a call refused, or the overrun that got the script quarantined.
+    ``quarantined`` a call refused, or the overrun that got the script quarantined;
+    ``refused`` a call that never ran (the script is not one of its skill's, quarantined,
+    or its skill is not active, has no such script or was given input its schema refuses).
     """
 
     ok: bool
@@ -117,6 +119,8 @@ class ScriptResult:
     log: str = ""
     quarantined: bool = False
     measures: tuple[Measure, ...] = ()
+    # Refused before it ran: not a script of its skill, quarantined, not active, bad input.
+    refused: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict, for traces."""
@@ -266,7 +270,7 @@ class ScriptRunner:
         raw = os.fspath(script)
         path, refusal = self._locate(raw, ctx)
         if refusal is not None:
-            return self._fail(refusal, REFUSED_EXIT_CODE, start, isolation)
+            return replace(self._fail(refusal, REFUSED_EXIT_CODE, start, isolation), refused=True)
         try:
             stamp = self._stamp(path)
         except OSError as exc:
@@ -516,7 +520,7 @@ class ScriptRunner:
             start,
             isolation,
         )
-        return replace(result, quarantined=True)
+        return replace(result, quarantined=True, refused=True)
 
     def _abandoned(self, path: str, start: float, isolation: str) -> ScriptResult:
         """A call of a script quarantined while it waited or ran: not a strike of its own."""

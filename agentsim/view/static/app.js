@@ -120,6 +120,7 @@ async function runPage(run) {
     h("h1", { id: "run-title" }, run, " ", h("span", { id: "run-status" })),
     h("p", {}, counter, " · ", h("a", { href: `#/world/${enc(run)}` }, "World view →")),
     h("div", { id: "run-why" }),
+    h("div", { class: "card", id: "behaviour", style: "margin-bottom:14px" }),
     grid,
     h("div", { class: "grid", style: "margin-top:14px" },
       h("div", { class: "card" }, h("h2", {}, "Interventions, surveys and hot reloads"), markers),
@@ -140,6 +141,8 @@ async function runPage(run) {
       window.charts.lineChart(c, l, S(["prompt_tokens", "cached_prompt_tokens", "completion_tokens"]), data.markers)),
     chart("Degraded steps, errors, script and hook failures", "chart-failures", (c, l) =>
       window.charts.lineChart(c, l, S(["degraded", "errors", "script_failures", "hook_failures"]), data.markers)),
+    chart("What the steps did", "chart-behaviour", (c, l) =>
+      window.charts.lineChart(c, l, S(["acted", "unfinished", "tool_refused", "tool_failed"]), data.markers)),
     chart("Skills activated per tick", "chart-skills", (c) =>
       window.charts.heatMap(c, Object.entries(data.skills).map(([label, values]) => ({ label, values })))),
   ];
@@ -164,6 +167,7 @@ async function runPage(run) {
     const lineage = lineageText(data);
     document.getElementById("run-why").replaceChildren(
       ...(lineage ? [h("p", { class: "muted", id: "run-lineage" }, lineage)] : []), ...whyLines(data));
+    behaviourCard(data.behaviour || []);
     counter.textContent = `tick ${tickText(data)} · ${data.agents} agents · ${data.errors} errors`;
     counter.dataset.ticks = String(data.ticks_done);
     setLive(data.state);
@@ -187,6 +191,18 @@ async function runPage(run) {
   };
 }
 
+// What the agents did, before any result (agentsim.run.behaviour): a line for the run, each
+// model and group; the notes a reader must see (no step acted, one action, echoed answers).
+function behaviourCard(lines) {
+  const card = document.getElementById("behaviour");
+  const notes = lines.filter((l) => l.trim().startsWith("note:"));
+  const counts = lines.filter((l) => !l.trim().startsWith("note:"));
+  card.replaceChildren(h("h2", {}, "Behaviour"),
+    ...(counts.length ? counts.map((l) => h("p", { class: "behaviour-line" }, l.trim()))
+      : [h("p", { class: "muted" }, "No step yet.")]),
+    ...notes.map((l) => h("p", { class: "error behaviour-note" }, l.trim().slice("note: ".length))));
+}
+
 function surveyBox(run, survey) {
   const list = h("ul", { class: "plain" });
   const box = h("div", { class: "survey", "data-survey": survey.name },
@@ -200,7 +216,9 @@ function surveyBox(run, survey) {
     list.append(...d.answers.map((a) => h("li", a.status === "ok" ? {} : { class: "not-ok" },
       h("a", { href: `#/agent/${enc(run)}/${enc(a.agent_id)}` }, a.agent_id), ": ",
       a.status === "ok" ? a.answer
-        : `[${a.status}: ${a.reason || "no answer"}]${a.answer ? " " + a.answer : ""}`)));
+        : `[${a.status}: ${a.reason || "no answer"}]${a.answer ? " " + a.answer : ""}`,
+      ...(a.echo ? [" ", h("span", { class: "echo", title: "the answer only copies its own prompt" },
+        "(echo)")] : []))));
     offset += d.answers.length;
     if (offset >= d.total) more.remove(); else box.append(more);
   }

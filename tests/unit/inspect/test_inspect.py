@@ -164,6 +164,8 @@ def test_overview_json_shape(finished: Path, capsys: pytest.CaptureFixture[str])
         "gate_retries", "quarantined", "events", "skills", "skills_hidden", "hot_reloads",
         "checkpoints", "reason", "problems", "parent", "lineage",
         "skills_refused", "skills_shadowed", "skills_broken",
+        "behaviour", "outcomes", "acted", "tool_calls", "tool_calls_by_tool",
+        "tool_calls_by_skill", "by_group", "by_model",
     }  # fmt: skip
     assert data["status"] == "completed" and data["ticks_done"] == 5
     assert (data["reason"], data["problems"], data["parent"], data["lineage"]) == (
@@ -483,7 +485,9 @@ def test_events_of_one_type_have_their_fields_as_columns(finished: Path, tmp_pat
     for run_dir in (finished, no_parquet):
         run = agentsim.open_run(run_dir)
         table = run.events(type="agent_action")
-        assert table.column_names == ["tick", "time", "type", "agent_id", "action", "degraded"]
+        assert table.column_names == [
+            "tick", "time", "type", "agent_id", "acted", "action", "degraded", "outcome"
+        ]  # fmt: skip
         assert table.schema.field("time").type == pa.timestamp("us")
         assert table.schema.field("degraded").type == pa.bool_()
         assert table["action"].to_pylist() == [e["action"] for e in actions]
@@ -531,7 +535,12 @@ def test_event_fields_that_share_no_type_and_times_with_an_offset(tmp_path: Path
 def test_events_df_is_a_pandas_frame_with_datetimes(finished: Path) -> None:
     pd = pytest.importorskip("pandas")
     df = agentsim.open_run(finished).events_df(type="agent_action")
-    assert isinstance(df, pd.DataFrame) and list(df.columns)[-2:] == ["action", "degraded"]
+    assert isinstance(df, pd.DataFrame) and list(df.columns)[-4:] == [
+        "acted",
+        "action",
+        "degraded",
+        "outcome",
+    ]
     assert pd.api.types.is_datetime64_any_dtype(df["time"])
 
 

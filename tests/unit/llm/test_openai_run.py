@@ -46,6 +46,8 @@ model:
   cache_path: {cache_path}
 environment:
   - {{module: social}}
+# The server answers with text and no tool call (`answered`, not `finished`).
+agent: {{max_unfinished_share: 1}}
 output: {{dir: {out}, formats: [jsonl]}}
 """
 

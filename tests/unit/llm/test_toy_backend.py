@@ -164,6 +164,8 @@ model:
   base_url: {base_url}
   max_concurrency: 2
   max_retries: 3
+# The server answers with text and no tool call (`answered`, not `finished`).
+agent: {{max_unfinished_share: 1}}
 output: {{dir: {out}, formats: [jsonl]}}
 """
 

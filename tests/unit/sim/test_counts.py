@@ -177,9 +177,14 @@ async def test_a_script_past_its_timeout_is_quarantined_once_in_a_real_run(
     executor = LocalExecutor(model_factory=lambda spec: FunctionModel(brain))
     summary = await Engine(cfg, run_dir=tmp_path / "run", executor=executor).run()
     assert summary.status == "completed with problems"
+    # The tool calls say the same: the overruns and the call abandoned when its script was
+    # quarantined failed; the last tick's two calls were refused (quarantined).
     assert summary.problems == [
-        "6 of 6 script calls failed (100%), more than agent.max_script_failure_share=0.25"
+        "6 of 6 script calls failed (100%), more than agent.max_script_failure_share=0.25",
+        "6 of 12 tool calls refused or failed (50%), more than agent.max_tool_failure_share=0.25",
     ]
+    by_tool = summary.metrics["tool_calls_by_tool"]["execute_skill_script"]
+    assert by_tool == {"ok": 0, "refused": 2, "failed": 4}
     events = _events(tmp_path / "run")
     failed = [e for e in events if e["type"] == "script_called" and e["ok"] is False]
     assert len(failed) == 6  # 2 agents x 3 ticks: 3 overruns, then refusals

@@ -42,6 +42,8 @@ model:
   max_consecutive_failures: {max_failures}
 environment:
   - {{module: social}}
+# The server answers with text and no tool call (`answered`, not `finished`).
+agent: {{max_unfinished_share: 1}}
 output: {{dir: ws, formats: [jsonl], checkpoint_every: 100}}
 """
 
