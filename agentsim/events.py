@@ -115,6 +115,12 @@ _DECLARED: tuple[EventType, ...] = (
                 dict[str, str],
                 "skill id -> the id of the same name that wins the bare name",
             ),
+            _f(
+                "sandbox",
+                str,
+                "what contains `process` isolation here: `bubblewrap`, or `none: <why>`",
+                optional=True,
+            ),
         ),
     ),
     EventType(

@@ -116,6 +116,8 @@ class RunOverview:
     skills_refused: Mapping[str, str] = field(default_factory=dict)
     skills_shadowed: Mapping[str, str] = field(default_factory=dict)
     skills_broken: tuple[Mapping[str, Any], ...] = ()
+    # From run_start: what contained ``process`` isolation (``bubblewrap`` / ``none: why``).
+    sandbox: str | None = None
     # A model per group: name -> calls, tokens and cost (from metrics.json; {} otherwise).
     models: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
@@ -155,6 +157,7 @@ class RunOverview:
             "skills_refused": dict(self.skills_refused),
             "skills_shadowed": dict(self.skills_shadowed),
             "skills_broken": [dict(b) for b in self.skills_broken],
+            "sandbox": self.sandbox,
             "hot_reloads": [dict(r) for r in self.hot_reloads],
             "checkpoints": list(self.checkpoints),
             "lineage": [dict(p) for p in self.lineage],
@@ -179,6 +182,7 @@ class EventCounts:
     skills_refused: Mapping[str, str] = field(default_factory=dict)  # from run_start
     skills_shadowed: Mapping[str, str] = field(default_factory=dict)  # from run_start
     skills_broken: tuple[Mapping[str, Any], ...] = ()  # skill_broken events
+    sandbox: str | None = None  # from run_start
 
 
 def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
@@ -197,6 +201,7 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
     refused: dict[str, str] = {}
     shadowed: dict[str, str] = {}
     broken: list[Mapping[str, Any]] = []
+    sandbox: str | None = None
     for ev in events:
         last_time = ev.get("time") or last_time
         kind = str(ev.get("type"))
@@ -230,6 +235,7 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
                 refused = {str(k): str(v) for k, v in ev["skills_refused"].items()}
             if isinstance(ev.get("skills_shadowed"), dict):
                 shadowed = {str(k): str(v) for k, v in ev["skills_shadowed"].items()}
+            sandbox = str(ev["sandbox"]) if isinstance(ev.get("sandbox"), str) else sandbox
         elif kind == "skill_broken":
             broken.append({k: ev.get(k) for k in ("tick", "skill", "file", "line", "message")})
         retries += gate_retries(ev)
@@ -251,6 +257,7 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
         skills_refused=refused,
         skills_shadowed=shadowed,
         skills_broken=tuple(broken),
+        sandbox=sandbox,
     )
 
 
@@ -378,6 +385,7 @@ def summarize(
         skills_refused=counts.skills_refused,
         skills_shadowed=counts.skills_shadowed,
         skills_broken=counts.skills_broken,
+        sandbox=counts.sandbox,
         hot_reloads=counts.hot_reloads,
         checkpoints=tuple(t for t, _ in run.checkpoints()),
         lineage=tuple(run.lineage()),

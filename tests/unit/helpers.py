@@ -218,6 +218,42 @@ def gone_within(pid: int, seconds: float = 2.0) -> bool:
     return True
 
 
+def pids_with_arg(arg: str) -> list[int]:
+    """The live processes (seen from here, whatever namespace they run in) that have ``arg``
+    on their command line: how a test finds what a sandboxed script started, whose own pid
+    is that of its PID namespace."""
+    found = []
+    needle = arg.encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if needle in argv and process_alive(int(name)):
+            found.append(int(name))
+    return found
+
+
+def none_left_within(arg: str, seconds: float = 2.0) -> bool:
+    """Whether every process with ``arg`` on its command line ends within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while pids_with_arg(arg):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def kill_all_with_arg(arg: str) -> None:
+    """Clean up after a test: SIGKILL every process with ``arg`` on its command line."""
+    for pid in pids_with_arg(arg):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def kill_pid_in(pidfile: Path) -> None:
     """Clean up after a test: SIGKILL the process whose pid ``pidfile`` holds, if any."""
     with contextlib.suppress(OSError, ValueError):

@@ -163,7 +163,7 @@ def test_overview_json_shape(finished: Path, capsys: pytest.CaptureFixture[str])
         "errors", "error_total",
         "gate_retries", "quarantined", "events", "skills", "skills_hidden", "hot_reloads",
         "checkpoints", "reason", "problems", "parent", "lineage",
-        "skills_refused", "skills_shadowed", "skills_broken",
+        "skills_refused", "skills_shadowed", "skills_broken", "sandbox",
     }  # fmt: skip
     assert data["status"] == "completed" and data["ticks_done"] == 5
     assert (data["reason"], data["problems"], data["parent"], data["lineage"]) == (
