@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -294,3 +295,27 @@ def step_prompts(agent: AgentRecord) -> dict[int, str]:
     steps = [t for t in agent.trace() if "system_sha" in t]
     prompts = (agent.prompt_at(t["tick"]) for t in steps)
     return {p.tick: f"{p.system}\n{p.user}" for p in prompts}
+
+
+LOCAL = "http://localhost"
+"""The base URL the viewer's tests use: a ``Host`` the viewer answers to."""
+
+
+def viewer_token(client: Any) -> str:
+    """The session token the viewer's page carries (what its own JavaScript sends)."""
+    page = client.get("/")
+    assert page.status_code == 200 and page.headers["cache-control"] == "no-store"
+    found = re.search(r'<meta name="agentsim-token" content="([^"]+)">', page.text)
+    assert found is not None, "the viewer's page carries no token"
+    return found.group(1)
+
+
+def post_interview(client: Any, url: str, question: Any, **headers: str) -> Any:
+    """An interview as the viewer's own page asks for it: JSON, same origin, with the token."""
+    sent = {
+        "Origin": LOCAL,
+        "X-Agentsim-Token": viewer_token(client),
+        "Content-Type": "application/json",
+        **headers,
+    }
+    return client.post(url, content=json.dumps({"question": question}), headers=sent)
