@@ -28,7 +28,9 @@ def open_file(path: Path, *, what: str = "file") -> IO[bytes]:
     regular file. ``FileNotFoundError`` when it is missing; a link or anything but a file is
     a ``RunError``."""
     try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        # Non-blocking: a FIFO planted in its place must not hang the reader.
+        flags = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(path, flags)
     except OSError as exc:
         if exc.errno == errno.ELOOP or (exc.errno != errno.ENOENT and os.path.islink(path)):
             raise RunError(
@@ -36,11 +38,11 @@ def open_file(path: Path, *, what: str = "file") -> IO[bytes]:
                 "followed: replace it by the file itself"
             ) from None
         raise
-    f = os.fdopen(fd, "rb")
     if not stat.S_ISREG(os.fstat(fd).st_mode):
-        f.close()
+        os.close(fd)
         raise RunError(f"{what} {path} is not a regular file; it is not read")
-    return f
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
 
 
 def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:

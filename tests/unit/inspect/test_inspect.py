@@ -643,3 +643,21 @@ def test_a_symlinked_profile_or_memory_is_never_followed(
         record.memory()
     listed = {f.path for f in record.files()}
     assert "profile.json" not in listed and "memory.jsonl" not in listed
+
+
+def test_a_fifo_or_folder_in_place_of_a_file_is_refused_without_hanging(
+    finished: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished, run_dir)
+    agent = open_run(run_dir).agents[0]
+    folder = run_dir / "agents" / agent
+    (folder / "memory.jsonl").unlink(missing_ok=True)
+    os.mkfifo(folder / "memory.jsonl")  # opening it for reading would wait for a writer
+    (folder / "profile.json").unlink()
+    (folder / "profile.json").mkdir()
+    record = open_run(run_dir).agent(agent)
+    with pytest.raises(RunError, match=r"memory\.jsonl is not a regular file; it is not read"):
+        record.memory()
+    with pytest.raises(RunError, match=r"profile\.json is not a regular file; it is not read"):
+        record.profile()

@@ -312,3 +312,42 @@ def test_a_machine_without_the_sandbox_says_so_at_start_in_the_log_and_in_inspec
         assert "WARNING      isolation: process ran without a sandbox on this machine" in shown
     finally:
         sandbox.cache_clear()
+
+
+def test_where_bwrap_fails_process_isolation_still_runs_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """User namespaces disabled: bubblewrap is there but cannot set the sandbox up."""
+    import asyncio
+
+    import agentsim.skills.scripts.sandbox as mod
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "bwrap"
+    fake.write_text(
+        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n",
+        encoding="utf-8",
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setattr(mod, "_warned", False)
+    sandbox.cache_clear()
+    try:
+        found = sandbox()
+        assert found.describe() == (
+            f"none: {fake} fails on this machine (bwrap: No permissions to create new "
+            "namespace); install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and "
+            "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1), "
+            "or run only trusted skills"
+        )
+        script = helpers.fx(tmp_path, "echo.py")
+        result = asyncio.run(
+            ScriptRunner().run(script, ["hi"], helpers.make_ctx(tmp_path), isolation="process")
+        )
+        assert (result.ok, result.isolation) == (True, "process"), result.error
+        err = capsys.readouterr().err
+        assert err.count("WARNING: isolation: process runs skill scripts WITHOUT a sandbox") == 1
+        assert "No permissions to create new namespace" in err
+    finally:
+        sandbox.cache_clear()

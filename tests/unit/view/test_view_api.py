@@ -416,10 +416,14 @@ def test_a_symlinked_profile_or_memory_is_not_served(workspace: Path, tmp_path: 
     c = TestClient(create_app(ws), base_url=helpers.LOCAL)
     r = c.get(f"/api/runs/{RUN}/agents/{AGENT}")
     assert r.status_code == 404 and "sk-outside" not in r.text
-    assert (
-        "profile.json is a symbolic link; links inside a run folder are never followed"
-        in (r.json()["error"])
-    )
+    error = r.json()["error"]
+    assert "profile.json is a symbolic link; links inside a run folder are never followed" in error
+    # A run whose manifest is a link is not listed (the other runs still are).
+    shutil.copytree(workspace / RUN, ws / "linked")
+    (ws / "linked" / "manifest.json").unlink()
+    os.symlink(workspace / RUN / "manifest.json", ws / "linked" / "manifest.json")
+    c = TestClient(create_app(ws), base_url=helpers.LOCAL)
+    assert [r["id"] for r in get(c, "/api/runs")["runs"]] == [RUN]
 
 
 def test_a_running_run_shows_its_progress(workspace: Path, tmp_path: Path) -> None:
