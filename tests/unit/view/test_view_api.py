@@ -479,6 +479,9 @@ def test_queries_check_their_arguments(workspace: Path) -> None:
 def test_the_view_command_binds_loopback_by_default(workspace: Path) -> None:
     args = build_parser().parse_args(["view", str(workspace)])
     assert (args.host, args.port, args.path) == ("127.0.0.1", 8765, str(workspace))
+    assert args.allow_host == []
+    more = ["view", str(workspace), "--allow-host", "a.lan", "--allow-host", "b.lan"]
+    assert build_parser().parse_args(more).allow_host == ["a.lan", "b.lan"]
 
 
 def test_the_view_command_refuses_a_port_in_use(
@@ -510,6 +513,12 @@ def test_the_view_command_prints_its_url_serves_and_stops_on_ctrl_c(workspace: P
         assert m, line
         runs = httpx.get(m.group(1) + "api/runs", timeout=30).json()["runs"]
         assert [r["id"] for r in runs] == [RUN]
+        # Served to its own address only: another name for it (DNS rebinding) is refused.
+        port = m.group(1).rsplit(":", 1)[1].rstrip("/")
+        r = httpx.get(m.group(1) + "api/runs", headers={"Host": f"evil.example:{port}"})
+        assert r.status_code == 400 and "is not served" in r.json()["error"]
+        r = httpx.get(m.group(1) + "api/runs", headers={"Host": f"localhost:{port}"})
+        assert r.status_code == 200
     finally:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
