@@ -30,6 +30,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TextIO
@@ -64,6 +65,8 @@ class Sandbox:
 
     bwrap: str | None
     problem: str | None = None
+    # bubblewrap older than 0.8 has no --disable-userns: the sandbox goes without it.
+    disable_userns: bool = True
 
     @property
     def available(self) -> bool:
@@ -105,6 +108,7 @@ def sandbox_argv(
     workspace: str | os.PathLike[str],
     readable: Iterable[str | os.PathLike[str]] = (),
     network: bool = False,
+    disable_userns: bool = True,
 ) -> list[str]:
     """The ``bwrap`` command line (up to and including ``--``) that runs a program in the
     sandbox described above, ``workspace`` its one writable folder and its working folder;
@@ -120,7 +124,8 @@ def sandbox_argv(
     argv += ["--bind", work, work, "--chdir", work]
     argv += ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     argv += ["--unshare-cgroup-try", "--uid", "65534", "--gid", "65534"]
-    argv += ["--disable-userns", "--cap-drop", "ALL", "--new-session", "--die-with-parent"]
+    argv += ["--disable-userns"] if disable_userns else []
+    argv += ["--cap-drop", "ALL", "--new-session", "--die-with-parent"]
     if not network:
         argv.append("--unshare-net")
     argv.append("--")
@@ -138,22 +143,25 @@ def sandbox() -> Sandbox:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return Sandbox(None, f"bwrap is not installed (not found on PATH); {_FIX}")
-    probe = [*sandbox_argv(bwrap, workspace=os.getcwd()), sys.executable, "-c", "pass"]
-    try:
-        done = subprocess.run(
-            probe,
-            capture_output=True,
-            timeout=_PROBE_TIMEOUT,
-            env={"PATH": os.environ.get("PATH", os.defpath)},
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return Sandbox(None, f"{bwrap} cannot run ({exc}); {_FIX}")
-    if done.returncode != 0:
-        why = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        detail = why[-1] if why else f"exit code {done.returncode}"
-        return Sandbox(None, f"{bwrap} fails on this machine ({detail}); {_FIX}")
-    return Sandbox(bwrap)
+    detail = ""
+    with tempfile.TemporaryDirectory(prefix="agentsim-sandbox-") as work:
+        for disable_userns in (True, False):
+            argv = sandbox_argv(bwrap, workspace=work, disable_userns=disable_userns)
+            try:
+                done = subprocess.run(
+                    [*argv, sys.executable, "-c", "pass"],
+                    capture_output=True,
+                    timeout=_PROBE_TIMEOUT,
+                    env={"PATH": os.environ.get("PATH", os.defpath)},
+                    check=False,
+                )
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                return Sandbox(None, f"{bwrap} cannot run ({exc}); {_FIX}")
+            if done.returncode == 0:
+                return Sandbox(bwrap, disable_userns=disable_userns)
+            why = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            detail = detail or (why[-1] if why else f"exit code {done.returncode}")
+    return Sandbox(None, f"{bwrap} fails on this machine ({detail}); {_FIX}")
 
 
 def warn_unsandboxed(found: Sandbox, *, stream: TextIO | None = None) -> bool:
@@ -187,5 +195,11 @@ def wrap(
     if not found.available or found.bwrap is None:
         warn_unsandboxed(found)
         return list(cmd), dict(env)
-    argv = sandbox_argv(found.bwrap, workspace=workspace, readable=readable, network=network)
+    argv = sandbox_argv(
+        found.bwrap,
+        workspace=workspace,
+        readable=readable,
+        network=network,
+        disable_userns=found.disable_userns,
+    )
     return [*argv, *cmd], sandbox_env(env)

@@ -351,3 +351,33 @@ def test_where_bwrap_fails_process_isolation_still_runs_and_says_why(
         assert "No permissions to create new namespace" in err
     finally:
         sandbox.cache_clear()
+
+
+def test_an_older_bubblewrap_without_disable_userns_still_sandboxes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bubblewrap before 0.8 (Ubuntu 22.04 has 0.6) refuses --disable-userns: the sandbox
+    is set up without it rather than not at all."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "bwrap"
+    fake.write_text(
+        '#!/bin/sh\nfor a in "$@"; do [ "$a" = --disable-userns ] && '
+        "{ echo 'bwrap: Unknown option --disable-userns' >&2; exit 1; }; done\nexit 0\n",
+        encoding="utf-8",
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    sandbox.cache_clear()
+    try:
+        found = sandbox()
+        assert (found.bwrap, found.disable_userns, found.describe()) == (
+            str(fake),
+            False,
+            "bubblewrap",
+        )
+        assert "--disable-userns" not in sandbox_argv(
+            str(fake), workspace=tmp_path, disable_userns=False
+        )
+    finally:
+        sandbox.cache_clear()
