@@ -128,6 +128,12 @@ _DECLARED: tuple[EventType, ...] = (
                 "written only when some cannot",
                 optional=True,
             ),
+            _f(
+                "sandbox",
+                str,
+                "what contains `process` isolation here: `bubblewrap`, or `none: <why>`",
+                optional=True,
+            ),
         ),
     ),
     EventType(

@@ -10,6 +10,7 @@ agents or of a million.
 from __future__ import annotations
 
 import re
+import stat
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsim.errors import ConfigError, RunError
-from agentsim.inspect._files import iter_jsonl, read_json
+from agentsim.inspect._files import iter_jsonl, open_file, read_json
 from agentsim.inspect._store import AgentRows
 
 __all__ = [
@@ -237,12 +238,13 @@ class AgentRecord:
         )
 
     def files(self) -> list[WorkspaceFile]:
-        """Every file under the agent's folder with its size, sorted by path."""
+        """Every file under the agent's folder with its size, sorted by path; symbolic
+        links are left out (never followed)."""
         found = self.root.rglob("*") if self.root.is_dir() else ()
         out = [
-            WorkspaceFile(path=p.relative_to(self.root).as_posix(), size=p.stat().st_size)
+            WorkspaceFile(path=p.relative_to(self.root).as_posix(), size=st.st_size)
             for p in found
-            if p.is_file()
+            if stat.S_ISREG((st := p.lstat()).st_mode)
         ]
         return sorted(out, key=lambda f: f.path)
 
@@ -263,7 +265,11 @@ class AgentRecord:
             where = f"the store of {self.store.reader.root.parent}"
         else:
             p = self.root / "prompts" / f"{sha}.txt"
-            system = p.read_text("utf-8") if p.is_file() else None
+            try:
+                with open_file(p, what="system prompt") as f:
+                    system = f.read().decode("utf-8")
+            except FileNotFoundError:
+                system = None
             where = str(p)
         if system is None:
             raise RunError(

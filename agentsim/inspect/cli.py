@@ -125,6 +125,12 @@ def _overview_text(d: dict[str, Any], out: TextIO) -> None:
         w(f"  refused      {key}: {why}\n")
     for loser, winner in d["skills_shadowed"].items():
         w(f"  collision    {winner} wins the name over {loser}\n")
+    if str(d.get("sandbox") or "").startswith("none"):
+        w(
+            "  WARNING      isolation: process ran without a sandbox on this machine "
+            f"({d['sandbox'].removeprefix('none: ')}): its scripts could read the host's "
+            "environment and write outside their workspace\n"
+        )
     for b in d["skills_broken"]:
         w(
             f"  broken       {b['skill']} at tick {b['tick']}: {b['file']}:{b['line']}: "

@@ -123,6 +123,8 @@ class RunOverview:
     skills_refused: Mapping[str, str] = field(default_factory=dict)
     skills_shadowed: Mapping[str, str] = field(default_factory=dict)
     skills_broken: tuple[Mapping[str, Any], ...] = ()
+    # From run_start: what contained ``process`` isolation (``bubblewrap`` / ``none: why``).
+    sandbox: str | None = None
     # A model per group: name -> calls, tokens and cost (from metrics.json; {} otherwise).
     models: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # What the agents did (from the events' tick_end): steps by outcome, steps that acted,
@@ -173,6 +175,7 @@ class RunOverview:
             "skills_refused": dict(self.skills_refused),
             "skills_shadowed": dict(self.skills_shadowed),
             "skills_broken": [dict(b) for b in self.skills_broken],
+            "sandbox": self.sandbox,
             "hot_reloads": [dict(r) for r in self.hot_reloads],
             "checkpoints": list(self.checkpoints),
             "lineage": [dict(p) for p in self.lineage],
@@ -208,6 +211,7 @@ class EventCounts:
     # tick_end's outcomes and tool_calls, summed by key.
     outcomes: Mapping[str, int] = field(default_factory=dict)
     tool_calls: Mapping[str, int] = field(default_factory=dict)
+    sandbox: str | None = None  # from run_start
 
 
 def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
@@ -227,6 +231,7 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
     refused: dict[str, str] = {}
     shadowed: dict[str, str] = {}
     broken: list[Mapping[str, Any]] = []
+    sandbox: str | None = None
     for ev in events:
         last_time = ev.get("time") or last_time
         kind = str(ev.get("type"))
@@ -265,6 +270,7 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
                 refused = {str(k): str(v) for k, v in ev["skills_refused"].items()}
             if isinstance(ev.get("skills_shadowed"), dict):
                 shadowed = {str(k): str(v) for k, v in ev["skills_shadowed"].items()}
+            sandbox = str(ev["sandbox"]) if isinstance(ev.get("sandbox"), str) else sandbox
         elif kind == "skill_broken":
             broken.append({k: ev.get(k) for k in ("tick", "skill", "file", "line", "message")})
         retries += gate_retries(ev)
@@ -288,6 +294,7 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
         skills_broken=tuple(broken),
         outcomes=dict(dicts["outcomes"]),
         tool_calls=dict(dicts["tool_calls"]),
+        sandbox=sandbox,
     )
 
 
@@ -422,6 +429,7 @@ def summarize(
         skills_refused=counts.skills_refused,
         skills_shadowed=counts.skills_shadowed,
         skills_broken=counts.skills_broken,
+        sandbox=counts.sandbox,
         hot_reloads=counts.hot_reloads,
         checkpoints=tuple(t for t, _ in run.checkpoints()),
         lineage=tuple(run.lineage()),

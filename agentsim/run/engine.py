@@ -62,6 +62,7 @@ from agentsim.skills.catalog import RunProvides, unmet_requirements
 from agentsim.skills.frontmatter import Diagnostic
 from agentsim.skills.registry import RegistrySnapshot
 from agentsim.skills.scan import check_scripts, namespace_rank
+from agentsim.skills.scripts.sandbox import sandbox, warn_unsandboxed
 from agentsim.store.layout import run_hosts
 
 __all__ = [
@@ -306,6 +307,7 @@ class Engine:
             skills_refused=refused,
             skills_shadowed=shadowed,
             **broken,
+            sandbox=self._sandbox(),
         )
         return [start, *sorted(events, key=lambda e: str(e.get("agent_id") or ""))]
 
@@ -595,6 +597,14 @@ class Engine:
             self.progress(
                 Progress.of(self._metrics, tick=self.clock.tick, total=total, fastest=fastest)
             )
+
+    def _sandbox(self) -> str:
+        """What contains ``process`` isolation on this machine (for ``run_start``); said on
+        stderr now when nothing does and a skill of the run asks for it."""
+        found = sandbox()
+        if any(d.manifest.isolation == "process" for d in self.registry.list_all()):
+            warn_unsandboxed(found)
+        return found.describe()
 
     def _tell(self, lines: Sequence[str]) -> None:
         if self.notice is not None:

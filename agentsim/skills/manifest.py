@@ -213,6 +213,8 @@ class SkillManifest(BaseModel):
     requires: tuple[Requirement, ...] = Field(default=(), strict=False)
     timeout: float | None = Field(default=None, gt=0)
     isolation: Literal["inline", "thread", "process"] = "inline"
+    # Under process isolation the sandboxed script has no network unless this is true.
+    network: bool = False
     input_schema: Schema | None = None
     output_schema: Schema | None = None
     status: Literal["active", "deprecated"] = "active"

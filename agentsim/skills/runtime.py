@@ -478,7 +478,7 @@ class AgentSkillRuntime:
                 )
         ctx = self._context(desc, tick=tick, time=time)
         path = os.path.join(desc.path, rel)
-        isolation = desc.manifest.isolation
+        isolation = space.isolation(desc)
         result = await space.runner.run(
             path,
             argv,
@@ -486,6 +486,7 @@ class AgentSkillRuntime:
             isolation=isolation,
             timeout=desc.manifest.timeout,
             env=desc.manifest.env,
+            network=desc.manifest.network,
         )
         if not result.ok and desc.manifest.idempotent:
             # Only an idempotent skill may be re-run: a failed call may have done half its work.
@@ -499,6 +500,7 @@ class AgentSkillRuntime:
                     isolation=isolation,
                     timeout=desc.manifest.timeout,
                     env=desc.manifest.env,
+                    network=desc.manifest.network,
                 )
         if result.ok and desc.manifest.output_schema is not None:
             v_out = space.validator(desc, "output")
@@ -582,10 +584,11 @@ class AgentSkillRuntime:
                 path,
                 argv,
                 self._context(desc, tick=tick, time=time),
-                isolation=desc.manifest.isolation,
+                isolation=self._space.isolation(desc),
                 timeout=desc.manifest.timeout,
                 env=desc.manifest.env,
                 hook=hook_type,
+                network=desc.manifest.network,
             )
             if res.ok:
                 text, decision = parse_hook_output(

@@ -24,12 +24,17 @@ from agentsim.skills.catalog import (
     unmet_requirements,
 )
 from agentsim.skills.context import safe_env
-from agentsim.skills.scripts.runner import ScriptRunner
+from agentsim.skills.scripts.runner import Isolation, ScriptRunner
 
 if TYPE_CHECKING:
     from agentsim.skills.registry import SkillDescriptor
 
-__all__ = ["SkillSpace", "SkillView"]
+__all__ = ["AGENT_NAMESPACE", "SkillSpace", "SkillView"]
+
+AGENT_NAMESPACE = "agent"
+"""The namespace of the skills in an agent's own ``custom/skills``: anything a script run for
+that agent may have written, so never run with less than ``process`` isolation unless
+trusted (see ``SkillSpace.isolation``)."""
 
 _CATALOG_CACHE_SIZE = 1024
 _HIDDEN_CACHE_SIZE = 256
@@ -105,6 +110,15 @@ class SkillSpace:
     @property
     def view(self) -> SkillView:
         return self._view
+
+    def isolation(self, desc: SkillDescriptor) -> Isolation:
+        """How ``desc``'s scripts and hooks run: as it declares, except that a skill found
+        in an agent's own workspace (namespace ``agent``; a script of the run may have
+        written it) runs under ``process`` isolation whatever it declares, unless the
+        experiment trusts that namespace (``skills.trusted_namespaces``)."""
+        if desc.namespace == AGENT_NAMESPACE and AGENT_NAMESPACE not in self.trusted_namespaces:
+            return "process"
+        return desc.manifest.isolation
 
     def swap_view(self, view: SkillView) -> None:
         """Install a refreshed registry snapshot; agents see it from their next call on."""

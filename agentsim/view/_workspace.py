@@ -83,6 +83,7 @@ class Workspace:
             if not p.name.startswith(".")
             and p.is_dir()
             and (p / "manifest.json").is_file()
+            and not (p / "manifest.json").is_symlink()  # links are never followed
             and is_inside(p, self.root)
         )
 

@@ -3,19 +3,22 @@
 Read-only: every endpoint reads through ``agentsim.inspect``; the interview works on a
 scratch copy (``agentsim.inspect.interview``), so nothing is written into a run folder.
 Errors come back as ``{"error": message}`` with 404 (no such run, agent or tick) or 400.
+Requests are checked first (``_guard``): the ``Host`` of every one, and for the interview
+(a model call) its origin, the session's token, its content type and size.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -23,6 +26,15 @@ from agentsim.errors import AgentsimError, ConfigError, RunError
 from agentsim.inspect import Run
 from agentsim.inspect._query import agent_steps, env_layouts, find_agents
 from agentsim.view import _api
+from agentsim.view._guard import (
+    MAX_QUESTION,
+    Allowed,
+    HostGuard,
+    Refused,
+    check_post,
+    new_token,
+    read_json_body,
+)
 from agentsim.view._workspace import Workspace
 
 __all__ = ["STATIC_DIR", "create_app"]
@@ -30,6 +42,7 @@ __all__ = ["STATIC_DIR", "create_app"]
 STATIC_DIR = Path(__file__).parent / "static"
 _PAGE = 50
 _STEPS_SPAN = 20  # ticks of an agent's timeline loaded at once
+_TOKEN_SLOT = "{{AGENTSIM_TOKEN}}"  # in index.html: the session's token goes there
 
 
 def _int(request: Request, name: str, default: int, *, lo: int = 0, hi: int = 10**9) -> int:
@@ -45,9 +58,31 @@ def _int(request: Request, name: str, default: int, *, lo: int = 0, hi: int = 10
     return value
 
 
-def create_app(path: Path) -> Starlette:
-    """The app serving the workspace (or single run) at ``path``."""
+def create_app(
+    path: Path,
+    *,
+    address: tuple[str, int] | None = None,
+    allow_hosts: Iterable[str] = (),
+    token: str | None = None,
+) -> Starlette:
+    """The app serving the workspace (or single run) at ``path``.
+
+    ``address``: the ``(host, port)`` it listens on; requests are served only with that
+    host or ``localhost`` (and ``allow_hosts``) at that port in their ``Host`` header.
+    Without it, the loopback names at any port. ``token``: the session's token that an
+    interview must carry (a new random one by default; ``app.state.token``), handed to the
+    viewer's page in its HTML."""
     ws = Workspace(path)
+    allowed = (
+        Allowed.bound(*address, allow_hosts)
+        if address is not None
+        else Allowed(Allowed.loopback().names | {h.lower() for h in allow_hosts})
+    )
+    session = token or new_token()
+    page = (STATIC_DIR / "index.html").read_text("utf-8")
+    if _TOKEN_SLOT not in page:  # pragma: no cover - the shipped page has it
+        raise RuntimeError(f"{STATIC_DIR / 'index.html'} has no {_TOKEN_SLOT} slot")
+    page = page.replace(_TOKEN_SLOT, session)
     # Loaded now rather than by the first page that reads events, which would wait for it.
     import pyarrow.compute
     import pyarrow.dataset
@@ -61,6 +96,8 @@ def create_app(path: Path) -> Starlette:
         async def handle(request: Request) -> Response:
             try:
                 return JSONResponse(await fn(request))
+            except Refused as exc:
+                return exc.response()
             except ConfigError as exc:
                 return JSONResponse({"error": str(exc)}, status_code=400)
             except RunError as exc:
@@ -146,16 +183,20 @@ def create_app(path: Path) -> Starlette:
     async def ask(request: Request) -> Any:
         from agentsim.inspect.interview import interview
 
+        check_post(request, session)  # before anything is read or looked up
+        body = await read_json_body(request)
         run = run_of(request)
         record = ws.agent(run, request.path_params["agent"])
-        try:
-            body = await request.json()
-        except ValueError:
-            body = None
         question = body.get("question") if isinstance(body, dict) else None
         if not isinstance(question, str):
             raise ConfigError(
                 "question", "the request has no question", 'send {"question": "..."} as JSON'
+            )
+        if len(question) > MAX_QUESTION:
+            raise ConfigError(
+                "question",
+                f"the question has {len(question):,} characters, over {MAX_QUESTION:,}",
+                "ask a shorter question",
             )
         async with interview_lock:  # one at a time: each rebuilds an agent and its model
             result = await interview(run, record.agent_id, question)
@@ -171,7 +212,8 @@ def create_app(path: Path) -> Starlette:
         return {**data, "run": p}
 
     async def index(request: Request) -> Response:
-        return FileResponse(STATIC_DIR / "index.html")
+        # The page carries the session's token: never kept by a cache.
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
     def not_found(request: Request) -> Any:
         raise RunError(
@@ -193,4 +235,6 @@ def create_app(path: Path) -> Starlette:
         Route("/api/{rest:path}", endpoint(not_found)),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
-    return Starlette(routes=routes)
+    app = Starlette(routes=routes, middleware=[Middleware(HostGuard, allowed=allowed)])
+    app.state.token = session
+    return app

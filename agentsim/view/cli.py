@@ -17,7 +17,6 @@ def _cmd_view(args: argparse.Namespace) -> int:
 
     from agentsim.view.app import create_app
 
-    app = create_app(Path(args.path))
     # Bound here, so that the URL printed names the port really taken (--port 0: any free).
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -33,6 +32,15 @@ def _cmd_view(args: argparse.Namespace) -> int:
     # in the backlog until the server accepts, instead of being refused.
     sock.listen(128)
     host, port = sock.getsockname()[:2]
+    try:
+        # Served only to the bound address (as given and as bound), localhost and the
+        # --allow-host names.
+        app = create_app(
+            Path(args.path), address=(host, port), allow_hosts=[args.host, *args.allow_host]
+        )
+    except BaseException:
+        sock.close()
+        raise
     shown = f"[{host}]" if ":" in host else host
     print(f"agentsim view: http://{shown}:{port}/  ({args.path}; Ctrl-C to stop)", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
@@ -62,5 +70,13 @@ def add_view_command(sub: Any) -> None:
     view.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     view.add_argument(
         "--port", type=int, default=8765, metavar="N", help="port (default: 8765; 0: any free)"
+    )
+    view.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer to this host name in the Host header (repeatable); by default only "
+        "the bound address and localhost are served",
     )
     view.set_defaults(func=_cmd_view)

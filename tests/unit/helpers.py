@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -218,6 +219,42 @@ def gone_within(pid: int, seconds: float = 2.0) -> bool:
     return True
 
 
+def pids_with_arg(arg: str) -> list[int]:
+    """The live processes (seen from here, whatever namespace they run in) that have ``arg``
+    on their command line: how a test finds what a sandboxed script started, whose own pid
+    is that of its PID namespace."""
+    found = []
+    needle = arg.encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if needle in argv and process_alive(int(name)):
+            found.append(int(name))
+    return found
+
+
+def none_left_within(arg: str, seconds: float = 2.0) -> bool:
+    """Whether every process with ``arg`` on its command line ends within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while pids_with_arg(arg):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def kill_all_with_arg(arg: str) -> None:
+    """Clean up after a test: SIGKILL every process with ``arg`` on its command line."""
+    for pid in pids_with_arg(arg):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def kill_pid_in(pidfile: Path) -> None:
     """Clean up after a test: SIGKILL the process whose pid ``pidfile`` holds, if any."""
     with contextlib.suppress(OSError, ValueError):
@@ -258,3 +295,27 @@ def step_prompts(agent: AgentRecord) -> dict[int, str]:
     steps = [t for t in agent.trace() if "system_sha" in t]
     prompts = (agent.prompt_at(t["tick"]) for t in steps)
     return {p.tick: f"{p.system}\n{p.user}" for p in prompts}
+
+
+LOCAL = "http://localhost"
+"""The base URL the viewer's tests use: a ``Host`` the viewer answers to."""
+
+
+def viewer_token(client: Any) -> str:
+    """The session token the viewer's page carries (what its own JavaScript sends)."""
+    page = client.get("/")
+    assert page.status_code == 200 and page.headers["cache-control"] == "no-store"
+    found = re.search(r'<meta name="agentsim-token" content="([^"]+)">', page.text)
+    assert found is not None, "the viewer's page carries no token"
+    return found.group(1)
+
+
+def post_interview(client: Any, url: str, question: Any, **headers: str) -> Any:
+    """An interview as the viewer's own page asks for it: JSON, same origin, with the token."""
+    sent = {
+        "Origin": LOCAL,
+        "X-Agentsim-Token": viewer_token(client),
+        "Content-Type": "application/json",
+        **headers,
+    }
+    return client.post(url, content=json.dumps({"question": question}), headers=sent)

@@ -31,6 +31,7 @@ from typing import Any, cast
 
 from agentsim.skills.context import CONTEXT_ENV_VAR, SkillScriptContext, call_env
 from agentsim.skills.scripts.inprocess import Outcome, Tier, cap_text
+from agentsim.skills.scripts.sandbox import wrap
 
 __all__ = ["CALL_ID_VAR", "ProcOutcome", "kill_all", "run_in_child", "run_process"]
 
@@ -257,12 +258,15 @@ async def run_in_child(
     limit: float,
     isolated: bool,
     hook: str | None = None,
+    network: bool = False,
 ) -> tuple[Outcome, Tier] | None:
     """Run script ``path`` in a fresh Python process in the agent's workspace, with the
     context's scrubbed environment; its process group is killed at ``limit``.
 
     ``isolated``: ``process`` isolation, the call made by ``python -m
-    agentsim.skills.scripts.child`` in whichever tier that child finds. Otherwise the subprocess
+    agentsim.skills.scripts.child`` in whichever tier that child finds, inside the
+    operating system's sandbox (``sandbox``; ``network``: whether it keeps the network) when
+    this machine has one. Otherwise the subprocess
     tier: ``python script.py argv...`` with the context as JSON in ``AGENTSIM_CONTEXT_JSON``.
     Returns the outcome and the tier used, None when the child was killed at ``limit``;
     raises ``OSError`` when it cannot be started."""
@@ -280,6 +284,13 @@ async def run_in_child(
         )
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (_package_root(), env.get("PYTHONPATH")) if p
+        )
+        cmd, env = wrap(
+            cmd,
+            env,
+            workspace=ctx.workspace_root,
+            readable=(ctx.skill_dir, *env["PYTHONPATH"].split(os.pathsep)),
+            network=network,
         )
         # JSON escaping can grow text; the child already capped output and error.
         stdout_limit, stderr_limit = 16 * output_cap + 65_536, 4 * output_cap

@@ -249,8 +249,12 @@ class ScriptRunner:
         timeout: float | None = None,  # noqa: ASYNC109 - the contract's name; enforced inside
         env: Iterable[str] = (),
         hook: str | None = None,
+        network: bool = False,
     ) -> ScriptResult:
         """Run ``script`` for the agent described by ``ctx``; always returns a result.
+
+        ``network``: under ``process`` isolation, whether the sandboxed script keeps the
+        network (the skill's ``network: true``); other isolations run inside the host.
 
         ``hook`` names the lifecycle hook this call is (``pre_step`` / ``post_step``): a
         function of that name in the script is called instead (the ``hook`` tier).
@@ -299,7 +303,7 @@ class ScriptRunner:
             flight.calls[task] = task.cancelling()
         try:
             result = await self._dispatch(
-                path, stamp, argv, ctx, isolation, limit, start, flight, hook
+                path, stamp, argv, ctx, isolation, limit, start, flight, hook, network
             )
         except asyncio.CancelledError:
             # Ours (the script was quarantined meanwhile) or our caller's: only ours is
@@ -330,9 +334,10 @@ class ScriptRunner:
         start: float,
         flight: _Flight,
         hook: str | None = None,
+        network: bool = False,
     ) -> ScriptResult:
         if isolation == "process":
-            return await self._in_child(path, argv, ctx, limit, start, isolation, hook)
+            return await self._in_child(path, argv, ctx, limit, start, isolation, hook, network)
         try:
             entry = await self._entry(path, stamp, limit)
         except TimeoutError:
@@ -413,10 +418,11 @@ class ScriptRunner:
         start: float,
         isolation: Isolation,
         hook: str | None = None,
+        network: bool = False,
     ) -> ScriptResult:
         """A fresh Python process, killed on timeout: ``process`` isolation (``python -m
-        agentsim.skills.scripts.child``, which calls ``hook``'s function when the script has
-        one) or the subprocess tier (``python script.py``)."""
+        agentsim.skills.scripts.child`` in the sandbox, which calls ``hook``'s function when
+        the script has one) or the subprocess tier (``python script.py``)."""
         isolated = isolation == "process"
         tier: Tier = "entrypoint" if isolated else "subprocess"
         try:
@@ -429,6 +435,7 @@ class ScriptRunner:
                 limit=limit,
                 isolated=isolated,
                 hook=hook,
+                network=network,
             )
         except OSError as exc:
             return self._start_failed(path, ctx, exc, start, tier, isolation)

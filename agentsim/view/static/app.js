@@ -19,7 +19,12 @@ function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+// The session's token, in the page the viewer served: requests that spend (interviews) carry it.
+const TOKEN = document.querySelector('meta[name="agentsim-token"]').content;
+
 async function api(path, options) {
+  if (options && options.method && options.method !== "GET")
+    options = { ...options, headers: { ...(options.headers || {}), "X-Agentsim-Token": TOKEN } };
   const r = await fetch(path, options);
   const data = await r.json().catch(() => ({ error: `${path}: HTTP ${r.status}` }));
   if (!r.ok) throw new Error(data.error || `${path}: HTTP ${r.status}`);

@@ -163,7 +163,7 @@ def test_overview_json_shape(finished: Path, capsys: pytest.CaptureFixture[str])
         "errors", "error_total",
         "gate_retries", "quarantined", "events", "skills", "skills_hidden", "hot_reloads",
         "checkpoints", "reason", "problems", "parent", "lineage",
-        "skills_refused", "skills_shadowed", "skills_broken",
+        "skills_refused", "skills_shadowed", "skills_broken", "sandbox",
         "behaviour", "outcomes", "acted", "tool_calls", "tool_calls_by_tool",
         "tool_calls_by_skill", "by_group", "by_model",
     }  # fmt: skip
@@ -624,3 +624,51 @@ def test_cli_bad_input_exits_2(
     assert code == 2 and "--last: must be >= 0, got -1" in err
     code, _, err = cli(capsys, "inspect", str(finished), "--agent", "nobody")
     assert code == 2 and "agent 'nobody' is not in run" in err
+
+
+def test_a_symlinked_profile_or_memory_is_never_followed(
+    finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A script may plant links in its agent's folder: inspect prints nothing they lead to."""
+    from agentsim.cli import main
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text('{"api_key": "sk-outside"}\n', encoding="utf-8")
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished, run_dir)
+    agent = open_run(run_dir).agents[0]
+    folder = run_dir / "agents" / agent
+    (folder / "profile.json").unlink()
+    os.symlink(secret, folder / "profile.json")
+    if (folder / "memory.jsonl").exists():
+        (folder / "memory.jsonl").unlink()
+    os.symlink(secret, folder / "memory.jsonl")
+
+    assert main(["inspect", str(run_dir), "--agent", agent]) == 2
+    out, err = capsys.readouterr()
+    assert "sk-outside" not in out + err
+    assert f"profile of agent '{agent}' {folder / 'profile.json'} is a symbolic link" in err
+    assert "links inside a run folder are never followed: replace it by the file itself" in err
+    record = open_run(run_dir).agent(agent)
+    with pytest.raises(RunError, match=r"memory\.jsonl is a symbolic link"):
+        record.memory()
+    listed = {f.path for f in record.files()}
+    assert "profile.json" not in listed and "memory.jsonl" not in listed
+
+
+def test_a_fifo_or_folder_in_place_of_a_file_is_refused_without_hanging(
+    finished: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished, run_dir)
+    agent = open_run(run_dir).agents[0]
+    folder = run_dir / "agents" / agent
+    (folder / "memory.jsonl").unlink(missing_ok=True)
+    os.mkfifo(folder / "memory.jsonl")  # opening it for reading would wait for a writer
+    (folder / "profile.json").unlink()
+    (folder / "profile.json").mkdir()
+    record = open_run(run_dir).agent(agent)
+    with pytest.raises(RunError, match=r"memory\.jsonl is not a regular file; it is not read"):
+        record.memory()
+    with pytest.raises(RunError, match=r"profile\.json is not a regular file; it is not read"):
+        record.profile()

@@ -163,7 +163,7 @@ def test_inspect_takes_numeric_ids(finished: tuple[Path, FunctionModel]) -> None
 @pytest.mark.slow
 def test_the_viewer_takes_numeric_ids(finished: tuple[Path, FunctionModel]) -> None:
     run_dir, _ = finished
-    client = TestClient(create_app(run_dir.parent))
+    client = TestClient(create_app(run_dir.parent), base_url=helpers.LOCAL)
     r = client.get(f"/api/runs/{run_dir.name}/agents/2")
     assert r.status_code == 200, r.text
     assert r.json()["agent_id"] == "2"

@@ -120,7 +120,7 @@ async def test_measures_from_a_hook_and_a_plain_script_become_events_columns_and
     )
 
     # The viewer's Run page draws each measure per group, a gap where a tick has none.
-    page = TestClient(create_app(run)).get("/api/runs/run").json()
+    page = TestClient(create_app(run), base_url=helpers.LOCAL).get("/api/runs/run").json()
     assert page["measures"]["trust"] == {"trusting": [0.0, 1.0, 2.0], "wary": [0.0, 0.5, 1.0]}
 
     assert main(["inspect", str(run), "--json"]) == 0

@@ -11,7 +11,15 @@ import pytest
 
 from agentsim.skills.scripts import ScriptRunner
 from agentsim.skills.scripts.runner import TIMEOUT_EXIT_CODE
-from tests.unit.helpers import fx, gone_within, kill_pid_in, make_ctx, process_alive
+from tests.unit.helpers import (
+    fx,
+    gone_within,
+    kill_all_with_arg,
+    kill_pid_in,
+    make_ctx,
+    none_left_within,
+    process_alive,
+)
 
 pytestmark = pytest.mark.slow  # each case starts Python processes and waits a timeout
 
@@ -22,11 +30,26 @@ CASES = [
 ]
 
 
+def _pidfile(tmp_path: Path, isolation: str) -> Path:
+    """Where the helper writes its pid: a sandboxed script writes only in its workspace."""
+    if isolation == "process":
+        return make_ctx(tmp_path).workspace_root / "daemon.pid"
+    return tmp_path / "daemon.pid"
+
+
+def _ended(pidfile: Path, isolation: str) -> bool:
+    """Whether the helper is gone: a sandboxed helper's pid is that of its PID namespace, so
+    it is found from here by its command line (the pid file's path)."""
+    if isolation == "process":
+        return pidfile.exists() and none_left_within(str(pidfile))
+    return gone_within(int(pidfile.read_text()))
+
+
 @pytest.mark.parametrize(("script", "isolation", "tier"), CASES)
 async def test_a_timeout_kills_a_setsid_helper_holding_the_pipes(
     tmp_path: Path, script: str, isolation: str, tier: str
 ) -> None:
-    pidfile = tmp_path / "daemon.pid"
+    pidfile = _pidfile(tmp_path, isolation)
     try:
         began = time.perf_counter()
         result = await ScriptRunner().run(
@@ -40,9 +63,11 @@ async def test_a_timeout_kills_a_setsid_helper_holding_the_pipes(
         assert (result.timed_out, result.exit_code) == (True, TIMEOUT_EXIT_CODE)
         assert result.error is not None and "timed out after 3s" in result.error
         assert took < 3 + 1, took
-        assert gone_within(int(pidfile.read_text())), "the setsid helper outlived the call"
+        assert _ended(pidfile, isolation), "the setsid helper outlived the call"
     finally:
-        kill_pid_in(pidfile)
+        kill_all_with_arg(str(pidfile))
+        if isolation != "process":  # a sandboxed pid is not a pid of this machine's
+            kill_pid_in(pidfile)
 
 
 async def test_a_timeout_kills_a_descendant_without_the_tag(tmp_path: Path) -> None:
@@ -64,7 +89,7 @@ async def test_a_helper_holding_the_pipes_never_delays_a_finished_call(
 ) -> None:
     """The script returns at once; its helper lives on (subprocess tier) or is killed
     (process isolation leaves nothing behind) — the call never waits for its pipes."""
-    pidfile = tmp_path / "daemon.pid"
+    pidfile = _pidfile(tmp_path, isolation)
     try:
         began = time.perf_counter()
         result = await ScriptRunner().run(
@@ -76,13 +101,15 @@ async def test_a_helper_holding_the_pipes_never_delays_a_finished_call(
         )
         assert time.perf_counter() - began < 10  # Python start-ups only, never the 120 s
         assert (result.ok, result.tier, result.output.strip()) == (True, tier, "started")
-        pid = int(pidfile.read_text())
         if isolation == "process":
-            assert gone_within(pid), "process isolation left the helper running"
+            assert _ended(pidfile, isolation), "process isolation left the helper running"
         else:
-            assert process_alive(pid)  # a plain subprocess may leave a daemon, as a shell does
+            # a plain subprocess may leave a daemon, as a shell does
+            assert process_alive(int(pidfile.read_text()))
     finally:
-        kill_pid_in(pidfile)
+        kill_all_with_arg(str(pidfile))
+        if isolation != "process":  # a sandboxed pid is not a pid of this machine's
+            kill_pid_in(pidfile)
 
 
 async def test_an_inline_entrypoint_returns_at_its_timeout(tmp_path: Path) -> None:

@@ -176,7 +176,8 @@ async def test_top_level_code_that_hangs_inline_times_out_while_importing(
 async def test_process_isolation_never_imports_a_sleeping_module_in_the_host(
     tmp_path: Path,
 ) -> None:
-    marker = tmp_path / "imported-by"
+    ctx = make_ctx(tmp_path)
+    marker = ctx.workspace_root / "imported-by"  # the one folder a sandboxed script writes
     sleeper = script(
         tmp_path,
         "top_sleep.py",
@@ -186,9 +187,7 @@ async def test_process_isolation_never_imports_a_sleeping_module_in_the_host(
         "def entrypoint(argv, ctx):\n    return 'never'\n",
     )
     began = time.perf_counter()
-    result = await ScriptRunner().run(
-        sleeper, [], make_ctx(tmp_path), isolation="process", timeout=1.0
-    )
+    result = await ScriptRunner().run(sleeper, [], ctx, isolation="process", timeout=1.0)
     assert time.perf_counter() - began < 1.0 + SLACK
     assert (result.timed_out, result.isolation, result.exit_code) == (True, "process", 124)
     assert result.error is not None and "its process was killed" in result.error

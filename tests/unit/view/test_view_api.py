@@ -47,7 +47,10 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def client(workspace: Path) -> TestClient:
-    return TestClient(create_app(workspace))
+    return TestClient(create_app(workspace), base_url=helpers.LOCAL)
+
+
+ASK = f"/api/runs/{RUN}/agents/{AGENT}/interview"
 
 
 def get(client: TestClient, url: str, status: int = 200) -> Any:
@@ -86,7 +89,7 @@ def test_a_run_with_problems_lists_them_and_a_clean_run_none(
     manifest = json.loads((ws / "bad" / "manifest.json").read_text("utf-8"))
     manifest.update(status="failed", reason="social.broadcast: unknown argument 'txt'")
     (ws / "bad" / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    [row] = get(TestClient(create_app(ws)), "/api/runs")["runs"]
+    [row] = get(TestClient(create_app(ws), base_url=helpers.LOCAL), "/api/runs")["runs"]
     assert row["problems"] == [
         "601 hook failed",
         "2 script failed",
@@ -97,7 +100,7 @@ def test_a_run_with_problems_lists_them_and_a_clean_run_none(
     (ws / "bad" / "metrics.json").write_text(json.dumps(metrics), encoding="utf-8")
     manifest.update(status="stopped", reason="stopped after --ticks 2")
     (ws / "bad" / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    [row] = get(TestClient(create_app(ws)), "/api/runs")["runs"]
+    [row] = get(TestClient(create_app(ws), base_url=helpers.LOCAL), "/api/runs")["runs"]
     assert row["problems"] == [] and row["reason"] == "stopped after --ticks 2"
 
 
@@ -251,7 +254,7 @@ def test_symlinks_out_of_the_workspace_are_not_served(workspace: Path, tmp_path:
     shutil.copytree(workspace / RUN, ws / RUN)
     os.symlink(workspace / RUN, ws / "outside")
     os.symlink(workspace / RUN / "agents" / AGENT, ws / RUN / "agents" / "zz-link")
-    c = TestClient(create_app(ws))
+    c = TestClient(create_app(ws), base_url=helpers.LOCAL)
     assert [r["id"] for r in get(c, "/api/runs")["runs"]] == [RUN]
     assert "no run 'outside'" in get(c, "/api/runs/outside", 404)["error"]
     err = get(c, f"/api/runs/{RUN}/agents/zz-link", 404)["error"]
@@ -274,9 +277,7 @@ def test_reading_every_endpoint_and_an_interview_change_nothing(
         f"/api/runs/{RUN}/agents/{AGENT}/prompt?tick=0",
     ):
         get(client, url)
-    r = client.post(
-        f"/api/runs/{RUN}/agents/{AGENT}/interview", json={"question": "How was your day?"}
-    )
+    r = helpers.post_interview(client, ASK, "How was your day?")
     assert r.status_code == 200, r.text
     answer = r.json()
     assert answer["agent_id"] == AGENT and answer["answer"] and answer["tick"] == 6
@@ -284,10 +285,151 @@ def test_reading_every_endpoint_and_an_interview_change_nothing(
 
 
 def test_an_interview_without_a_question_is_refused(client: TestClient) -> None:
-    r = client.post(f"/api/runs/{RUN}/agents/{AGENT}/interview", content=b"not json")
+    sent = {
+        "X-Agentsim-Token": helpers.viewer_token(client),
+        "Content-Type": "application/json",
+    }
+    r = client.post(ASK, content=b"not json", headers=sent)
+    assert r.status_code == 400 and "the request body is not JSON" in r.json()["error"]
+    r = client.post(ASK, content=b'{"q": 1}', headers=sent)
     assert r.status_code == 400 and "has no question" in r.json()["error"]
-    r = client.post(f"/api/runs/{RUN}/agents/{AGENT}/interview", json={"question": " "})
+    r = helpers.post_interview(client, ASK, " ")
     assert r.status_code == 400 and "the question is empty" in r.json()["error"]
+    r = helpers.post_interview(client, ASK, "why? " * 401)
+    assert r.status_code == 400
+    assert "the question has 2,005 characters, over 2,000" in r.json()["error"]
+
+
+# -- what the viewer refuses (issue 32) ---------------------------------------------------
+
+
+def test_a_request_with_another_host_is_refused_whatever_it_asks(workspace: Path) -> None:
+    """DNS rebinding: a page of evil.example whose name resolves to 127.0.0.1 sends its own
+    name as Host; it reads nothing, not even the page."""
+    app = create_app(workspace, address=("127.0.0.1", 8765))
+    c = TestClient(app, base_url="http://evil.example:8765")
+    for url in ("/", "/api/runs", f"/api/runs/{RUN}/agents/{AGENT}"):
+        r = c.get(url)
+        assert r.status_code == 400, url
+        assert "Host 'evil.example:8765' is not served" in r.json()["error"]
+        assert "answers only to 127.0.0.1, localhost (port 8765)" in r.json()["error"]
+    assert TestClient(app, base_url="http://localhost:8766").get("/api/runs").status_code == 400
+    assert TestClient(app, base_url="http://127.0.0.1:8765").get("/api/runs").status_code == 200
+    assert TestClient(app, base_url="http://LOCALHOST:8765").get("/api/runs").status_code == 200
+    # An IPv6 bind, and a wildcard bind with a name the user allowed.
+    six = create_app(workspace, address=("::1", 9000))
+    assert TestClient(six, base_url="http://[::1]:9000").get("/api/runs").status_code == 200
+    assert TestClient(six, base_url="http://[::2]:9000").get("/api/runs").status_code == 400
+    wide = create_app(workspace, address=("0.0.0.0", 9000), allow_hosts=["0.0.0.0", "lab.lan"])
+    assert TestClient(wide, base_url="http://lab.lan:9000").get("/api/runs").status_code == 200
+    assert TestClient(wide, base_url="http://0.0.0.0:9000").get("/api/runs").status_code == 400
+
+
+def test_a_cross_origin_interview_is_refused_before_any_model_call(client: TestClient) -> None:
+    """A page of another site posts to the viewer (text/plain needs no CORS preflight)."""
+    r = client.post(
+        ASK,
+        content=b'{"question": "spend my tokens"}',
+        headers={"Origin": "http://evil.example", "Content-Type": "text/plain"},
+    )
+    assert r.status_code == 403
+    assert "a request from http://evil.example is refused" in r.json()["error"]
+    r = helpers.post_interview(client, ASK, "hi", **{"Sec-Fetch-Site": "cross-site"})
+    assert r.status_code == 403 and "a cross-site request is refused" in r.json()["error"]
+
+
+def test_an_interview_needs_the_session_token_and_json(client: TestClient, workspace: Path) -> None:
+    r = client.post(ASK, json={"question": "hi"})  # no token: curl, or a forged form
+    assert r.status_code == 403
+    assert "has no valid X-Agentsim-Token header" in r.json()["error"]
+    r = helpers.post_interview(client, ASK, "hi", **{"X-Agentsim-Token": "guess"})
+    assert r.status_code == 403 and "X-Agentsim-Token" in r.json()["error"]
+    r = helpers.post_interview(client, ASK, "hi", **{"Content-Type": "text/plain"})
+    assert r.status_code == 415
+    assert (
+        "Content-Type 'text/plain' is refused; send the body as application/json"
+        in (r.json()["error"])
+    )
+    # Each viewer has its own token; the page of this one carries this one's.
+    assert helpers.viewer_token(client) == client.app.state.token  # type: ignore[attr-defined]
+    other = TestClient(create_app(workspace), base_url=helpers.LOCAL)
+    assert helpers.viewer_token(other) != helpers.viewer_token(client)
+
+
+def _post_raw(app: Any, token: str, length: str | None) -> tuple[int, str, int]:
+    """POST 400 chunks of 1 MB to the interview through the app's ASGI interface, as a
+    server hands them over: (status, error, chunks the app pulled)."""
+    headers = [
+        (b"host", b"localhost"),
+        (b"content-type", b"application/json"),
+        (b"x-agentsim-token", token.encode()),
+    ]
+    if length is not None:
+        headers.append((b"content-length", length.encode()))
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": ASK,
+        "raw_path": ASK.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 80),
+    }
+    pulled = 0
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal pulled
+        pulled += 1
+        return {"type": "http.request", "body": b"x" * 1_000_000, "more_body": pulled < 400}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    status = next(m["status"] for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return status, json.loads(body)["error"], pulled
+
+
+def test_an_oversized_body_is_refused_without_reading_it(workspace: Path) -> None:
+    app = create_app(workspace, token="t0ken")
+    status, error, pulled = _post_raw(app, "t0ken", "400000000")  # 400 MB announced
+    assert status == 413 and pulled == 0
+    assert "the request body of 400,000,000 bytes is over 16,384 bytes" in error
+    # Without a length (chunked): read until past the cap, then refused.
+    status, error, pulled = _post_raw(app, "t0ken", None)
+    assert status == 413 and pulled == 1
+    assert "the request body is over 16,384 bytes; send less" in error
+    # Nothing is read for a request without the token.
+    status, error, pulled = _post_raw(app, "wrong", None)
+    assert (status, pulled) == (403, 0) and "X-Agentsim-Token" in error
+
+
+def test_a_symlinked_profile_or_memory_is_not_served(workspace: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"api_key": "sk-outside"}', encoding="utf-8")
+    ws = tmp_path / "ws"
+    shutil.copytree(workspace / RUN, ws / RUN)
+    agent_dir = ws / RUN / "agents" / AGENT
+    (agent_dir / "profile.json").unlink()
+    os.symlink(secret, agent_dir / "profile.json")
+    c = TestClient(create_app(ws), base_url=helpers.LOCAL)
+    r = c.get(f"/api/runs/{RUN}/agents/{AGENT}")
+    assert r.status_code == 404 and "sk-outside" not in r.text
+    error = r.json()["error"]
+    assert "profile.json is a symbolic link; links inside a run folder are never followed" in error
+    # A run whose manifest is a link is not listed (the other runs still are).
+    shutil.copytree(workspace / RUN, ws / "linked")
+    (ws / "linked" / "manifest.json").unlink()
+    os.symlink(workspace / RUN / "manifest.json", ws / "linked" / "manifest.json")
+    c = TestClient(create_app(ws), base_url=helpers.LOCAL)
+    assert [r["id"] for r in get(c, "/api/runs")["runs"]] == [RUN]
 
 
 def test_a_running_run_shows_its_progress(workspace: Path, tmp_path: Path) -> None:
@@ -296,7 +438,7 @@ def test_a_running_run_shows_its_progress(workspace: Path, tmp_path: Path) -> No
     manifest = json.loads((ws / "live" / "manifest.json").read_text("utf-8"))
     manifest.update(status="running", ticks_done=2, pid=os.getpid(), ended=None)
     (ws / "live" / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    c = TestClient(create_app(ws))
+    c = TestClient(create_app(ws), base_url=helpers.LOCAL)
     [row] = get(c, "/api/runs")["runs"]
     assert (row["state"], row["ticks_done"], row["total_ticks"]) == ("running", 2, 6)
     manifest["ticks_done"] = 3
@@ -313,7 +455,7 @@ def test_the_agent_pages_of_a_running_run_show_the_steps_written_since(
     manifest = json.loads((ws / "live" / "manifest.json").read_text("utf-8"))
     manifest.update(status="running", pid=os.getpid(), ended=None)
     (ws / "live" / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    c = TestClient(create_app(ws))
+    c = TestClient(create_app(ws), base_url=helpers.LOCAL)
     url = f"/api/runs/live/agents/{AGENT}/steps?start=6&end=6"
     assert (get(c, url)["ticks"], get(c, url)["steps"]) == ([0, 1, 2, 3, 4, 5], [])
     late = {"tick": 6, "time": "t6", "action": "walked late"}
@@ -324,7 +466,7 @@ def test_the_agent_pages_of_a_running_run_show_the_steps_written_since(
 
 
 def test_one_run_folder_can_be_served_alone(workspace: Path) -> None:
-    c = TestClient(create_app(workspace / RUN))
+    c = TestClient(create_app(workspace / RUN), base_url=helpers.LOCAL)
     assert [r["id"] for r in get(c, "/api/runs")["runs"]] == [RUN]
     with pytest.raises(ConfigError, match="is not a folder"):
         Workspace(workspace / RUN / "manifest.json")
@@ -343,6 +485,9 @@ def test_queries_check_their_arguments(workspace: Path) -> None:
 def test_the_view_command_binds_loopback_by_default(workspace: Path) -> None:
     args = build_parser().parse_args(["view", str(workspace)])
     assert (args.host, args.port, args.path) == ("127.0.0.1", 8765, str(workspace))
+    assert args.allow_host == []
+    more = ["view", str(workspace), "--allow-host", "a.lan", "--allow-host", "b.lan"]
+    assert build_parser().parse_args(more).allow_host == ["a.lan", "b.lan"]
 
 
 def test_the_view_command_refuses_a_port_in_use(
@@ -374,6 +519,12 @@ def test_the_view_command_prints_its_url_serves_and_stops_on_ctrl_c(workspace: P
         assert m, line
         runs = httpx.get(m.group(1) + "api/runs", timeout=30).json()["runs"]
         assert [r["id"] for r in runs] == [RUN]
+        # Served to its own address only: another name for it (DNS rebinding) is refused.
+        port = m.group(1).rsplit(":", 1)[1].rstrip("/")
+        r = httpx.get(m.group(1) + "api/runs", headers={"Host": f"evil.example:{port}"})
+        assert r.status_code == 400 and "is not served" in r.json()["error"]
+        r = httpx.get(m.group(1) + "api/runs", headers={"Host": f"localhost:{port}"})
+        assert r.status_code == 200
     finally:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
@@ -406,7 +557,7 @@ output: {{formats: [jsonl]}}
 
     ws = tmp_path / "ws"
     asyncio.run(Engine(config, run_dir=ws / "reload-1", progress=between_ticks).run())
-    c = TestClient(create_app(ws))
+    c = TestClient(create_app(ws), base_url=helpers.LOCAL)
     data = get(c, "/api/runs/reload-1")
     assert data["reloads"] == [
         {"tick": 1, "kind": "reload", "label": "skills reloaded: added custom@beta"}
