@@ -62,6 +62,11 @@ _EXIT_CODES = {
         "its script calls failed",
     ),
     130: ("interrupted", "interrupted"),
+    143: (
+        "terminated (SIGTERM)",
+        "terminated by SIGTERM (e.g. `docker stop`): stopped at the end of a tick with a "
+        "checkpoint, like Ctrl-C",
+    ),
     141: ("the output pipe closed (e.g. `| head`)", "the output pipe closed"),
 }
 
@@ -265,14 +270,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
         RunLock.check_free(run_dir)
     executor = _make_executor(config)
     stop = threading.Event()
+    signals: list[int] = []  # the signals that asked the run to stop, in order
 
-    def on_sigint(signum: int, frame: FrameType | None) -> None:
+    def on_stop_signal(signum: int, frame: FrameType | None) -> None:
+        # SIGTERM (schedulers, `docker stop`) is Ctrl-C without a keyboard: the run stops
+        # at the end of its tick, checkpoints and says so; a second signal aborts.
         if stop.is_set():
             raise KeyboardInterrupt
+        signals.append(signum)
+        engine.stop_cause = "SIGTERM" if signum == signal.SIGTERM else None
         stop.set()
-        sys.stderr.write("\ninterrupt: stopping at the end of this tick (Ctrl-C again to abort)\n")
+        again = "Ctrl-C" if signum == signal.SIGINT else "another signal"
+        what = "interrupt" if signum == signal.SIGINT else "terminated (SIGTERM)"
+        sys.stderr.write(f"\n{what}: stopping at the end of this tick ({again} to abort)\n")
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
     progress = None if args.json else _ProgressLine(sys.stderr, max_ticks=args.ticks)
     engine = Engine(
         config,
@@ -286,6 +297,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         fork=fork,
         notice=functools.partial(_notice, progress),
     )
+    previous = {sig: signal.signal(sig, on_stop_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         summary = asyncio.run(engine.run(resume=resume))
     except AgentsimError as exc:
@@ -295,7 +307,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"error: {engine.reason}", file=sys.stderr)
         return exc.exit_code
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         if progress is not None:
             progress.end()
     out = {
@@ -317,7 +330,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         _print_summary(summary)
     if summary.status == "interrupted":
-        return 130
+        return 143 if signals[:1] == [signal.SIGTERM] else 130
     if summary.status == "failed":
         return 1
     if summary.too_degraded:

@@ -39,6 +39,7 @@ from agentsim.hosts.protocol import Executor, HostSpec, TickResult, build_regist
 from agentsim.llm.preflight import preflight_model
 from agentsim.run.checkpoints import (
     Checkpoint,
+    checkpoint_dirs,
     latest_checkpoint,
     remove_partial_checkpoints,
     rewind,
@@ -134,6 +135,9 @@ class Engine:
         # refused and shadowed skills at the start, skills an edit broke at each tick.
         self.notice = notice
         self.reason: str | None = None
+        # What set ``stop``, when it was not an interrupt (Ctrl-C): "SIGTERM" says so in
+        # the run's reason.
+        self.stop_cause: str | None = None
         # A fork starts from another run's checkpoint (``agentsim.run.fork``).
         self.fork = fork
         self.parent: dict[str, Any] | None = fork.lineage() if fork is not None else None
@@ -162,7 +166,8 @@ class Engine:
         return [
             HostSpec(
                 host_id=i,
-                run_dir=str(self.run_dir),
+                # Absolute: a host in another process (Ray) has another working folder.
+                run_dir=str(self.run_dir.absolute()),
                 seed=cfg.seed,
                 skills=self._world.skills,
                 model=cfg.model,
@@ -330,9 +335,10 @@ class Engine:
                 status = COMPLETED_WITH_PROBLEMS
         except OSError as exc:
             status = "failed"
-            if exc.errno not in _NO_SPACE:
+            if not self._is_write_error(exc):
+                self.reason = self.reason or self._why(exc, status)
                 raise
-            raise self._no_space(exc) from None
+            raise self._write_error(exc) from None
         except BaseException as exc:
             status = "failed" if not self.stop.is_set() else "interrupted"
             if self.reason is None:
@@ -408,7 +414,8 @@ class Engine:
         every = self.config.output.checkpoint_every
         while k < ticks:
             if self.stop.is_set():
-                self.reason = f"interrupted before tick {self.clock.tick}; resume it"
+                by = f" by {self.stop_cause}" if self.stop_cause else ""
+                self.reason = f"interrupted{by} before tick {self.clock.tick}; resume it"
                 return "interrupted"
             if self.max_ticks is not None and done >= self.max_ticks:
                 self.reason = f"stopped after --ticks {self.max_ticks}"
@@ -714,17 +721,41 @@ class Engine:
                 finally:
                     await self._close_executor(status)
         except OSError as exc:
-            if exc.errno not in _NO_SPACE:
+            if not self._is_write_error(exc):
                 raise
-            raise self._no_space(exc) from None
+            raise self._write_error(exc) from None
 
-    def _no_space(self, exc: OSError) -> StorageError:
+    def _is_write_error(self, exc: OSError) -> bool:
+        """Whether ``exc`` is the run folder refusing a write (space, permissions, or any
+        error on a file inside it), not some other file's problem."""
+        if exc.errno in _NO_SPACE or exc.errno in _NO_PERMISSION:
+            return True
+        if not exc.filename:
+            return False
+        root = self.run_dir.absolute()
+        return Path(os.fsdecode(exc.filename)).absolute().is_relative_to(root)
+
+    def _write_error(self, exc: OSError) -> StorageError:
+        """The one error of a run folder that could not be written any more: what, where,
+        the fix, and the resume command only when there is a checkpoint to resume from."""
         where = f" ({exc.filename})" if exc.filename else ""
-        self.reason = f"cannot write the run folder {self.run_dir}: {exc.strerror}{where}"
-        return StorageError(
-            f"{self.reason}; free space (or raise the quota or file size limit), then "
-            f"resume with: agentsim run --resume {self.run_dir}"
-        )
+        what = exc.strerror or str(exc)
+        if self.reason is None or not self.reason.startswith("cannot write"):
+            self.reason = f"cannot write the run folder {self.run_dir}: {what}{where}"
+        if exc.errno in _NO_SPACE:
+            fix = "free space (or raise the quota or file size limit)"
+        elif exc.errno in _NO_PERMISSION:
+            fix = f"make {exc.filename or self.run_dir} writable for this user"
+        else:
+            fix = "check the disk and the run folder"
+        if checkpoint_dirs(self.run_dir):
+            then = f"then resume with: agentsim run --resume {self.run_dir}"
+        else:
+            then = (
+                "then run the experiment again into a new folder (no checkpoint was "
+                f"written yet, so {self.run_dir} cannot be resumed)"
+            )
+        return StorageError(f"{self.reason}; {fix}, {then}")
 
     async def _write_end(self, ws: RunWorkspace, status: str) -> None:
         """The run's last writes: ``run_end``, metrics, parquet, the manifest's status.
@@ -779,5 +810,7 @@ class Engine:
                 raise
 
 
-# Write errors that freeing space (or raising a limit) cures: one line, then resume.
+# Write errors that freeing space (or raising a limit) cures, and those that permissions
+# cure: one line each, then resume (when a checkpoint was written).
 _NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+_NO_PERMISSION = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
