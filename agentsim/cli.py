@@ -294,6 +294,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         max_ticks=args.ticks,
         trace=args.trace,
         preflight=not args.no_preflight,
+        capacity_check=not args.skip_capacity_check,
         fork=fork,
         notice=functools.partial(_notice, progress),
     )
@@ -385,6 +386,7 @@ def _make_executor(config: Any) -> Any:
         return RayExecutor(
             address=config.executor.address,
             heartbeat_timeout=config.executor.heartbeat_timeout,
+            connect_timeout=config.executor.connect_timeout,
         )
     from agentsim.hosts.local import LocalExecutor
 
@@ -418,7 +420,11 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["local", "ray"],
         help="where agents run: in this process, or on Ray hosts (default: executor.kind)",
     )
-    run.add_argument("--address", help="Ray cluster address (default: start a local one)")
+    run.add_argument(
+        "--address",
+        help="Ray cluster address (default: RAY_ADDRESS, else start a local cluster of this "
+        "run's own)",
+    )
     run.add_argument("--ticks", type=_tick_count, metavar="N", help="stop after N ticks (N >= 1)")
     run.add_argument("--resume", metavar="RUN", help="continue a run from its last checkpoint")
     run.add_argument(
@@ -444,6 +450,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip the request that checks the model server (reachable, key accepted, model "
         "served) before anything is written",
+    )
+    run.add_argument(
+        "--skip-capacity-check",
+        action="store_true",
+        help="start even if the agents look too many for this machine's free memory or the "
+        "run folder's free disk (the estimate uses measured per-agent figures)",
     )
     run.add_argument(
         "--json", action="store_true", help="print a JSON summary and no progress line"

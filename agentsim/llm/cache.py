@@ -56,6 +56,7 @@ __all__ = [
     "CacheStats",
     "CachedModel",
     "canonical_json",
+    "check_cache_file",
     "completion_from_dict",
     "completion_to_dict",
     "request_key",
@@ -167,6 +168,39 @@ def completion_from_dict(data: Mapping[str, Any]) -> Completion:
             f"a recorded completion is malformed ({type(exc).__name__}: {exc}); the cache "
             "file is corrupt or from another version: delete it and record again"
         ) from None
+
+
+def check_cache_file(path: Path, *, field: str = "model.cache_path") -> None:
+    """Check an existing cache file before a run uses it: a SQLite database that passes
+    SQLite's own ``quick_check`` and holds the ``completions`` table. A file that fails is
+    a ``ConfigError`` naming it (before anything is written), not one failed step per call.
+    A missing file passes (recording creates it)."""
+    if not path.exists():
+        return
+    problem = None
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+    except sqlite3.Error as exc:
+        problem = str(exc)
+    else:
+        try:
+            found = conn.execute("PRAGMA quick_check").fetchall()
+            if [tuple(r) for r in found] != [("ok",)]:
+                problem = "; ".join(str(r[0]) for r in found[:3])
+            else:
+                cols = {r[1] for r in conn.execute("PRAGMA table_info(completions)")}
+                if not {"key", "request", "completion"} <= cols:
+                    problem = "it has no completions table"
+        except sqlite3.Error as exc:
+            problem = str(exc)
+        finally:
+            conn.close()
+    if problem is not None:
+        raise ConfigError(
+            field,
+            f"the model cache {path} is damaged or not a cache file ({problem})",
+            "delete it (or point the cache at a new file) and record again",
+        )
 
 
 @dataclass(slots=True, kw_only=True)

@@ -36,7 +36,8 @@ from agentsim.errors import AgentsimError, ConfigError, SkillNotFoundError, Stor
 from agentsim.events import EVENTS, checked, event
 from agentsim.hosts.local import LocalExecutor, partition
 from agentsim.hosts.protocol import Executor, HostSpec, TickResult, build_registry
-from agentsim.llm.preflight import preflight_model
+from agentsim.llm.preflight import check_model_caches, preflight_model
+from agentsim.run.capacity import check_capacity
 from agentsim.run.checkpoints import (
     Checkpoint,
     checkpoint_dirs,
@@ -120,6 +121,7 @@ class Engine:
         preflight: bool = False,
         fork: ForkPoint | None = None,
         notice: Callable[[str], None] | None = None,
+        capacity_check: bool = False,
     ) -> None:
         self.config = config
         self.run_dir = run_dir
@@ -131,6 +133,9 @@ class Engine:
         # ``agentsim run`` checks the model server before writing anything (see
         # ``agentsim.llm.preflight``); code that builds its own engine chooses.
         self.preflight = preflight
+        # ``agentsim run`` refuses a run whose agents will not fit the machine's memory or
+        # the run folder's disk (``agentsim.run.capacity``) unless told to start anyway.
+        self.capacity_check = capacity_check
         # Where loading problems are told as they are found (``agentsim run``: stderr):
         # refused and shadowed skills at the start, skills an edit broke at each tick.
         self.notice = notice
@@ -228,19 +233,38 @@ class Engine:
                         "add what it needs under environment, or remove it from the defaults",
                     )
 
+    def _check_capacity(self, agents: int) -> None:
+        here = self.executor.kind == "local" or not self.config.executor.address
+        check_capacity(agents, self.run_dir, memory_here=here)
+
+    def _check_caches(self) -> None:
+        """Every model-cache file the run will open, checked whole before anything is
+        written (a damaged one would fail every call that reads it)."""
+        check_model_caches(self.config.used_models(), run_dir=self.run_dir)
+
     async def _preflight(self) -> None:
         """Check each model some group uses (its own server, key and model)."""
         for name, model in self.config.used_models().items():
             await preflight_model(model, run_dir=self.run_dir, name=name)
 
-    async def _start(self, *, resume: bool) -> list[dict[str, Any]]:
-        cfg = self.config
-        n_hosts = cfg.executor.hosts or (
+    def _hosts_wanted(self, *, resume: bool) -> int:
+        n_hosts = self.config.executor.hosts or (
             1 if self.executor.kind == "local" else os.cpu_count() or 1
         )
         if resume:  # the run's own split: each host's shard holds its agents' history
             n_hosts = run_hosts(self.run_dir) or n_hosts
-        blocks = partition(self.agents, n_hosts)
+        return n_hosts
+
+    async def _connect(self, *, resume: bool) -> None:
+        """Reach where the hosts will run, and check they fit there, before any write."""
+        await self.executor.connect(
+            hosts=min(self._hosts_wanted(resume=resume), max(1, len(self.agents))),
+            env_code=module_code([type(m) for m in self.modules.values()]),
+        )
+
+    async def _start(self, *, resume: bool) -> list[dict[str, Any]]:
+        cfg = self.config
+        blocks = partition(self.agents, self._hosts_wanted(resume=resume))
         self.host_agents = [[a.agent_id for a in b] for b in blocks]
         await self.executor.start(
             self._host_specs(len(blocks), resume=resume), blocks, self.registry
@@ -289,18 +313,31 @@ class Engine:
                 checkpoint = latest_checkpoint(
                     self.ws, config_hash=cfg.config_hash(), engine_keys=ENGINE_STATE
                 )
+                self._check_caches()
                 if self.preflight:
                     await self._preflight()
+                await self._connect(resume=True)
             except BaseException:
                 self.ws.release()  # nothing was written: the folder is free for the next try
+                await self.executor.close()
                 raise
             self._may_write = False
         else:
             check_run_dir(self.run_dir)
+            if self.capacity_check:  # before the agents are built: they may not fit
+                self._check_capacity(sum(g.count or 0 for g in cfg.agents))
             self._prepare()
+            if self.capacity_check:
+                self._check_capacity(len(self.agents))
+            self._check_caches()
             if self.preflight:
                 await self._preflight()
-            self.ws = RunWorkspace.create(self.run_dir)
+            try:
+                await self._connect(resume=False)
+                self.ws = RunWorkspace.create(self.run_dir)
+            except BaseException:
+                await self.executor.close()
+                raise
         ws = self.ws
         status = "failed"
         try:
