@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
 from collections import UserList
@@ -188,7 +189,7 @@ def test_writers_in_several_threads_and_connections(tmp_path: Path) -> None:
     for t in threads:
         t.join(30)
     assert not errors
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
         assert conn.execute("SELECT count(*) FROM completions").fetchone()[0] == 200
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 

@@ -5,6 +5,7 @@ run folder's disk can hold."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from pathlib import Path
@@ -81,9 +82,8 @@ def test_a_damaged_model_cache_is_exit_2_before_anything_is_written(
     # A good recording first: the run reads it back in replay.
     code, err, _ = _run(tmp_path, _CACHED.format(mode="record", path=cache), capsys)
     assert code == 0, err
-    with sqlite3.connect(cache) as conn:
+    with contextlib.closing(sqlite3.connect(cache)) as conn:
         assert conn.execute("SELECT count(*) FROM completions").fetchone()[0] > 0
-    conn.close()
     (tmp_path / "run").rename(tmp_path / "recorded")
 
     # Its pages overwritten in the middle, as a crash of the disk or a bad copy leaves it.
