@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
+import threading
 import urllib.parse
 from collections.abc import Sequence
 from datetime import datetime
@@ -117,6 +119,10 @@ class RayExecutor(Executor):
                 "object_store_memory": 256 * 1024 * 1024,
                 "_node_ip_address": "127.0.0.1",
             }
+        # ray.init sets a SIGTERM handler that exits at once; the run's own (a stop at the
+        # tick's end, ``agentsim run``) is put back once Ray is connected.
+        main = threading.current_thread() is threading.main_thread()
+        on_sigterm = signal.getsignal(signal.SIGTERM) if main else None
         try:
             ray.init(runtime_env=code.job_runtime_env(), **kwargs)
         except (ConnectionError, RayError, RuntimeError) as exc:
@@ -125,6 +131,9 @@ class RayExecutor(Executor):
             raise _unreachable(
                 address, str(exc).splitlines()[0] if str(exc) else repr(exc)
             ) from None
+        finally:
+            if on_sigterm is not None:
+                signal.signal(signal.SIGTERM, on_sigterm)
         self._started_ray = address is None
         return True
 

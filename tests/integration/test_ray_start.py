@@ -113,3 +113,30 @@ def test_without_an_address_a_cluster_found_on_the_machine_is_not_joined(tmp_pat
     assert proc.returncode == 0, proc.stderr
     assert '"status": "completed"' in proc.stdout
     assert (out / "manifest.json").is_file()
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_ray_run_at_the_tick_end(tmp_path: Path) -> None:
+    # Ray's own SIGTERM handler (exit at once) must not replace the run's.
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(_YAML.format(hosts=1, agents=2).replace("ticks: 1", "ticks: 500"))
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentsim.cli", "run", str(exp), "--out", str(out), "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(helpers.REPO)},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        manifest = out / "manifest.json"
+        while time.monotonic() < deadline:
+            if manifest.exists() and '"ticks_done": 0' not in manifest.read_text():
+                break
+            time.sleep(0.1)
+        proc.terminate()
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, stderr
+    assert '"status": "interrupted"' in stdout
+    assert '"status": "interrupted"' in manifest.read_text()
