@@ -154,11 +154,16 @@ class RayExecutor(Executor):
                 f"set executor.hosts to at most {fit}, or add nodes to the cluster",
             )
 
-    async def _wait(self, refs: Sequence[Any], what: str) -> list[Any]:
+    async def _wait(self, refs: Sequence[Any], what: str, *, watch_hosts: bool = True) -> list[Any]:
+        """The results of ``refs``, within ``call_timeout``; with ``watch_hosts``, every host
+        must also answer pings meanwhile (not while they start: a ping then waits for the
+        actor's process, which a loaded machine may take longer than a heartbeat to start)."""
         if self._failure is not None:
             raise ExecutorError(f"{self._failure} (asked for {what} afterwards)")
         calls: asyncio.Future[Any] = asyncio.gather(*refs)
-        watch: asyncio.Future[Any] = asyncio.ensure_future(self._watch(what))
+        watch: asyncio.Future[Any] = asyncio.ensure_future(
+            self._watch(what) if watch_hosts else asyncio.Event().wait()
+        )
         try:
             done, _ = await asyncio.wait(
                 (calls, watch), timeout=self.call_timeout, return_when=asyncio.FIRST_COMPLETED
@@ -223,7 +228,7 @@ class RayExecutor(Executor):
             _HostActor.options(**options).remote(s, list(b))  # type: ignore[attr-defined]
             for s, b in zip(specs, blocks, strict=True)
         ]
-        await self._wait([a.pid.remote() for a in self.actors], "host start-up")
+        await self._wait([a.pid.remote() for a in self.actors], "host start-up", watch_hosts=False)
 
     async def call(
         self, method: str, *args: Any, hosts: Sequence[int] | None = None, what: str, **kw: Any
