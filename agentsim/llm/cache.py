@@ -335,6 +335,13 @@ class CachedModel(ChatModel):
                 self._conn.close()
                 self._conn = None
 
+    def __del__(self) -> None:
+        # A model dropped without close() or aclose() still closes its file (Python 3.13
+        # warns of a connection collected open).
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            conn.close()
+
     async def aclose(self) -> None:
         """Close the file and the inner model (when there is one)."""
         self.close()
