@@ -66,6 +66,11 @@ _EXIT_CODES = {
         "without finish",
     ),
     130: ("interrupted", "interrupted"),
+    143: (
+        "terminated (SIGTERM)",
+        "terminated by SIGTERM (e.g. `docker stop`): stopped at the end of a tick with a "
+        "checkpoint, like Ctrl-C",
+    ),
     141: ("the output pipe closed (e.g. `| head`)", "the output pipe closed"),
 }
 
@@ -276,14 +281,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
         RunLock.check_free(run_dir)
     executor = _make_executor(config)
     stop = threading.Event()
+    signals: list[int] = []  # the signals that asked the run to stop, in order
 
-    def on_sigint(signum: int, frame: FrameType | None) -> None:
+    def on_stop_signal(signum: int, frame: FrameType | None) -> None:
+        # SIGTERM (schedulers, `docker stop`) is Ctrl-C without a keyboard: the run stops
+        # at the end of its tick, checkpoints and says so; a second signal aborts.
         if stop.is_set():
             raise KeyboardInterrupt
+        signals.append(signum)
+        engine.stop_cause = "SIGTERM" if signum == signal.SIGTERM else None
         stop.set()
-        sys.stderr.write("\ninterrupt: stopping at the end of this tick (Ctrl-C again to abort)\n")
+        again = "Ctrl-C" if signum == signal.SIGINT else "another signal"
+        what = "interrupt" if signum == signal.SIGINT else "terminated (SIGTERM)"
+        sys.stderr.write(f"\n{what}: stopping at the end of this tick ({again} to abort)\n")
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
     progress = None if args.json else _ProgressLine(sys.stderr, max_ticks=args.ticks)
     engine = Engine(
         config,
@@ -294,9 +305,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         max_ticks=args.ticks,
         trace=args.trace,
         preflight=not args.no_preflight,
+        capacity_check=not args.skip_capacity_check,
         fork=fork,
         notice=functools.partial(_notice, progress),
     )
+    previous = {sig: signal.signal(sig, on_stop_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         summary = asyncio.run(engine.run(resume=resume))
     except AgentsimError as exc:
@@ -306,7 +319,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"error: {engine.reason}", file=sys.stderr)
         return exc.exit_code
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         if progress is not None:
             progress.end()
     out = {
@@ -331,7 +345,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         _print_summary(summary)
     if summary.status == "interrupted":
-        return 130
+        return 143 if signals[:1] == [signal.SIGTERM] else 130
     if summary.status == "failed":
         return 1
     if summary.too_degraded:
@@ -413,6 +427,7 @@ def _make_executor(config: Any) -> Any:
         return RayExecutor(
             address=config.executor.address,
             heartbeat_timeout=config.executor.heartbeat_timeout,
+            connect_timeout=config.executor.connect_timeout,
         )
     from agentsim.hosts.local import LocalExecutor
 
@@ -446,7 +461,11 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["local", "ray"],
         help="where agents run: in this process, or on Ray hosts (default: executor.kind)",
     )
-    run.add_argument("--address", help="Ray cluster address (default: start a local one)")
+    run.add_argument(
+        "--address",
+        help="Ray cluster address (default: RAY_ADDRESS, else start a local cluster of this "
+        "run's own)",
+    )
     run.add_argument("--ticks", type=_tick_count, metavar="N", help="stop after N ticks (N >= 1)")
     run.add_argument("--resume", metavar="RUN", help="continue a run from its last checkpoint")
     run.add_argument(
@@ -472,6 +491,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip the request that checks the model server (reachable, key accepted, model "
         "served) before anything is written",
+    )
+    run.add_argument(
+        "--skip-capacity-check",
+        action="store_true",
+        help="start even if the agents look too many for this machine's free memory or the "
+        "run folder's free disk (the estimate uses measured per-agent figures)",
     )
     run.add_argument(
         "--json", action="store_true", help="print a JSON summary and no progress line"

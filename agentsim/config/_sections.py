@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     Field,
     PrivateAttr,
+    StrictInt,
     ValidationInfo,
     field_serializer,
     field_validator,
@@ -163,7 +164,7 @@ class GroupSkills(StrictModel):
 
 class AgentGroup(StrictModel):
     group: str = Field(pattern=_GROUP_RE, max_length=64)
-    count: int | None = Field(default=None, ge=1, le=MAX_AGENTS)
+    count: StrictInt | None = Field(default=None, ge=1, le=MAX_AGENTS)
     profiles: str | None = None
     profile: ProfileSpec | None = None
     persona: str | None = None
@@ -204,7 +205,7 @@ class AgentGroup(StrictModel):
 class SkillsConfig(StrictModel):
     paths: tuple[str, ...] = ()
     builtin: bool = True
-    catalog_budget_tokens: int = Field(default=2000, ge=64, le=_MAX_TOKENS)
+    catalog_budget_tokens: StrictInt = Field(default=2000, ge=64, le=_MAX_TOKENS)
     trusted_namespaces: tuple[str, ...] = ("built-in",)
     hot_reload: bool = True
 
@@ -232,13 +233,13 @@ class ModelConfig(StrictModel):
     base_urls: tuple[Annotated[str, Field(pattern=_URL_RE)], ...] | None = None
     server_backoff: float = Field(default=2.0, gt=0, le=3600)
     api_key_env: str | None = None
-    max_concurrency: int = Field(default=64, ge=1, le=100_000)
-    rpm: int | None = Field(default=None, ge=1, le=100_000_000)
-    tpm: int | None = Field(default=None, ge=1, le=10_000_000_000)
+    max_concurrency: StrictInt = Field(default=64, ge=1, le=100_000)
+    rpm: StrictInt | None = Field(default=None, ge=1, le=100_000_000)
+    tpm: StrictInt | None = Field(default=None, ge=1, le=10_000_000_000)
     timeout: float = Field(default=60, gt=0, le=_MAX_SECONDS)
-    max_retries: int = Field(default=5, ge=0, le=100)
+    max_retries: StrictInt = Field(default=5, ge=0, le=100)
     temperature: float = Field(default=0.7, ge=0, le=2)
-    max_tokens: int = Field(default=512, ge=1, le=_MAX_TOKENS)
+    max_tokens: StrictInt = Field(default=512, ge=1, le=_MAX_TOKENS)
     # Tool calls the model writes as text in its answer: ``native`` reads only the server's
     # ``tool_calls``; ``auto`` also reads calls written as text when there are none;
     # ``text`` is for servers without tool support: the tools are described in the system
@@ -256,7 +257,7 @@ class ModelConfig(StrictModel):
     max_degraded_share: float = Field(default=0.1, ge=0, le=1)
     # This many failed model calls in a row (no answer in between) stop the run at the end
     # of the tick, with a checkpoint to resume from.
-    max_consecutive_failures: int = Field(default=50, ge=1, le=10_000_000)
+    max_consecutive_failures: StrictInt = Field(default=50, ge=1, le=10_000_000)
 
     @field_validator("backend", mode="before")
     @classmethod
@@ -333,10 +334,10 @@ class ModelConfig(StrictModel):
 
 
 class AgentLoopConfig(StrictModel):
-    max_react_turns: int = Field(default=6, ge=1, le=100)
-    max_hook_retries: int = Field(default=2, ge=0, le=10)
-    memory_prompt_tokens: int = Field(default=600, ge=0, le=_MAX_TOKENS)
-    prompt_cap_tokens: int = Field(default=6000, ge=1, le=_MAX_TOKENS)
+    max_react_turns: StrictInt = Field(default=6, ge=1, le=100)
+    max_hook_retries: StrictInt = Field(default=2, ge=0, le=10)
+    memory_prompt_tokens: StrictInt = Field(default=600, ge=0, le=_MAX_TOKENS)
+    prompt_cap_tokens: StrictInt = Field(default=6000, ge=1, le=_MAX_TOKENS)
     # A run that completes with more than these shares failed ends "completed with
     # problems" and exit code 3 (like model.max_degraded_share): agent steps that raised
     # (agent_error), hook calls and execute_skill_script calls that failed.
@@ -414,26 +415,29 @@ class EnvModuleConfig(StrictModel):
 
 class ExecutorConfig(StrictModel):
     kind: Literal["local", "ray"] = "local"
-    hosts: int | None = Field(default=None, ge=1, le=4096)
+    hosts: StrictInt | None = Field(default=None, ge=1, le=4096)
     address: str | None = None
     step_timeout: float = Field(default=120, gt=0, le=_MAX_SECONDS)
     # Ray: a host that does not answer a ping for this long stops the run (with resume).
     heartbeat_timeout: float = Field(default=120, gt=0, le=_MAX_SECONDS)
+    # Ray: how long reaching the cluster at ``address`` (or RAY_ADDRESS) may take before the
+    # run gives up, having written nothing.
+    connect_timeout: float = Field(default=30, gt=0, le=_MAX_SECONDS)
     # dependencies: an agent starts its next tick as soon as what it observes is final
     # (EnvModule.depends_on); barrier: every agent waits for the whole tick. Same results.
     schedule: Literal["dependencies", "barrier"] = "dependencies"
     # Most ticks the agent furthest ahead may have done beyond the slowest (dependencies).
-    max_lead: int = Field(default=4, ge=1, le=64)
+    max_lead: StrictInt = Field(default=4, ge=1, le=64)
 
 
 class OutputConfig(StrictModel):
     dir: str = "workspace"
     run_id: str | None = Field(default=None, pattern=NAME_PATTERN)
     formats: tuple[Literal["jsonl", "parquet"], ...] = ("jsonl", "parquet")
-    checkpoint_every: int = Field(default=0, ge=0, le=MAX_TICKS)
+    checkpoint_every: StrictInt = Field(default=0, ge=0, le=MAX_TICKS)
     # Ticks between writes of agents' memory.jsonl and store rows (also written at checkpoints,
     # on stop and at the end). 1 = every tick; larger values trade freshness for speed.
-    flush_every: int = Field(default=4, ge=1, le=MAX_TICKS)
+    flush_every: StrictInt = Field(default=4, ge=1, le=MAX_TICKS)
 
     @field_validator("formats")
     @classmethod

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, model_serializer, model_validator
+from pydantic import Field, StrictInt, model_serializer, model_validator
 
 from agentsim.config._errors import StrictModel, fail
 
@@ -38,7 +38,7 @@ class AgentSelector(StrictModel):
     kind: Literal["all", "ids", "group", "sample"]
     ids: tuple[str, ...] = ()
     group: str | None = None
-    sample: int | None = None
+    sample: StrictInt | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -77,7 +77,7 @@ _ALL = AgentSelector(kind="all")
 
 class RunStep(StrictModel):
     kind: ClassVar[str] = "run"
-    ticks: int = Field(ge=1, le=MAX_TICKS)
+    ticks: StrictInt = Field(ge=1, le=MAX_TICKS)
 
 
 class InterveneStep(StrictModel):

@@ -1,5 +1,5 @@
-"""Reading an experiment's YAML safely: a size limit, a limit on what aliases expand to, and
-syntax errors that say where.
+"""Reading an experiment's YAML safely: a size limit, a limit on what aliases expand to, no
+key given twice in one mapping, and syntax errors that say where.
 
 PyYAML shares one object per anchor, so a small file of nested aliases ("billion laughs") loads
 in microseconds and then makes everything that walks the result (validation, hashing, dumping)
@@ -71,7 +71,7 @@ def _check_expansion(root: yaml.Node, source: str) -> None:
     sizes: dict[int, int] = {}
     on_path: set[int] = set()
 
-    def size(node: yaml.Node, depth: int) -> int:
+    def size(node: yaml.Node, depth: int, path: tuple[str, ...]) -> int:
         key = id(node)
         if key in sizes:
             return sizes[key]
@@ -92,9 +92,15 @@ def _check_expansion(root: yaml.Node, source: str) -> None:
         on_path.add(key)
         total = 1
         if isinstance(node, yaml.SequenceNode):
-            total += sum(size(child, depth + 1) for child in node.value)
+            total += sum(
+                size(child, depth + 1, (*path, str(i))) for i, child in enumerate(node.value)
+            )
         elif isinstance(node, yaml.MappingNode):
-            total += sum(size(k, depth + 1) + size(v, depth + 1) for k, v in node.value)
+            _check_unique_keys(node, source, path)
+            total += sum(
+                size(k, depth + 1, path) + size(v, depth + 1, (*path, _key_text(k)))
+                for k, v in node.value
+            )
         on_path.discard(key)
         if total > MAX_CONFIG_NODES:
             raise ConfigError(
@@ -106,7 +112,30 @@ def _check_expansion(root: yaml.Node, source: str) -> None:
         sizes[key] = total
         return total
 
-    size(root, 0)
+    size(root, 0, ())
+
+
+def _key_text(node: yaml.Node) -> str:
+    return str(node.value) if isinstance(node, yaml.ScalarNode) else "?"
+
+
+def _check_unique_keys(node: yaml.MappingNode, source: str, path: tuple[str, ...]) -> None:
+    """Refuse a mapping that names one key twice (YAML readers differ on which one wins;
+    PyYAML silently keeps the last)."""
+    first: dict[tuple[str, str], int] = {}
+    for k, _ in node.value:
+        if not isinstance(k, yaml.ScalarNode) or k.tag == "tag:yaml.org,2002:merge":
+            continue
+        seen = first.get((k.tag, k.value))
+        if seen is None:
+            first[(k.tag, k.value)] = k.start_mark.line + 1
+        else:
+            raise ConfigError(
+                ".".join((*path, str(k.value))),
+                f"the key {k.value!r} is given twice (lines {seen} and "
+                f"{k.start_mark.line + 1} of {source})",
+                "keep one of them",
+            )
 
 
 def _syntax_error(exc: yaml.MarkedYAMLError, source: str) -> ConfigError:

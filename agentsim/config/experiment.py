@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import (
     Field,
     PrivateAttr,
+    StrictInt,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -122,10 +123,10 @@ a typo is never silently ignored. The variable that ``model.api_key_env`` names 
 
 class ExperimentConfig(StrictModel):
     name: str = Field(pattern=NAME_PATTERN)
-    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    seed: StrictInt = Field(default=0, ge=0, le=2**63 - 1)
     description: str | None = None
     clock: ClockConfig = ClockConfig()
-    ticks: int | None = Field(default=None, ge=1, le=MAX_TICKS)
+    ticks: StrictInt | None = Field(default=None, ge=1, le=MAX_TICKS)
     workflow: tuple[WorkflowStep, ...] | None = None
     agents: tuple[AgentGroup, ...]
     skills: SkillsConfig = SkillsConfig()

@@ -125,7 +125,9 @@ class AgentHost:
             for name in used
         }
         self.agents: dict[str, Agent] = {}
-        self._agents_dir = run_dir / "agents"
+        # Absolute: a script's workspace (``ctx.workspace_root``, ``AGENT_WORK_DIR``) must
+        # name the same folder from a child process started inside it.
+        self._agents_dir = run_dir.absolute() / "agents"
         self.store = HostStore(run_dir, spec.host_id)
         # Agents with a skills folder of their own (``custom/skills`` in their workspace).
         self._own_views: dict[str, SkillOverlay] = {}

@@ -160,6 +160,12 @@ class Executor(Protocol):
 
     kind: str
 
+    async def connect(self, *, hosts: int, env_code: ModuleCode) -> None:
+        """Before the run writes anything: reach where the hosts will run and check that
+        ``hosts`` of them can be placed there (a ``ConfigError`` naming the numbers if not).
+        ``env_code``: the experiment's own module code, which the hosts will load."""
+        return None
+
     async def start(
         self,
         specs: Sequence[HostSpec],

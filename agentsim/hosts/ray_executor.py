@@ -1,5 +1,11 @@
 """The Ray executor: one async ``AgentHost`` actor per core, agents resident in it.
 
+Where the hosts run: the cluster at ``address`` (or ``RAY_ADDRESS``, an address given too),
+whose host must take a connection within ``connect_timeout`` seconds; without one, a local
+cluster of the run's own, never a cluster that happens to run on the machine. The hosts
+must fit the cluster's CPUs (``num_cpus_per_host`` each): that is checked before the run
+writes anything.
+
 This is the only module that imports ``ray``. Each actor builds its own skill registry
 once (from the same skill folders) and keeps its agents as plain Python objects. Every host
 method is reached through the actor's one ``call`` (run with Ray's task events off), with
@@ -12,6 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import socket
+import threading
+import urllib.parse
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -21,7 +31,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from agentsim.config.profiles import AgentSpec
 from agentsim.env.loader import ModuleCode
-from agentsim.errors import ExecutorError
+from agentsim.errors import ConfigError, ExecutorError
 from agentsim.hosts.host import AgentHost
 from agentsim.hosts.protocol import Executor, HostSpec
 from agentsim.skills.registry import SkillRegistry
@@ -58,7 +68,8 @@ _SMALL = (str, int, float, bool, datetime, type(None))
 
 
 class RayExecutor(Executor):
-    """Hosts as Ray actors. ``address=None`` joins ``RAY_ADDRESS`` or starts a local Ray."""
+    """Hosts as Ray actors. ``address=None`` joins ``RAY_ADDRESS`` or starts a local Ray of
+    its own (``ray.init(address="local")``: a cluster already running here is not joined)."""
 
     kind = "ray"
 
@@ -70,8 +81,10 @@ class RayExecutor(Executor):
         heartbeat_timeout: float = 120.0,
         num_cpus_per_host: float = 1.0,
         resume_hint: str = "",
+        connect_timeout: float = 30.0,
     ) -> None:
         self.address = address
+        self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout
         # A host must answer a ping within this many seconds while it works on a long call;
         # one that does not (stopped, hung, its node gone quiet) stops the run.
@@ -80,38 +93,71 @@ class RayExecutor(Executor):
         self.resume_hint = resume_hint
         self.actors: list[Any] = []
         self._started_ray = False
+        # Whether this executor's ray.init started the job (None: not connected yet).
+        self._own_job: bool | None = None
         self._failure: str | None = None  # the first failure: later calls must not mask it
+
+    def _given_address(self) -> str | None:
+        return self.address or os.environ.get("RAY_ADDRESS") or None
 
     def _init(self, code: ModuleCode) -> bool:
         """Start or join Ray; True when this call did (its job ships ``code`` to every
         node), False when Ray was running already."""
         if ray.is_initialized():
             return False
+        address = self._given_address()
+        if address is not None:
+            _probe(address, self.connect_timeout)
+            kwargs: dict[str, Any] = {"address": address, "log_to_driver": False}
+        else:
+            # A cluster of this run's own (never one already running here), listening on
+            # loopback only.
+            kwargs = {
+                "address": "local",
+                "include_dashboard": False,
+                "log_to_driver": False,
+                "object_store_memory": 256 * 1024 * 1024,
+                "_node_ip_address": "127.0.0.1",
+            }
+        # ray.init sets a SIGTERM handler that exits at once; the run's own (a stop at the
+        # tick's end, ``agentsim run``) is put back once Ray is connected.
+        main = threading.current_thread() is threading.main_thread()
+        on_sigterm = signal.getsignal(signal.SIGTERM) if main else None
         try:
-            if self.address or os.environ.get("RAY_ADDRESS"):
-                ray.init(
-                    address=self.address, log_to_driver=False, runtime_env=code.job_runtime_env()
-                )
-            else:
-                # A local cluster listens on loopback only.
-                ray.init(
-                    runtime_env=code.job_runtime_env(),
-                    include_dashboard=False,
-                    log_to_driver=False,
-                    object_store_memory=256 * 1024 * 1024,
-                    _node_ip_address="127.0.0.1",
-                )
-                self._started_ray = True
-            return True
+            ray.init(runtime_env=code.job_runtime_env(), **kwargs)
         except (ConnectionError, RayError, RuntimeError) as exc:
-            raise ExecutorError(
-                f"cannot connect to Ray at {self.address or os.environ.get('RAY_ADDRESS')}: "
-                f"{exc}; start a cluster with `ray start --head` or drop executor.address"
+            if address is None:
+                raise
+            raise _unreachable(
+                address, str(exc).splitlines()[0] if str(exc) else repr(exc)
             ) from None
+        finally:
+            if on_sigterm is not None:
+                signal.signal(signal.SIGTERM, on_sigterm)
+        self._started_ray = address is None
+        return True
+
+    async def connect(self, *, hosts: int, env_code: ModuleCode) -> None:
+        """Reach Ray (``_init``: an address that takes no connection within
+        ``connect_timeout`` is refused before Ray is asked to join it) and
+        check that ``hosts`` hosts of ``num_cpus_per_host`` CPUs fit the cluster."""
+        if self._own_job is None:
+            self._own_job = self._init(env_code)
+        cpus = float(ray.cluster_resources().get("CPU", 0.0))  # type: ignore[no-untyped-call]
+        need = hosts * self.num_cpus_per_host
+        if need > cpus:
+            fit = int(cpus // self.num_cpus_per_host)
+            raise ConfigError(
+                "executor.hosts",
+                f"{hosts} hosts x {self.num_cpus_per_host:g} CPU need {need:g} CPUs, but the "
+                f"Ray cluster has {cpus:g}",
+                f"set executor.hosts to at most {fit}, or add nodes to the cluster",
+            )
 
     async def _wait(self, refs: Sequence[Any], what: str, *, watch_hosts: bool = True) -> list[Any]:
-        """The results of ``refs``, within ``call_timeout``; while they run, every host must
-        answer a ping within ``heartbeat_timeout`` (``watch_hosts``)."""
+        """The results of ``refs``, within ``call_timeout``; with ``watch_hosts``, every host
+        must also answer pings meanwhile (not while they start: a ping then waits for the
+        actor's process, which a loaded machine may take longer than a heartbeat to start)."""
         if self._failure is not None:
             raise ExecutorError(f"{self._failure} (asked for {what} afterwards)")
         calls: asyncio.Future[Any] = asyncio.gather(*refs)
@@ -174,14 +220,14 @@ class RayExecutor(Executor):
         # The experiment's own module code reaches every actor through the runtime env.
         code = specs[0].env_code if specs else ModuleCode()
         options: dict[str, Any] = {"num_cpus": self.num_cpus_per_host}
-        if not self._init(code) and (runtime_env := code.actor_runtime_env()):
+        if self._own_job is None:
+            self._own_job = self._init(code)
+        if not self._own_job and (runtime_env := code.actor_runtime_env()):
             options["runtime_env"] = runtime_env
         self.actors = [
             _HostActor.options(**options).remote(s, list(b))  # type: ignore[attr-defined]
             for s, b in zip(specs, blocks, strict=True)
         ]
-        # Start-up waits for the actors to be placed and built, within ``call_timeout``:
-        # a host being created cannot answer a ping yet, and is not a stopped host.
         await self._wait([a.pid.remote() for a in self.actors], "host start-up", watch_hosts=False)
 
     async def call(
@@ -209,6 +255,35 @@ class RayExecutor(Executor):
                     pass
             ray.kill(a)
         self.actors = []
+        self._own_job = None
         if self._started_ray:
             ray.shutdown()
             self._started_ray = False
+
+
+def _unreachable(address: str, detail: str) -> ConfigError:
+    return ConfigError(
+        "executor.address",
+        f"cannot reach the Ray cluster at {address} ({detail})",
+        "start it (`ray start --head`), fix executor.address / --address / RAY_ADDRESS, or "
+        "give none to start a local cluster; executor.connect_timeout sets the wait",
+    )
+
+
+def _probe(address: str, timeout: float) -> None:
+    """Refuse at once (within ``timeout``) an address whose host and port take no TCP
+    connection; names Ray resolves itself (``auto``, ``local``) are left to it."""
+    if address in ("auto", "local"):
+        return
+    parsed = urllib.parse.urlsplit(address if "://" in address else f"ray://{address}")
+    try:
+        host, port = parsed.hostname, parsed.port
+    except ValueError:
+        raise _unreachable(address, "not a host:port address") from None
+    if host is None or port is None:
+        raise _unreachable(address, "not a host:port address")
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise _unreachable(address, str(exc) or type(exc).__name__) from None

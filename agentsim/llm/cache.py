@@ -56,6 +56,7 @@ __all__ = [
     "CacheStats",
     "CachedModel",
     "canonical_json",
+    "check_cache_file",
     "completion_from_dict",
     "completion_to_dict",
     "request_key",
@@ -176,6 +177,39 @@ def _text_or_none(value: Any) -> str | None:
     if value is not None and not isinstance(value, str):
         raise TypeError("reasoning is not a string")
     return value
+
+
+def check_cache_file(path: Path, *, field: str = "model.cache_path") -> None:
+    """Check an existing cache file before a run uses it: a SQLite database that passes
+    SQLite's own ``quick_check`` and holds the ``completions`` table. A file that fails is
+    a ``ConfigError`` naming it (before anything is written), not one failed step per call.
+    A missing file passes (recording creates it)."""
+    if not path.exists():
+        return
+    problem = None
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+    except sqlite3.Error as exc:
+        problem = str(exc)
+    else:
+        try:
+            found = conn.execute("PRAGMA quick_check").fetchall()
+            if [tuple(r) for r in found] != [("ok",)]:
+                problem = "; ".join(str(r[0]) for r in found[:3])
+            else:
+                cols = {r[1] for r in conn.execute("PRAGMA table_info(completions)")}
+                if not {"key", "request", "completion"} <= cols:
+                    problem = "it has no completions table"
+        except sqlite3.Error as exc:
+            problem = str(exc)
+        finally:
+            conn.close()
+    if problem is not None:
+        raise ConfigError(
+            field,
+            f"the model cache {path} is damaged or not a cache file ({problem})",
+            "delete it (or point the cache at a new file) and record again",
+        )
 
 
 @dataclass(slots=True, kw_only=True)
@@ -309,6 +343,13 @@ class CachedModel(ChatModel):
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+    def __del__(self) -> None:
+        # A model dropped without close() or aclose() still closes its file (Python 3.13
+        # warns of a connection collected open).
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            conn.close()
 
     async def aclose(self) -> None:
         """Close the file and the inner model (when there is one)."""

@@ -29,7 +29,8 @@ place when it asks (the level may go below zero) and sleeps once for its turn. A
 larger than the token burst is admitted when the bucket is full and leaves it in debt, so
 that it never waits forever. Tokens are booked by estimate and settled by what the server
 reports: a request that used more than estimated deepens the debt, and the next requests
-wait for it to be repaid.
+wait for it to be repaid (a settlement never leaves more than a minute's worth of debt, and
+a negative count keeps the estimate booked).
 """
 
 from __future__ import annotations
@@ -76,7 +77,9 @@ class _Bucket:
         request was in flight must not credit that time against the request's debt."""
         self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
         self.stamp = now
-        self.level = min(self.capacity, self.level + amount)
+        # One request's settlement never puts the bucket more than a minute of its rate in
+        # debt: a count no server could mean (10**12 tokens) must not stop the run for good.
+        self.level = max(-60.0 * self.rate, min(self.capacity, self.level + amount))
 
 
 class Permit:
@@ -178,7 +181,9 @@ class RateLimiter:
         if self._tokens is None:
             return
         with self._lock:
-            self._tokens.settle(estimated - actual, time.monotonic())
+            # A negative count means nothing: the estimate stays booked.
+            used = actual if actual >= 0 else estimated
+            self._tokens.settle(estimated - used, time.monotonic())
 
     # -- concurrency ---------------------------------------------------------------------
 

@@ -42,9 +42,18 @@ from agentsim.llm.limiter import RateLimiter
 from agentsim.llm.served import Answer, Retry, RetryPolicy, ServedModel, Transport
 from agentsim.llm.stats import ModelStats, Prices
 
-__all__ = ["RETRY_STATUSES", "OpenAIChatModel", "OpenAIWire", "parse_completion"]
+__all__ = [
+    "MAX_RESPONSE_BYTES",
+    "RETRY_STATUSES",
+    "OpenAIChatModel",
+    "OpenAIWire",
+    "parse_completion",
+]
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+MAX_RESPONSE_BYTES = 16 * 2**20
+"""The largest answer read (16 MiB: a completion of a million tokens is about 4 MiB); a
+larger one is refused as it arrives, never buffered whole."""
 _JSON = {"Content-Type": "application/json"}
 _RESERVED = frozenset({"model", "messages", "tools", "tool_choice", "seed", "stream"})
 
@@ -58,9 +67,17 @@ class _Reply(NamedTuple):
     content: bytes
 
 
+class _TooLarge(Exception):
+    """An answer over the size cap (``size``: the bytes seen or announced)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
+
+
 class OpenAIWire(Transport):
     """One OpenAI-compatible server: ``{base_url}/chat/completions`` for the calls,
-    ``GET {base_url}/models`` (or a one-token completion) for the pre-flight.
+    ``GET {base_url}/models`` and a one-token completion for the pre-flight.
 
     Each event loop that calls it gets its own HTTP session (a session's connections belong
     to the loop that opened them; see ``agentsim.llm._clients``); ``aclose()`` closes them
@@ -77,6 +94,7 @@ class OpenAIWire(Transport):
         max_tokens: int | None = None,
         extra_params: Mapping[str, Any] | None = None,
         send_tools: bool = True,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         if not model:
             raise ConfigError("model", "the model name is empty", "set it to the served model")
@@ -107,6 +125,7 @@ class OpenAIWire(Transport):
         # False for servers without tool support (``model.tool_calls: text``): the tools
         # are then described in the system message, and the body carries none.
         self.send_tools = send_tools
+        self.max_response_bytes = max_response_bytes
         self.__key = _read_key(api_key_env)
         self.server = self.base_url
         self.where = f"model {model!r} at {self.base_url}"
@@ -136,6 +155,7 @@ class OpenAIWire(Transport):
             "max_tokens": self.max_tokens,
             "extra_params": dict(self.extra_params),
             "send_tools": self.send_tools,
+            "max_response_bytes": self.max_response_bytes,
         }
 
     @property
@@ -169,6 +189,12 @@ class OpenAIWire(Transport):
         # ~4 bytes per token is the usual rule of thumb; the tpm bucket is settled after.
         return len(body) // 4 + (self.max_tokens or 0)
 
+    def max_completion_tokens(self) -> int:
+        # The server stops at max_tokens; a little slack for servers that count the end.
+        if self.max_tokens is None:
+            return super().max_completion_tokens()
+        return 2 * self.max_tokens + 64
+
     async def aclose(self) -> None:
         """Close the HTTP sessions of every loop that used this server (idempotent)."""
         await self._http.aclose()
@@ -182,8 +208,10 @@ class OpenAIWire(Transport):
         try:
             async with self._http.session().post(self._url, data=data, headers=_JSON) as r:
                 return _Reply(
-                    r.status, r.reason or "", r.headers.get("Retry-After"), await r.read()
+                    r.status, r.reason or "", r.headers.get("Retry-After"), await self._body(r)
                 )
+        except _TooLarge as exc:
+            raise Retry(self._too_large(exc.size), malformed=True) from None
         except TimeoutError:
             raise Retry(
                 ModelTimeoutError(
@@ -202,6 +230,29 @@ class OpenAIWire(Transport):
                 f"{self.where}: unreadable HTTP answer ({exc}); check that base_url points "
                 "at an OpenAI-compatible API"
             ) from None
+
+    async def _body(self, response: aiohttp.ClientResponse) -> bytes:
+        """The answer's body, read as it arrives; ``_TooLarge`` past ``max_response_bytes``
+        (told by Content-Length before a byte is read, when the server sends it)."""
+        cap = self.max_response_bytes
+        declared = response.content_length
+        if declared is not None and declared > cap:
+            raise _TooLarge(declared)
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in response.content.iter_chunked(1 << 16):
+            size += len(chunk)
+            if size > cap:
+                raise _TooLarge(size)
+            parts.append(chunk)
+        return b"".join(parts)
+
+    def _too_large(self, size: int) -> ModelResponseError:
+        return ModelResponseError(
+            f"{self.where}: the answer is larger than {self.max_response_bytes:,} bytes "
+            f"(at least {size:,}); check that base_url points at an OpenAI-compatible API "
+            "and that the server's max_tokens is sane"
+        )
 
     def _transport_error(self, exc: aiohttp.ClientError) -> Retry | ModelError:
         """A failure below HTTP: what to raise, and whether it is worth another try."""
@@ -267,15 +318,15 @@ class OpenAIWire(Transport):
         if response.status in (401, 403):
             raise self._key_refused(response)
         served = _model_ids(response) if response.status == 200 else None
-        if served is None:
-            await self._preflight_chat(retry)
-            return
-        if self.model not in served:
+        if served is not None and self.model not in served:
             listed = ", ".join(sorted(served)[:20]) or "none"
             raise ModelError(
                 f"pre-flight: the server at {self.base_url} does not serve model "
                 f"{self.model!r} (it serves: {listed}); set model.model to one of those"
             )
+        # A model list proves little (a catch-all page may look like one): one tiny chat
+        # completion, read as the run will read every answer, does.
+        await self._preflight_chat(retry)
 
     async def _preflight_chat(self, retry: RetryPolicy) -> None:
         body = {"model": self.model, "messages": [{"role": "user", "content": "ping"}]}
@@ -284,6 +335,17 @@ class OpenAIWire(Transport):
         )
         status = response.status
         if status == 200:
+            try:
+                parse_completion(
+                    json.loads(response.content), default_model=self.model, where=self.where
+                )
+            except (ValueError, ModelResponseError):
+                snippet = self._scrub(response.content[:120].decode("utf-8", "replace"))
+                raise ModelResponseError(
+                    f"pre-flight: {self.base_url} answered a one-token chat request with "
+                    f"HTTP 200 but not a chat completion ({snippet!r}); check that base_url "
+                    "is an OpenAI-compatible API root (usually ending in /v1)"
+                ) from None
             return
         if status in (401, 403):
             raise self._key_refused(response)
@@ -310,8 +372,10 @@ class OpenAIWire(Transport):
                 session = self._http.session()
                 async with session.request(method, f"{self.base_url}{path}", json=body) as r:
                     response = _Reply(
-                        r.status, r.reason or "", r.headers.get("Retry-After"), await r.read()
+                        r.status, r.reason or "", r.headers.get("Retry-After"), await self._body(r)
                     )
+            except _TooLarge as exc:
+                raise ModelResponseError(f"pre-flight: {self._too_large(exc.size)}") from None
             except (TimeoutError, aiohttp.ClientError) as exc:
                 detail = str(exc) or type(exc).__name__
                 raise ModelError(
@@ -372,6 +436,7 @@ class OpenAIChatModel(ServedModel):
         prices: Prices | None = None,
         stats: ModelStats | None = None,
         rng_seed: int | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         wire = OpenAIWire(
             model=model,
@@ -382,6 +447,7 @@ class OpenAIChatModel(ServedModel):
             max_tokens=max_tokens,
             extra_params=extra_params,
             send_tools=send_tools,
+            max_response_bytes=max_response_bytes,
         )
         super().__init__(
             wire,

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from agentsim.config.experiment import ModelConfig
 from agentsim.errors import ModelError, PreflightError
 from agentsim.llm.backends import backend_of
 
-__all__ = ["needs_preflight", "preflight_model"]
+__all__ = ["check_model_caches", "needs_preflight", "preflight_model"]
 
 
 def needs_preflight(cfg: ModelConfig) -> bool:
@@ -35,3 +36,17 @@ async def preflight_model(cfg: ModelConfig, *, run_dir: Path, name: str = "defau
         raise PreflightError(f"{which}{exc} (--no-preflight skips this check)") from None
     finally:
         await model.aclose()
+
+
+def check_model_caches(models: Mapping[str, ModelConfig], *, run_dir: Path) -> None:
+    """Check every existing model-cache file the run will open (``agentsim.llm.cache``'s
+    ``check_cache_file``): a damaged one is a ``ConfigError`` before anything is written."""
+    from agentsim.llm.cache import check_cache_file
+    from agentsim.llm.models import cache_file
+
+    for name, cfg in models.items():
+        if cfg.cache == "off":
+            continue
+        path = Path(cfg.cache_path) if cfg.cache_path else run_dir / cache_file(name)
+        field = "model.cache_path" if name == "default" else f"models.{name}.cache_path"
+        check_cache_file(path, field=field)

@@ -19,6 +19,7 @@ another try (a timeout, a dropped connection, a busy server, an answer of the wr
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import time
@@ -26,11 +27,41 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from agentsim.errors import ConfigError, ModelError
-from agentsim.llm.base import ChatModel, Completion, Message, ToolSchema
+from agentsim.llm.base import ChatModel, Completion, Message, ToolSchema, Usage
 from agentsim.llm.limiter import RateLimiter
 from agentsim.llm.stats import ModelStats, Prices
 
-__all__ = ["Answer", "Retry", "RetryPolicy", "ServedModel", "Transport"]
+__all__ = [
+    "MAX_COMPLETION_TOKENS",
+    "Answer",
+    "Retry",
+    "RetryPolicy",
+    "ServedModel",
+    "Transport",
+    "believable_usage",
+]
+
+MAX_COMPLETION_TOKENS = 1_000_000
+"""More completion tokens than any one answer holds, when the request sets no cap."""
+
+# A prompt token stands for at least about one byte of the request; the chat template adds
+# a few tokens per message. Twice the body plus this is more than any true count.
+_TEMPLATE_TOKENS = 4096
+
+
+def believable_usage(usage: Usage, *, body_bytes: int, max_completion: int) -> bool:
+    """Whether a server's token counts could be true for a request of ``body_bytes``: none
+    negative, the cached part within the prompt, the prompt within what the request could
+    hold, the completion within ``max_completion``."""
+    prompt, completion, cached = (
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        usage.cached_prompt_tokens,
+    )
+    return (
+        0 <= cached <= prompt <= 2 * body_bytes + _TEMPLATE_TOKENS
+        and 0 <= completion <= max_completion
+    )
 
 
 class Answer(NamedTuple):
@@ -103,6 +134,11 @@ class Transport:
     def estimate_tokens(self, body: bytes) -> int:
         """Tokens the limiter books before the answer says (~4 bytes per token)."""
         return len(body) // 4
+
+    def max_completion_tokens(self) -> int:
+        """The most completion tokens one answer can hold (the request's own cap, if it
+        sends one); usage above it is not believed."""
+        return MAX_COMPLETION_TOKENS
 
     async def send(self, body: bytes) -> Answer:
         """One attempt: raise ``Retry`` around a ``ModelError`` worth another try, or the
@@ -211,18 +247,33 @@ class ServedModel(ChatModel):
     async def _attempt(self, body: bytes, estimate: int) -> Completion:
         """One request, inside the limiter when there is one."""
         if self.limiter is None:
-            return self._read(await self.transport.send(body))
+            return self._read(await self.transport.send(body), len(body))
         async with self.limiter.acquire(estimate) as permit:
-            completion = self._read(await self.transport.send(body))
+            completion = self._read(await self.transport.send(body), len(body))
             reported = completion.usage.total_tokens
             # No usage in the answer: keep the estimate booked rather than give it all back.
             permit.record_tokens(reported if reported else estimate)
             return completion
 
-    def _read(self, answer: Answer) -> Completion:
+    def _read(self, answer: Answer, body_bytes: int) -> Completion:
+        completion = answer.completion
         if not answer.usage_reported:
             self.stats.record_missing_usage()
-        return answer.completion
+        elif not believable_usage(
+            completion.usage,
+            body_bytes=body_bytes,
+            max_completion=self.transport.max_completion_tokens(),
+        ):
+            # A server problem, not a cost: counted, never summed, never settled into the
+            # limiter (10**12 tokens would stop every later request for good).
+            self.stats.record_invalid_usage()
+            self._log.warning(
+                "%s: unbelievable token usage %s ignored (counted in usage_invalid)",
+                self.transport.where,
+                completion.usage,
+            )
+            completion = dataclasses.replace(completion, usage=Usage())
+        return completion
 
     async def preflight(self) -> None:
         await self.transport.preflight(self.retry)

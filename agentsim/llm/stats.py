@@ -91,6 +91,7 @@ class ModelStats:
         "recovered_calls",
         "retries",
         "servers",
+        "usage_invalid",
         "usage_missing",
     )
 
@@ -100,6 +101,7 @@ class ModelStats:
         self.retries = 0
         self.errors = 0
         self.usage_missing = 0
+        self.usage_invalid = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.cached_prompt_tokens = 0
@@ -158,6 +160,12 @@ class ModelStats:
         with self._lock:
             self.usage_missing += 1
 
+    def record_invalid_usage(self) -> None:
+        """An answer whose token usage could not be true (negative, or more than the
+        request could cost): a server problem; its tokens are not in the sums."""
+        with self._lock:
+            self.usage_invalid += 1
+
     def record_error(self) -> None:
         """A call that failed for good (after its retries)."""
         with self._lock:
@@ -186,6 +194,7 @@ class ModelStats:
                 "retries": self.retries,
                 "errors": self.errors,
                 "usage_missing": self.usage_missing,
+                "usage_invalid": self.usage_invalid,
                 "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
                 "total_tokens": self.prompt_tokens + self.completion_tokens,
@@ -220,6 +229,7 @@ class ModelStats:
                 for name in ("calls", "retries", "errors", "prompt_tokens", "completion_tokens")
             }
             usage_missing = int(other.get("usage_missing", 0))
+            usage_invalid = int(other.get("usage_invalid", 0))
             cached = int(other.get("cached_prompt_tokens", 0))
             recovered = int(other.get("recovered_calls", 0))
             cost = float(other["cost"])
@@ -236,6 +246,7 @@ class ModelStats:
             self.retries += counts["retries"]
             self.errors += counts["errors"]
             self.usage_missing += usage_missing
+            self.usage_invalid += usage_invalid
             self.prompt_tokens += counts["prompt_tokens"]
             self.completion_tokens += counts["completion_tokens"]
             self.cached_prompt_tokens += cached

@@ -37,9 +37,11 @@ from agentsim.errors import AgentsimError, ConfigError, SkillNotFoundError, Stor
 from agentsim.events import EVENTS, checked, event
 from agentsim.hosts.local import LocalExecutor, partition
 from agentsim.hosts.protocol import Answer, Executor, HostSpec, TickResult, build_registry
-from agentsim.llm.preflight import preflight_model
+from agentsim.llm.preflight import check_model_caches, preflight_model
+from agentsim.run.capacity import check_capacity
 from agentsim.run.checkpoints import (
     Checkpoint,
+    checkpoint_dirs,
     latest_checkpoint,
     remove_partial_checkpoints,
     rewind,
@@ -127,6 +129,7 @@ class Engine:
         preflight: bool = False,
         fork: ForkPoint | None = None,
         notice: Callable[[str], None] | None = None,
+        capacity_check: bool = False,
     ) -> None:
         self.config = config
         self.run_dir = run_dir
@@ -138,10 +141,16 @@ class Engine:
         # ``agentsim run`` checks the model server before writing anything (see
         # ``agentsim.llm.preflight``); code that builds its own engine chooses.
         self.preflight = preflight
+        # ``agentsim run`` refuses a run whose agents will not fit the machine's memory or
+        # the run folder's disk (``agentsim.run.capacity``) unless told to start anyway.
+        self.capacity_check = capacity_check
         # Where loading problems are told as they are found (``agentsim run``: stderr):
         # refused and shadowed skills at the start, skills an edit broke at each tick.
         self.notice = notice
         self.reason: str | None = None
+        # What set ``stop``, when it was not an interrupt (Ctrl-C): "SIGTERM" says so in
+        # the run's reason.
+        self.stop_cause: str | None = None
         # A fork starts from another run's checkpoint (``agentsim.run.fork``).
         self.fork = fork
         self.parent: dict[str, Any] | None = fork.lineage() if fork is not None else None
@@ -176,7 +185,8 @@ class Engine:
         return [
             HostSpec(
                 host_id=i,
-                run_dir=str(self.run_dir),
+                # Absolute: a host in another process (Ray) has another working folder.
+                run_dir=str(self.run_dir.absolute()),
                 seed=cfg.seed,
                 skills=self._world.skills,
                 model=cfg.model,
@@ -257,19 +267,38 @@ class Engine:
                     )
         self._broken_scripts = {sid: str(d) for sid, d in sorted(unloadable.items())}
 
+    def _check_capacity(self, agents: int) -> None:
+        here = self.executor.kind == "local" or not self.config.executor.address
+        check_capacity(agents, self.run_dir, memory_here=here)
+
+    def _check_caches(self) -> None:
+        """Every model-cache file the run will open, checked whole before anything is
+        written (a damaged one would fail every call that reads it)."""
+        check_model_caches(self.config.used_models(), run_dir=self.run_dir)
+
     async def _preflight(self) -> None:
         """Check each model some group uses (its own server, key and model)."""
         for name, model in self.config.used_models().items():
             await preflight_model(model, run_dir=self.run_dir, name=name)
 
-    async def _start(self, *, resume: bool) -> list[dict[str, Any]]:
-        cfg = self.config
-        n_hosts = cfg.executor.hosts or (
+    def _hosts_wanted(self, *, resume: bool) -> int:
+        n_hosts = self.config.executor.hosts or (
             1 if self.executor.kind == "local" else os.cpu_count() or 1
         )
         if resume:  # the run's own split: each host's shard holds its agents' history
             n_hosts = run_hosts(self.run_dir) or n_hosts
-        blocks = partition(self.agents, n_hosts)
+        return n_hosts
+
+    async def _connect(self, *, resume: bool) -> None:
+        """Reach where the hosts will run, and check they fit there, before any write."""
+        await self.executor.connect(
+            hosts=min(self._hosts_wanted(resume=resume), max(1, len(self.agents))),
+            env_code=module_code([type(m) for m in self.modules.values()]),
+        )
+
+    async def _start(self, *, resume: bool) -> list[dict[str, Any]]:
+        cfg = self.config
+        blocks = partition(self.agents, self._hosts_wanted(resume=resume))
         self.host_agents = [[a.agent_id for a in b] for b in blocks]
         await self.executor.start(
             self._host_specs(len(blocks), resume=resume), blocks, self.registry
@@ -329,18 +358,31 @@ class Engine:
                 checkpoint = latest_checkpoint(
                     self.ws, config_hash=cfg.config_hash(), engine_keys=ENGINE_STATE
                 )
+                self._check_caches()
                 if self.preflight:
                     await self._preflight()
+                await self._connect(resume=True)
             except BaseException:
                 self.ws.release()  # nothing was written: the folder is free for the next try
+                await self.executor.close()
                 raise
             self._may_write = False
         else:
             check_run_dir(self.run_dir)
+            if self.capacity_check:  # before the agents are built: they may not fit
+                self._check_capacity(sum(g.count or 0 for g in cfg.agents))
             self._prepare()
+            if self.capacity_check:
+                self._check_capacity(len(self.agents))
+            self._check_caches()
             if self.preflight:
                 await self._preflight()
-            self.ws = RunWorkspace.create(self.run_dir)
+            try:
+                await self._connect(resume=False)
+                self.ws = RunWorkspace.create(self.run_dir)
+            except BaseException:
+                await self.executor.close()
+                raise
         ws = self.ws
         status = "failed"
         try:
@@ -375,9 +417,10 @@ class Engine:
                 status = COMPLETED_WITH_PROBLEMS
         except OSError as exc:
             status = "failed"
-            if exc.errno not in _NO_SPACE:
+            if not self._is_write_error(exc):
+                self.reason = self.reason or self._why(exc, status)
                 raise
-            raise self._no_space(exc) from None
+            raise self._write_error(exc) from None
         except BaseException as exc:
             status = "failed" if not self.stop.is_set() else "interrupted"
             if self.reason is None:
@@ -464,7 +507,8 @@ class Engine:
         every = self.config.output.checkpoint_every
         while k < ticks:
             if self.stop.is_set():
-                self.reason = f"interrupted before tick {self.clock.tick}; resume it"
+                by = f" by {self.stop_cause}" if self.stop_cause else ""
+                self.reason = f"interrupted{by} before tick {self.clock.tick}; resume it"
                 return "interrupted"
             if self.max_ticks is not None and done >= self.max_ticks:
                 self.reason = f"stopped after --ticks {self.max_ticks}"
@@ -833,17 +877,41 @@ class Engine:
                 finally:
                     await self._close_executor(status)
         except OSError as exc:
-            if exc.errno not in _NO_SPACE:
+            if not self._is_write_error(exc):
                 raise
-            raise self._no_space(exc) from None
+            raise self._write_error(exc) from None
 
-    def _no_space(self, exc: OSError) -> StorageError:
+    def _is_write_error(self, exc: OSError) -> bool:
+        """Whether ``exc`` is the run folder refusing a write (space, permissions, or any
+        error on a file inside it), not some other file's problem."""
+        if exc.errno in _NO_SPACE or exc.errno in _NO_PERMISSION:
+            return True
+        if not exc.filename:
+            return False
+        root = self.run_dir.absolute()
+        return Path(os.fsdecode(exc.filename)).absolute().is_relative_to(root)
+
+    def _write_error(self, exc: OSError) -> StorageError:
+        """The one error of a run folder that could not be written any more: what, where,
+        the fix, and the resume command only when there is a checkpoint to resume from."""
         where = f" ({exc.filename})" if exc.filename else ""
-        self.reason = f"cannot write the run folder {self.run_dir}: {exc.strerror}{where}"
-        return StorageError(
-            f"{self.reason}; free space (or raise the quota or file size limit), then "
-            f"resume with: agentsim run --resume {self.run_dir}"
-        )
+        what = exc.strerror or str(exc)
+        if self.reason is None or not self.reason.startswith("cannot write"):
+            self.reason = f"cannot write the run folder {self.run_dir}: {what}{where}"
+        if exc.errno in _NO_SPACE:
+            fix = "free space (or raise the quota or file size limit)"
+        elif exc.errno in _NO_PERMISSION:
+            fix = f"make {exc.filename or self.run_dir} writable for this user"
+        else:
+            fix = "check the disk and the run folder"
+        if checkpoint_dirs(self.run_dir):
+            then = f"then resume with: agentsim run --resume {self.run_dir}"
+        else:
+            then = (
+                "then run the experiment again into a new folder (no checkpoint was "
+                f"written yet, so {self.run_dir} cannot be resumed)"
+            )
+        return StorageError(f"{self.reason}; {fix}, {then}")
 
     async def _write_end(self, ws: RunWorkspace, status: str) -> None:
         """The run's last writes: ``run_end``, metrics, parquet, the manifest's status.
@@ -898,5 +966,7 @@ class Engine:
                 raise
 
 
-# Write errors that freeing space (or raising a limit) cures: one line, then resume.
+# Write errors that freeing space (or raising a limit) cures, and those that permissions
+# cure: one line each, then resume (when a checkpoint was written).
 _NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+_NO_PERMISSION = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})

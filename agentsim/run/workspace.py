@@ -12,6 +12,7 @@ so a stale lock file never blocks a resume.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -63,6 +64,14 @@ def _exists(root: Path) -> RunError:
     return RunError(
         f"run folder {root} already exists and is not empty; choose another --out or "
         f"output.run_id, or resume it with `agentsim run --resume {root}`"
+    )
+
+
+def _cannot_create(root: Path, exc: OSError) -> RunError:
+    where = f" ({os.fsdecode(exc.filename)})" if exc.filename else ""
+    return RunError(
+        f"cannot create the run folder {root}: {exc.strerror or exc}{where}; choose a "
+        "folder this user can write with --out (or output.dir), or fix its permissions"
     )
 
 
@@ -149,15 +158,29 @@ class RunWorkspace:
 
     @classmethod
     def create(cls, root: Path) -> RunWorkspace:
+        """A new run folder at ``root`` (made if missing), locked. A folder that cannot be
+        made or written is a ``RunError`` naming the path and the fix; what this call made
+        is removed again, so nothing is left behind."""
         RunLock.check_free(root)
         if _has_files(root):
             raise _exists(root)
-        root.mkdir(parents=True, exist_ok=True)
-        lock = RunLock.acquire(root)
-        if _has_files(root):  # another process made and finished a run in between
-            lock.release()
-            raise _exists(root)
-        (root / "agents").mkdir(exist_ok=True)
+        made = not root.exists()
+        lock: RunLock | None = None
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            lock = RunLock.acquire(root)
+            if _has_files(root):  # another process made and finished a run in between
+                lock.release()
+                raise _exists(root)
+            (root / "agents").mkdir(exist_ok=True)
+        except OSError as exc:
+            if lock is not None:
+                lock.release()
+                (root / LOCK_NAME).unlink(missing_ok=True)
+            if made and root.is_dir():
+                with contextlib.suppress(OSError):
+                    root.rmdir()
+            raise _cannot_create(root, exc) from None
         return cls(root, lock)
 
     @classmethod

@@ -422,6 +422,9 @@ class OpenAITestServer:
         # IPPROTO_TCP named explicitly: asyncio sets TCP_NODELAY only on sockets whose
         # protocol says TCP, and without it every answer waits ~40 ms for a delayed ACK.
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        # A server restarted on its port at once must not wait for the last one's closed
+        # connections (TIME_WAIT) to expire. (Two live servers on one port are still refused.)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", self._port))
         except OSError:

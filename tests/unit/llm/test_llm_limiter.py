@@ -306,8 +306,8 @@ def test_one_limiter_shared_by_loops_in_two_threads() -> None:
     for t in threads:
         t.start()
     for t in threads:
-        t.join(10)
-    assert not errors
+        t.join(120)  # generous: a loaded machine may run these threads slowly
+    assert not any(t.is_alive() for t in threads) and not errors
     assert lim.max_in_flight == 2 and lim.in_flight == 0
 
 

@@ -17,12 +17,14 @@ def model(base_url: str, name: str = "served", **kw: object) -> OpenAIChatModel:
     return OpenAIChatModel(model=name, base_url=base_url, backoff_base=0.001, **kw)  # type: ignore[arg-type]
 
 
-async def test_passes_when_the_model_is_listed() -> None:
+async def test_passes_when_the_model_is_listed_and_answers_one_token() -> None:
     async with OpenAITestServer(models=["other", "served"]) as srv:
         m = model(srv.base_url)
         await m.preflight()
         await m.aclose()
-        assert srv.requests == 0  # /v1/models was enough: no completion was paid for
+        # A list proves little: one tiny completion, and nothing more, was paid for.
+        (req,) = srv.recorded
+    assert req.body["max_tokens"] == 1 and req.body["model"] == "served"
 
 
 async def test_falls_back_to_a_one_token_completion_without_a_model_list() -> None:

@@ -206,7 +206,11 @@ async def test_model_and_preflight_follow_http_proxy_and_no_proxy(
         await model.preflight()
         assert (await model.complete([{"role": "user", "content": "hi"}])).content == "echo: hi"
         await model.aclose()
-    expected = [f"GET {srv.base_url}/models", f"POST {srv.base_url}/chat/completions"]
+    expected = [
+        f"GET {srv.base_url}/models",
+        f"POST {srv.base_url}/chat/completions",  # the pre-flight's one-token completion
+        f"POST {srv.base_url}/chat/completions",
+    ]
     assert [s.rsplit(" ", 1)[0] for s in proxy.seen] == ([] if no_proxy else expected)
 
 

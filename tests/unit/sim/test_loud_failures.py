@@ -179,9 +179,10 @@ def test_a_server_failing_every_call_stops_the_run_then_resume_exits_3(
     with OpenAITestServer(
         models=["test-model"], fault_rate=1.0, faults=(Fault.status(500),)
     ) as srv:
-        # 3 agents a tick: 3 failed calls in a row after tick 1, 6 after tick 2 >= 4.
+        # 3 agents a tick: 3 failed calls in a row after tick 1, 6 after tick 2 >= 4. (The
+        # pre-flight's one completion would fail: skipped, the server breaks mid-run.)
         exp = _experiment(tmp_path, srv.base_url, ticks=5, max_failures=4)
-        code, out, err = _run(capsys, str(exp), "--out", str(run))
+        code, out, err = _run(capsys, str(exp), "--out", str(run), "--no-preflight")
         assert code == 1
         assert "failed: " in out and "errors=6" in out
         assert "problems: agent_degraded 6" in out
@@ -255,8 +256,8 @@ def test_ticks_lost_to_an_outage_are_redone_by_a_fork(
         exp = _experiment(tmp_path, srv.base_url, ticks=4)
         code, _, _ = _run(capsys, str(exp), "--out", str(run), "--ticks", "2")
         assert code == 0 and (run / "checkpoints" / "tick-00000002").is_dir()
-        srv.fault_rate = 1.0  # the outage: ticks 2 and 3 degrade
-        code, out, _ = _run(capsys, "--resume", str(run))
+        srv.fault_rate = 1.0  # the outage (after the pre-flight's check): ticks 2 and 3 degrade
+        code, out, _ = _run(capsys, "--resume", str(run), "--no-preflight")
         assert code == 3 and out.startswith("completed with problems: ")
         assert _json(run / "manifest.json")["problems"] == [
             "6 of 12 agent steps degraded (50%), more than model.max_degraded_share=0.1"

@@ -72,8 +72,9 @@ def test_two_servers_serve_two_groups_models(
         metrics = json.loads((run_dir / "metrics.json").read_text())
         by_model = metrics["model"]["by_model"]
         assert set(by_model) == {"default", "fast", "strong"}
-        assert by_model["strong"]["calls"] == strong.served
-        assert by_model["fast"]["calls"] == fast.served
+        # Each server also answered its pre-flight's one-token completion.
+        assert by_model["strong"]["calls"] == strong.served - 1
+        assert by_model["fast"]["calls"] == fast.served - 1
         assert by_model["default"]["calls"] > 0  # the plain group: the scripted model
         assert metrics["model"]["calls"] == sum(m["calls"] for m in by_model.values())
         # The survey asked the thinkers only: through the strong model.
@@ -88,10 +89,10 @@ def test_two_servers_serve_two_groups_models(
         capsys.readouterr()
         assert main(["inspect", str(run_dir)]) == 0
         out = capsys.readouterr().out
-        assert f"    strong     {strong.served:,} calls" in out
+        assert f"    strong     {strong.served - 1:,} calls" in out
         assert main(["report", str(run_dir), "--out", str(tmp_path / "report")]) == 0
         report = next((tmp_path / "report").glob("*.md")).read_text()
-        assert f"| model fast | {fast.served:,} calls" in report
+        assert f"| model fast | {fast.served - 1:,} calls" in report
         # An interview of a thinker asks the strong model, not the fast one.
         before_strong, before_fast = strong.served, fast.served
         assert main(["interview", str(run_dir), "Hello?", "--agent", "thinkers-00000"]) == 0

@@ -187,3 +187,26 @@ async def test_enqueued_faults_come_before_random_ones() -> None:
         await m.aclose()
         kinds = [r.fault.label for r in srv.recorded if r.fault]
         assert kinds == ["delay", "no_usage", "500", "500"]
+
+
+async def test_a_server_restarts_on_its_port_at_once() -> None:
+    first = OpenAITestServer()
+    await first.start()
+    port = first.port
+    m = model(first.base_url)
+    assert (await m.complete(USER)).content == "echo: hello"
+    # The server closes the client's kept-alive connection first: its side of it waits in
+    # TIME_WAIT on the port, which a plain bind would refuse for a minute.
+    await first.close()
+    await m.aclose()
+    again = OpenAITestServer(port=port)
+    await again.start()
+    try:
+        m = model(again.base_url)
+        assert (await m.complete(USER)).content == "echo: hello"
+        await m.aclose()
+        # A second live server on the port is still refused.
+        with pytest.raises(OSError, match=r"(?i)address already in use"):
+            await OpenAITestServer(port=port).start()
+    finally:
+        await again.close()
