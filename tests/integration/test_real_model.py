@@ -84,9 +84,11 @@ def test_a_real_model_activates_a_skill_and_runs_its_script(
 
     code = main(["run", str(path), "--json"])
     out, err = capsys.readouterr()
-    assert code == 0, err[-3000:]
+    # A small model's run completes, and may complete "with problems": steps it ended
+    # without ``finish`` and refused tool calls are counted, and over their limits (exit 3).
+    assert code in (0, 3), err[-3000:]
     summary = json.loads(out)
-    assert summary["status"] == "completed"
+    assert summary["status"] in ("completed", "completed with problems")
     assert summary["ticks"] == 2
 
     run = open_run(summary["run_dir"])
@@ -98,5 +100,5 @@ def test_a_real_model_activates_a_skill_and_runs_its_script(
     assert actions, "no step ended with an action"
     for action in actions:
         assert not rm.raw_tool_call(action), action
-    assert run.metrics["model"]["calls"] >= 2
-    assert run.metrics["model"]["errors"] == 0
+    assert run.metrics()["model"]["calls"] >= 2
+    assert run.metrics()["model"]["errors"] == 0
