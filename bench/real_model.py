@@ -481,7 +481,7 @@ def summarize(run_dir: Path) -> dict[str, Any]:
     from agentsim import open_run
 
     run = open_run(run_dir)
-    metrics = run.metrics
+    metrics = run.metrics()
     events = list(run.iter_events())
     kinds = Counter(e["type"] for e in events)
     outcomes: Counter[str] = Counter()
@@ -528,7 +528,7 @@ def summarize(run_dir: Path) -> dict[str, Any]:
     cached = int(model.get("cached_prompt_tokens", 0))
     summary: dict[str, Any] = {
         "run_dir": str(run_dir),
-        "status": run.state.status if hasattr(run.state, "status") else None,
+        "status": run.manifest().get("status"),
         "agent_steps": metrics.get("agent_steps"),
         "steps_by_outcome": dict(sorted(outcomes.items())),
         "degraded_steps": degraded,
