@@ -45,7 +45,8 @@ model:
   max_retries: 1
   timeout: 20
   tool_calls: {mode}
-agent: {{max_hook_retries: 1}}
+# Steps that end with text (native mode, reasoning only) are what some tests study.
+agent: {{max_hook_retries: 1, max_unfinished_share: 1.0}}
 environment:
   - {{module: city}}
 output: {{dir: {out}, formats: [jsonl]}}

@@ -19,6 +19,7 @@ from agentsim.inspect import open_run
 from agentsim.llm.base import ToolCall
 from agentsim.testing.function_model import ChatRequest, echo_answer, tool_call
 from agentsim.testing.openai_server import OpenAITestServer
+from tests.unit import helpers
 
 _YAML = """
 name: outcomes
@@ -253,7 +254,7 @@ def test_counts_per_group_and_model_and_the_behaviour_summary(
 
     from agentsim.view import create_app
 
-    client = TestClient(create_app(run))
+    client = TestClient(create_app(run), base_url=helpers.LOCAL)
     page = client.get("/api/runs/run").json()
     assert page["behaviour"][0] == lines[start]
     assert page["series"]["acted"] == [2.0, 2.0] and page["series"]["unfinished"] == [0.0, 0.0]

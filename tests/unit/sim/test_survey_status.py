@@ -43,6 +43,8 @@ model:
   max_retries: 0
   timeout: 5
   max_degraded_share: 1.0
+# The server answers in plain text: steps end ``answered``, which this test does not study.
+agent: {{max_unfinished_share: 1.0}}
 output: {{dir: ws, formats: [jsonl]}}
 """
 
