@@ -96,6 +96,11 @@ class _ProgressLine:
         self._open_line = False
         self._drawn = 0
 
+    @property
+    def stream(self) -> TextIO:
+        """Where the line is drawn (stderr when the run started)."""
+        return self._stream
+
     def __call__(self, p: Progress) -> None:
         now = time.monotonic()
         if self._first is None:
@@ -149,10 +154,14 @@ def _lead(fastest: int | None) -> str:
 
 
 def _notice(progress: _ProgressLine | None, line: str) -> None:
-    """A loading problem on stderr, on a line of its own (not inside the progress line)."""
+    """A loading problem on stderr, on a line of its own (not inside the progress line): on
+    the progress line's own stream, taken when the run started, so that no stream a skill
+    script's print capture put on ``sys.stderr`` meanwhile can take it."""
+    stream = sys.stderr
     if progress is not None:
         progress.end()
-    print(f"warning: {line}", file=sys.stderr, flush=True)
+        stream = progress.stream
+    print(f"warning: {line}", file=stream, flush=True)
 
 
 def _unfinished(unfinished: int, tool_failures: int) -> str:
