@@ -115,8 +115,10 @@ def read_study(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Study
             "(is it a run folder's manifest?)",
         )
     arms = manifest.get("arms")
-    if not isinstance(arms, list) or not arms or not all(
-        isinstance(a, dict) and isinstance(a.get("name"), str) for a in arms
+    if (
+        not isinstance(arms, list)
+        or not arms
+        or not all(isinstance(a, dict) and isinstance(a.get("name"), str) for a in arms)
     ):
         raise _bad(root, "manifest.json has no list of arms with names", "run the study again")
     names = [a["name"] for a in arms]

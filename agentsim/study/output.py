@@ -178,9 +178,9 @@ def plot_item(cmp: Comparison, it: ItemResult, path: Path) -> Path:
         if not pts:
             continue
         xs = [t for t, _ in pts]
-        ys = [e.mean for _, e in pts]
+        ys = [_finite(e.mean) for _, e in pts]
         n = max(e.n for _, e in pts)
-        style = {"linewidth": 4, "alpha": 0.4} if a == cmp.control else {}
+        style: dict[str, Any] = {"linewidth": 4, "alpha": 0.4} if a == cmp.control else {}
         (line,) = ax.plot(
             xs,
             ys,

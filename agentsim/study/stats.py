@@ -6,7 +6,7 @@ Three intervals, all two-sided at ``level`` (0.95 by default):
 
 - ``mean_ci(values)``: an arm's mean, ``mean ± t(n-1) · s / √n``.
 - ``welch(arm, control)``: the difference of two means whose replicates are not paired,
-  ``(m_a - m_c) ± t(ν) · √(s_a²/n_a + s_c²/n_c)`` with the Welch-Satterthwaite ``ν``.
+  ``(m_a - m_c) ± t(df) · √(s_a²/n_a + s_c²/n_c)`` with the Welch-Satterthwaite ``df``.
 - ``paired(differences)``: the mean of per-replicate differences (replicates that share a
   seed, or per-agent differences averaged within a replicate), ``mean_ci`` of them.
 
