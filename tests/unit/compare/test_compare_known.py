@@ -7,108 +7,19 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from agentsim.study import compare_study
 from agentsim.study.compare import main
-from tests.unit.compare.conftest import write_manifest
 
 T2 = 4.302652729911275  # t(0.975, 2)
 T4 = 2.7764451051977987  # t(0.975, 4)
-TIME = "2026-03-02T08:00:00"
 
 
-def _ev(kind: str, tick: int, agent: str | None = None, **fields: Any) -> dict[str, Any]:
-    return {"type": kind, "tick": tick, "time": TIME, "agent_id": agent, **fields}
-
-
-def _run(
-    study: Path,
-    run_id: str,
-    mood: dict[str, float],
-    *,
-    opinion: float,
-    posts: Sequence[str],
-    votes: dict[str, str],
-    status: str = "completed",
-) -> dict[str, Any]:
-    """A run of two ticks: at tick 0 every agent's mood is 0 and the opinion 0; at tick 1
-    ``mood`` per agent, the opinion mean ``opinion``, one post per agent in ``posts``;
-    ``votes`` answers a choice survey asked before tick 1."""
-    root = study / "runs" / run_id
-    (root / "surveys").mkdir(parents=True)
-    for agent in mood:
-        (root / "agents" / agent).mkdir(parents=True)
-    (root / "manifest.json").write_text(json.dumps({"status": status}), "utf-8")
-    events = []
-    for tick in (0, 1):
-        for agent, value in mood.items():
-            events.append(_ev("measure", tick, agent, name="mood", value=value if tick else 0.0,
-                              group="g", skill="custom@mood"))  # fmt: skip
-        for agent in mood:
-            action = "posted on social" if tick and agent in posts else "read the feed"
-            events.append(_ev("agent_action", tick, agent, action=action, degraded=False))
-        events.append(_ev("social_opinions", tick, None, n=len(mood),
-                          mean=opinion if tick else 0.0, groups={"g": {"n": 2}}))  # fmt: skip
-        events.append(_ev("tick_end", tick, None, steps=len(mood)))
-    lines = "".join(json.dumps(e) + "\n" for e in events)
-    (root / "events.jsonl").write_text(lines, "utf-8")
-    rows = [
-        {"agent_id": a, "question": "q", "answer": v, "status": "ok", "echo": False, "tick": 1,
-         "time": TIME, "instrument": "choice", "value": v, "group": "g"}
-        for a, v in votes.items()
-    ]  # fmt: skip
-    rows.append({"agent_id": "x", "question": "q", "answer": "??", "status": "invalid",
-                 "reason": "not an option", "echo": False, "tick": 1, "time": TIME,
-                 "instrument": "choice", "value": None, "group": "g"})  # fmt: skip
-    (root / "surveys" / "vote.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return {"id": run_id, "dir": f"runs/{run_id}", "config_hash": "-", "sample": None}
-
-
-MEASURES = [{"measure": "mood"}, {"env": "social.mean"}, {"action": "posted on social"},
-            {"survey": "vote"}]  # fmt: skip
-
-
-@pytest.fixture
-def study(tmp_path: Path) -> Path:
-    """Arms: control (seeds 1-3); closure, forks of control (seeds 1-3); other, seeds 4-6
-    (unpaired); single, one replicate."""
-    s = tmp_path / "study"
-    runs = []
-    # control: mood means 2, 4, 6 (r1 has a third agent c: (0 + 2 + 4) / 3 = 2)
-    control = [{"a": 0.0, "b": 2.0, "c": 4.0}, {"a": 3.0, "b": 5.0}, {"a": 5.0, "b": 7.0}]
-    # closure: means 3, 7, 8; per agent vs its parent: r1 (2, 2) -> 2, r2 (3, 3) -> 3,
-    # r3 (2, 2) -> 2
-    closure = [{"a": 2.0, "b": 4.0}, {"a": 6.0, "b": 8.0}, {"a": 7.0, "b": 9.0}]
-    other = [{"a": 4.0, "b": 6.0}, {"a": 6.0, "b": 8.0}, {"a": 8.0, "b": 10.0}]  # 5, 7, 9
-    votes = [{"a": "yes", "b": "no"}, {"a": "yes", "b": "yes"}, {"a": "no", "b": "no"}]
-    for i in range(3):
-        seed = i + 1
-        c = _run(s, f"control-r{seed}", control[i], opinion=0.1 * seed, posts=["a"],
-                 votes=votes[i])  # fmt: skip
-        runs.append({**c, "arm": "control", "replicate": seed, "seed": seed, "fork_of": None,
-                     "state": "complete"})  # fmt: skip
-        f = _run(s, f"closure-r{seed}", closure[i], opinion=0.1 * seed + 0.05 * seed,
-                 posts=["a", "b"], votes={"a": "yes", "b": "yes"})  # fmt: skip
-        runs.append({**f, "arm": "closure", "replicate": seed, "seed": seed, "state": "complete",
-                     "fork_of": {"run": f"control-r{seed}", "tick": 1}})  # fmt: skip
-        o = _run(s, f"other-r{seed}", other[i], opinion=0.0, posts=[], votes={"a": "no"})
-        runs.append({**o, "arm": "other", "replicate": seed, "seed": seed + 3, "fork_of": None,
-                     "state": "complete"})  # fmt: skip
-    one = _run(s, "single-r1", {"a": 1.0, "b": 1.0}, opinion=0.0, posts=[], votes={})
-    runs.append({**one, "arm": "single", "replicate": 1, "seed": 9, "fork_of": None,
-                 "state": "complete"})  # fmt: skip
-    write_manifest(s, runs, measures=MEASURES, arms=("control", "closure", "other", "single"),
-                   from_tick={"closure": 1})  # fmt: skip
-    return s
-
-
-def test_means_intervals_and_differences_are_the_hand_computed_ones(study: Path) -> None:
-    cmp = compare_study(study)
+def test_means_intervals_and_differences_are_the_hand_computed_ones(known_study: Path) -> None:
+    cmp = compare_study(known_study)
     assert cmp.arms == ("control", "closure", "other", "single") and cmp.left_out == ()
     mood = cmp.item("measure-mood")
     ctl, clo, oth, one = (mood.final[a] for a in cmp.arms)
@@ -154,8 +65,8 @@ def test_means_intervals_and_differences_are_the_hand_computed_ones(study: Path)
     assert mood.ticks[1].differences["closure"].mean == 2.0
 
 
-def test_env_series_action_counts_and_choice_shares(study: Path) -> None:
-    cmp = compare_study(study)
+def test_env_series_action_counts_and_choice_shares(known_study: Path) -> None:
+    cmp = compare_study(known_study)
     env = cmp.item("env-social.mean")
     # control 0.1, 0.2, 0.3; closure 0.15, 0.3, 0.45: paired differences 0.05, 0.1, 0.15
     d = env.final["closure"].difference
@@ -190,10 +101,10 @@ def test_env_series_action_counts_and_choice_shares(study: Path) -> None:
 
 
 def test_summary_json_and_plots_of_the_known_case(
-    study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    known_study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    assert main([str(study), "--out", str(out)]) == 0
+    assert main([str(known_study), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "study cmp: 4 arms, 10 complete runs, 5 measures compared" in printed
     text = (out / "summary.md").read_text("utf-8")
