@@ -180,8 +180,13 @@ KNOWN_MEASURES = [{"measure": "mood"}, {"env": "social.mean"}, {"action": "poste
 
 @pytest.fixture
 def known_study(tmp_path: Path) -> Path:
-    """Arms: control (seeds 1-3); closure, forks of control (seeds 1-3); other, seeds 4-6
-    (unpaired); single, one replicate."""
+    """``write_known_study(tmp_path)``."""
+    return write_known_study(tmp_path)
+
+
+def write_known_study(tmp_path: Path) -> Path:
+    """``tmp_path/study``. Arms: control (seeds 1-3); closure, forks of control (seeds
+    1-3); other, seeds 4-6 (unpaired); single, one replicate."""
     s = tmp_path / "study"
     runs = []
     # control: mood means 2, 4, 6 (r1 has a third agent c: (0 + 2 + 4) / 3 = 2)
