@@ -354,7 +354,7 @@ class _Collector:
         if len(instruments) > 1 or not instruments <= set(_COMPARED):
             self.notes.append(
                 f"survey {name}: instrument {', '.join(sorted(instruments))} has no mean to "
-                "compare; not compared (see surveys/{name}.jsonl)"
+                f"compare; not compared (see surveys/{name}.jsonl)"
             )
             return []
         (instrument,) = instruments

@@ -131,3 +131,78 @@ def test_summary_json_and_plots_of_the_known_case(
     for rel in data["plots"].values():
         assert (out / rel).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(data["plots"]) == 5
+
+
+def _append(path: Path, rows: list[dict[str, object]]) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+
+
+def test_measures_that_cannot_be_compared_are_named_and_the_others_read(
+    known_study: Path,
+) -> None:
+    runs = sorted(p for p in (known_study / "runs").iterdir())
+    for i, run in enumerate(runs):
+        # A free-text survey, a json one, a number one, a user module's series and the
+        # city's occupancy (a place with nobody is left out of its table: 0).
+        row = {"agent_id": "a", "question": "q", "status": "ok", "echo": False, "tick": 1,
+               "time": "2026-03-02T08:00:00", "group": "g"}  # fmt: skip
+        _append(run / "surveys" / "free.jsonl", [{**row, "answer": "fine", "value": "fine"}])
+        _append(run / "surveys" / "form.jsonl",
+                [{**row, "answer": "{}", "instrument": "json", "value": {"a": 1}}])  # fmt: skip
+        age = {**row, "answer": str(20 + i), "instrument": "number", "value": 20.0 + i}
+        _append(run / "surveys" / "age.jsonl", [age])
+        events = [
+            {"type": "mymod_state", "tick": 1, "time": "2026-03-02T08:00:00", "agent_id": None,
+             "level": i},
+            {"type": "city_occupancy", "tick": 1, "time": "2026-03-02T08:00:00",
+             "agent_id": None, "occupancy": {"home-1": 2} if i % 2 else {"park-1": 1},
+             "in_transit": 0},
+        ]  # fmt: skip
+        _append(run / "events.jsonl", events)
+    manifest = json.loads((known_study / "manifest.json").read_text())
+    manifest["measures"] = [
+        {"survey": "../x"}, {"survey": "free"}, {"survey": "form"}, {"survey": "age"},
+        {"survey": "never"}, {"measure": "nothing"}, {"env": "social"}, {"env": "social.nope"},
+        {"env": "mymod.level"}, {"env": "city.occupancy.park-1"}, {"action": "flying"},
+    ]  # fmt: skip
+    (known_study / "manifest.json").write_text(json.dumps(manifest))
+    cmp = compare_study(known_study)
+    assert cmp.notes == (
+        "survey '../x': not a survey name; not compared",
+        "survey free: no typed answers (free text only); not compared. Give the survey step "
+        "an `answer:` instrument (likert, choice or number)",
+        "survey form: instrument json has no mean to compare; not compared (see "
+        "surveys/form.jsonl)",
+        "survey never: no run has surveys/never.jsonl; not compared",
+        "measure nothing: no run recorded it (ctx.record('nothing', ...))",
+        "env 'social': give MODULE.SERIES (e.g. social.mean, city.in_transit); not compared",
+        "env social.nope: no run's social module recorded a number at 'nope' in its "
+        "run-level events; not compared",
+        "action 'flying': no agent_action event of any run matches it",
+    )
+    age = cmp.item("survey-age")
+    assert age.label == "survey age (number): mean answer"
+    # Runs in name order: closure-r1..3 (i = 0..2), control-r1..3 (3..5), other-r1..3 (6..8).
+    assert age.final["control"].values == (23.0, 24.0, 25.0)
+    level = cmp.item("env-mymod.level")
+    assert level.final["other"].values == (6.0, 7.0, 8.0)
+    park = cmp.item("env-city.occupancy.park-1")
+    assert park.final["control"].values == (0.0, 1.0, 0.0)
+    with pytest.raises(KeyError, match="no item 'x' in the comparison"):
+        cmp.item("x")
+
+
+def test_a_run_whose_folder_is_gone_is_left_out_with_the_reason(known_study: Path) -> None:
+    import shutil
+
+    shutil.rmtree(known_study / "runs" / "other-r2")
+    (known_study / "runs" / "single-r1" / "manifest.json").write_text("[]")
+    cmp = compare_study(known_study)
+    reasons = {lo.run: lo.reason for lo in cmp.left_out}
+    assert "run folder" in reasons["other-r2"] and "does not exist" in reasons["other-r2"]
+    assert "does not hold a JSON object" in reasons["single-r1"]
+    assert cmp.runs["other"] == ("other-r1", "other-r3")
+    # Without partners (other's seeds are not the control's), Welch on 2 vs 3 replicates.
+    d = cmp.item("measure-mood").final["other"].difference
+    assert d is not None and d.method == "welch" and d.mean == pytest.approx(7 - 4)
