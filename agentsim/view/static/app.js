@@ -133,7 +133,8 @@ function estimateText(e, signed) {
   if (!e || e.mean === null) return e && e.note ? `no data (${e.note})` : "—";
   const mean = signed && e.mean >= 0 ? "+" + fmtNum(e.mean) : fmtNum(e.mean);
   if (e.low === null || e.high === null) return `${mean} (no interval: ${e.n} replicate${e.n === 1 ? "" : "s"})`;
-  return `${mean} [${fmtNum(e.low)}, ${fmtNum(e.high)}]`;
+  const same = e.low === e.high ? " (no variation across replicates)" : "";
+  return `${mean} [${fmtNum(e.low)}, ${fmtNum(e.high)}]${same}`;
 }
 
 function methodText(e) {
