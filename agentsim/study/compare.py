@@ -245,26 +245,28 @@ class _Item:
     final: str  # what the final value is
 
 
-def _measure_kind(spec: Mapping[str, Any]) -> tuple[str, str]:
-    kinds = [k for k in ("survey", "measure", "env", "action") if k in spec]
+def _measure_kind(spec: Any) -> tuple[str, str]:
+    kinds = [k for k in ("survey", "measure", "env", "action") if k in spec] if isinstance(
+        spec, Mapping
+    ) else []  # fmt: skip
     if len(kinds) != 1 or not isinstance(spec[kinds[0]], str) or not spec[kinds[0]]:
         raise ConfigError(
             "measures",
-            f"{dict(spec)!r} is not a measure",
+            f"{spec!r} is not a measure",
             "each measure is one of {survey: NAME}, {measure: NAME}, {env: MODULE.SERIES}, "
             "{action: NAME}",
         )
     return kinds[0], spec[kinds[0]]
 
 
-def _env_matcher(module: str) -> Any:
+def _env_matcher(module: str) -> Callable[[str], bool]:
     """Whether an event type is one a module writes: declared with writer ``env:MODULE``
     (the built-in modules), else named ``MODULE_...`` (a user module's own events)."""
     from agentsim.events import EVENTS
 
     declared = {name for name, et in EVENTS.items() if et.writer == f"env:{module}"}
     if declared:
-        return declared.__contains__
+        return lambda kind: kind in declared
     return lambda kind: kind.startswith(f"{module}_")
 
 

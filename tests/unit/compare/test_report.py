@@ -178,4 +178,12 @@ def test_a_measure_that_is_not_one_is_bad_input(
     manifest["measures"] = [{"survey": "a", "env": "b"}]
     (s / "manifest.json").write_text(json.dumps(manifest))
     assert main([str(s)]) == 2
-    assert "is not a measure; each measure is one of {survey: NAME}" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert (
+        "measures: {'survey': 'a', 'env': 'b'} is not a measure; each measure is one of "
+        "{survey: NAME}, {measure: NAME}, {env: MODULE.SERIES}, {action: NAME}" in err
+    )
+    manifest["measures"] = ["survey"]
+    (s / "manifest.json").write_text(json.dumps(manifest))
+    assert main([str(s)]) == 2
+    assert "measures: 'survey' is not a measure" in capsys.readouterr().err
