@@ -212,7 +212,7 @@ def plot_item(cmp: Comparison, it: ItemResult, path: Path) -> Path:
         from matplotlib.lines import Line2D
 
         handles.append(
-            Line2D([], [], color="0.3", linestyle="-.", label="an arm forks (before its tick)")
+            Line2D([], [], color="0.3", linestyle="-.", label="a forked arm starts (its colour)")
         )
     if handles:
         ax.legend(
