@@ -416,6 +416,8 @@ class Engine:
                 self._may_write = True
                 if self.fork is None:
                     ws.update_manifest(status="running", resumed=True, pid=os.getpid())
+                    # The versions of the ticks it runs again are recorded again.
+                    ProvenanceRecorder(ws.root).cut(self.clock.tick)
             self._record_skills()
             self._emit(events)
             status = await self._workflow()
@@ -687,10 +689,12 @@ class Engine:
             return
         if self._provenance is None:
             self._provenance = ProvenanceRecorder(self.ws.root)
+        plan = self._restore_plan
         self._provenance.record(
             self.registry.list_all(),
             tick=self.clock.tick,
             keep=self.registry.snapshot().broken(),
+            origins=plan.origins() if plan is not None else None,
         )
 
     def _sandbox(self) -> str:

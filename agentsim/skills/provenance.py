@@ -39,15 +39,23 @@ from agentsim.errors import AgentsimError, RunError
 
 __all__ = [
     "OBJECTS",
+    "RESTORED",
+    "SKILLS_DIR",
     "VERSIONS",
     "Provenance",
     "ProvenanceRecorder",
     "RestorePlan",
+    "SkillChange",
     "SkillFiles",
     "SkillVersion",
+    "add_diff_parser",
+    "diff",
+    "diff_command",
     "folder_digests",
     "plan_restore",
     "read_provenance",
+    "restore",
+    "text_diff",
     "version_of",
 ]
 
@@ -280,10 +288,13 @@ class ProvenanceRecorder:
         tick: int,
         agent_id: str | None = None,
         keep: Iterable[str] = (),
+        origins: Mapping[str, str] | None = None,
     ) -> list[SkillVersion]:
         """Record ``skills`` (all the skills of one scope: the run's, or one agent's own) as
         in effect from ``tick``; the rows written. ``keep``: ids left as last recorded (a
-        skill an edit broke keeps its last good version)."""
+        skill an edit broke keeps its last good version). ``origins``: a root a skill was
+        read from -> the root its rows name as ``source`` (a fork's restored copies name
+        the parent's folders)."""
         memo = self._memo()
         kept = set(keep)
         rows: list[SkillVersion] = []
@@ -297,9 +308,14 @@ class ProvenanceRecorder:
             last = memo.get((agent_id, sid))
             if last is not None and not last.removed and dict(last.files) == digests:
                 continue
+            source = skill.path
+            if origins:
+                root, name = os.path.split(source)
+                if root in origins:
+                    source = os.path.join(origins[root], name)
             rows.append(
                 SkillVersion(
-                    skill_id=sid, source=skill.path, tick=tick, files=digests, agent_id=agent_id
+                    skill_id=sid, source=source, tick=tick, files=digests, agent_id=agent_id
                 )
             )
         for (aid, sid), last in list(memo.items()):
@@ -316,6 +332,22 @@ class ProvenanceRecorder:
                 )
         self.append(rows)
         return rows
+
+    def cut(self, tick: int) -> None:
+        """Keep only the rows of versions that took effect before ``tick`` (a resume from
+        its checkpoint at ``tick`` runs the later ticks again, and records them again)."""
+        rows = _read_rows(self.versions)
+        kept = [r for r in rows if r.tick < tick]
+        if len(kept) != len(rows):
+            tmp = self.versions.with_name(f".{self.versions.name}.{os.getpid()}.tmp")
+            tmp.write_text(
+                "".join(
+                    json.dumps(r.to_dict(), sort_keys=True, ensure_ascii=False) + "\n" for r in kept
+                ),
+                encoding="utf-8",
+            )
+            os.replace(tmp, self.versions)
+        self._last = None
 
     def append(self, rows: Sequence[SkillVersion]) -> None:
         """Append rows (one write) and remember them as the last version of each skill."""
@@ -428,6 +460,10 @@ class RestorePlan:
     earlier: tuple[SkillVersion, ...]  # the parent's rows before ``tick`` (copied as they are)
     restored: dict[tuple[str, str], str] = field(default_factory=dict)
 
+    def origins(self) -> dict[str, str]:
+        """Each restored copy's folder -> the parent's root it stands for."""
+        return {copy: root for (_ns, root), copy in self.restored.items()}
+
     def remap(self, namespace: str, root: str) -> str:
         """The folder a fork scans for a root of the parent (``root`` itself when the
         parent recorded no skill from it)."""
@@ -490,12 +526,11 @@ def restore(plan: RestorePlan, run_dir: str | os.PathLike[str]) -> list[SkillVer
         here.mkdir(parents=True, exist_ok=True)
         plan.restored[(namespace, root)] = str(here.absolute())
         for row in skills:
-            folder = here / os.path.basename(row.source)
-            _write_skill(prov, row, folder)
-            rows.append(
+            _write_skill(prov, row, here / os.path.basename(row.source))
+            rows.append(  # the source stays the folder it came from (the copy is in RESTORED)
                 SkillVersion(
                     skill_id=row.skill_id,
-                    source=str(folder.absolute()),
+                    source=row.source,
                     tick=plan.tick,
                     files=row.files,
                     restored_from=origin,

@@ -159,6 +159,7 @@ def test_a_hot_reload_records_the_new_digests_with_its_tick(tmp_path: Path) -> N
     assert "MOTTO BODY V1." in prompts[0] and "MOTTO BODY V2." in prompts[1]
 
 
+@pytest.mark.slow
 def test_a_fork_sees_the_parents_version_after_the_source_changed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -186,15 +187,24 @@ def test_a_fork_sees_the_parents_version_after_the_source_changed(
     assert [(r["skill_id"], r["tick"]) for r in restored] == [("custom@motto", 2)]
     assert restored[0]["restored_from"] == {"run": str(parent.resolve()), "tick": 2}
     assert restored[0]["files"] == _rows(parent)[0]["files"]
-    copy = Path(restored[0]["source"])
-    assert copy.is_relative_to(child / "skills" / "restored")
+    assert restored[0]["source"] == str(skills / "motto")  # where it came from
+    (copy,) = (child / "skills" / "restored").glob("*/motto")  # what the fork read
     assert (copy / "references" / "motto.md").read_text() == "Walk more.\n"
     assert _folder_shas(copy) == _rows(parent)[0]["files"]
+    # A fork of the fork still restores V1 (its rows name the folders the skill came from).
+    grandchild = tmp_path / "grandchild"
+    assert main(["run", "--fork", str(child), "--at", "2", "--out", str(grandchild)]) == 0
+    capsys.readouterr()
+    prompt = open_run(grandchild).agent("people-00000").prompt_at(2)
+    assert "MOTTO BODY V1." in prompt.user and "V2" not in prompt.system + prompt.user
+    assert read_provenance(grandchild).at(2)["custom@motto"].version == restored[0]["version"]
     # inspect names the version of each active skill at that tick.
     code, out, _ = _cli(capsys, "inspect", str(child), "--agent", "people-00000", "--tick", "2")
     version = restored[0]["version"]
     assert code == 0
-    assert f"=== active skills (tick 2) ===\ncustom@motto  version {version}  {copy}\n" in out
+    assert (
+        f"=== active skills (tick 2) ===\ncustom@motto  version {version}  {skills}/motto\n" in out
+    )
     data = json.loads(_cli(capsys, "inspect", str(child), "--agent", "people-00000",
                            "--tick", "2", "--json")[1])  # fmt: skip
     assert [(v["skill_id"], v["version"]) for v in data["skill_versions"]] == [
@@ -353,3 +363,36 @@ def test_a_run_from_before_provenance_is_said_so_by_inspect_and_forks(
     prompt = open_run(child).agent("people-00000").prompt_at(1)
     assert "MOTTO BODY V2." in prompt.user
     assert [r["tick"] for r in _rows(child)] == [1]
+
+
+def test_a_resume_records_again_the_versions_of_the_ticks_it_runs_again(tmp_path: Path) -> None:
+    skills = tmp_path / "skills"
+    _motto(skills, "V1")
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(
+        _YAML.format(skills=skills, ticks=4, count=1, default="motto", builtin="false", env="[]")
+    )
+
+    class Crash(Exception):
+        pass
+
+    def progress(p: Progress) -> None:
+        if p.tick == 2:  # tick 2 runs with V2
+            _motto(skills, "V2")
+        elif p.tick == 3:
+            raise Crash("the machine went away")
+
+    run = tmp_path / "run"
+    config = parse_experiment(exp.read_text(), base_dir=tmp_path)
+    with pytest.raises(Crash):
+        asyncio.run(Engine(config, run_dir=run, progress=progress).run())
+    v1 = _rows(run)[0]["version"]
+    assert [r["tick"] for r in _rows(run)] == [0, 2]
+    _motto(skills, "V1")  # the edit undone before the resume
+    cut = max(int(p.name.split("-")[1]) for p in (run / "checkpoints").iterdir())
+    assert main(["run", "--resume", str(run)]) == 0
+    prov = read_provenance(run)
+    assert [r.tick for r in prov.rows] == ([0] if cut == 2 else [0, 2, cut])
+    assert prov.at(1)["custom@motto"].version == v1
+    assert prov.at(3)["custom@motto"].version == v1
+    assert "MOTTO BODY V1." in open_run(run).agent("people-00000").prompt_at(3).user
