@@ -241,14 +241,6 @@ class ProvenanceRecorder:
             self._last = last
         return self._last
 
-    def current(self, agent_id: str | None = None) -> dict[str, SkillVersion]:
-        """The last recorded version of each present skill of one scope, by skill id."""
-        return {
-            sid: row
-            for (aid, sid), row in self._memo().items()
-            if aid == agent_id and not row.removed
-        }
-
     def _store(self, skill: SkillFiles, digests: dict[str, str]) -> dict[str, str]:
         """Store each file not stored yet; the digests of the bytes actually stored (a file
         edited between hashing and reading is recorded as read)."""

@@ -268,6 +268,28 @@ def test_identical_skills_of_agents_own_folders_are_stored_once(tmp_path: Path) 
     assert prov.at(1, agent_id="people-00000")["agent@mine"].version == version_of(rows[0]["files"])
     assert "agent@mine" not in prov.at(1)  # an agent's own skill is its alone
     assert prov.agents() == [f"people-{i:05d}" for i in range(4)]
+    # The agents' folders change after the run; a fork at tick 2 restores them as they were.
+    for i in range(4):
+        mine_dir = run / "agents" / f"people-{i:05d}" / "custom" / "skills" / "mine"
+        (mine_dir / "notes.txt").write_text("Changed later.\n")
+    child = tmp_path / "child"
+    assert main(["run", "--fork", str(run), "--at", "2", "--out", str(child)]) == 0
+    notes = [
+        (child / "agents" / f"people-{i:05d}" / "custom/skills/mine/notes.txt").read_text()
+        for i in range(4)
+    ]
+    assert notes == ["Same notes.\n"] * 3 + ["Other notes.\n"]
+    own_rows = [r for r in _rows(child) if r["agent_id"] is not None and r["tick"] >= 2]
+    assert [(r["agent_id"], r["restored_from"]["tick"]) for r in own_rows] == [
+        (f"people-{i:05d}", 2) for i in range(4)
+    ]  # restored, and nothing more recorded: the fork's agents have exactly those
+    fork_prov = read_provenance(child)
+    assert fork_prov.at(2, agent_id="people-00003")["agent@mine"].version == rows[-1]["version"]
+    assert fork_prov.at(2, agent_id="people-00000")["agent@mine"].version == rows[0]["version"]
+    # A parent whose objects are incomplete cannot be forked: nothing is written.
+    (run / "skills" / "objects" / rows[-1]["files"]["notes.txt"]).unlink()
+    code = main(["run", "--fork", str(run), "--at", "2", "--out", str(tmp_path / "x")])
+    assert code == 2 and not (tmp_path / "x").exists()
 
 
 def test_skills_diff_exit_codes_and_errors(
@@ -292,8 +314,13 @@ def test_skills_diff_exit_codes_and_errors(
         f"      added    SKILL.md  - -> {extra['files']['SKILL.md'][:12]}\n"
         "1 skill(s) differ\n"
     )
-    code, out, _ = _cli(capsys, "skills", "diff", str(b), str(a), "--json", "--tick", "0")
+    code, out, _ = _cli(capsys, "skills", "diff", str(b), str(a), "--json", "--tick", "0", "--text")
     data = json.loads(out)
+    assert data["skills"][0].pop("skill_md_diff").splitlines()[:3] == [
+        "--- b: custom@extra SKILL.md",
+        "+++ a: custom@extra SKILL.md",
+        "@@ -1,5 +0,0 @@",
+    ]
     assert code == 1 and data["same"] is False and data["tick"] == 0
     assert data["skills"] == [
         {
@@ -321,6 +348,17 @@ def test_skills_diff_exit_codes_and_errors(
     )
     code, _, err = _cli(capsys, "skills", "diff", str(skills), str(a))
     assert code == 2 and "is not a run folder (no manifest.json)" in err
+    versions = b / "skills" / "versions.jsonl"
+    good = versions.read_text()
+    versions.write_text(good + '{"skill_id": "custom@x", "tick": 1, "fi')  # torn by a crash
+    assert _cli(capsys, "skills", "diff", str(b), str(b))[0] == 0
+    versions.write_text("{}\n" + good)
+    code, _, err = _cli(capsys, "skills", "diff", str(a), str(b))
+    assert code == 2
+    assert err == (
+        f"agentsim skills diff: {versions}:1: not a skill version row (KeyError: "
+        "'skill_id'); the file was edited or damaged\n"
+    )
     shutil.rmtree(b / "skills")
     code, _, err = _cli(capsys, "skills", "diff", str(a), str(b))
     assert code == 2
@@ -396,3 +434,31 @@ def test_a_resume_records_again_the_versions_of_the_ticks_it_runs_again(tmp_path
     assert prov.at(1)["custom@motto"].version == v1
     assert prov.at(3)["custom@motto"].version == v1
     assert "MOTTO BODY V1." in open_run(run).agent("people-00000").prompt_at(3).user
+
+
+def test_a_skill_folders_digests_cover_what_agents_can_read(tmp_path: Path) -> None:
+    from agentsim.errors import SkillFileError
+    from agentsim.skills.registry import SkillRegistry
+
+    root = tmp_path / "skills"
+    folder = helpers.write_skill(
+        root, "tidy", files={"scripts/tidy.py": "X = 1\n", "references/a.md": "A\n"}
+    )
+    (folder / "__pycache__").mkdir()
+    (folder / "__pycache__" / "tidy.cpython-313.pyc").write_bytes(b"\0cache")
+    (folder / ".hidden").write_text("not read\n")
+    outside = tmp_path / "secret.txt"
+    outside.write_text("outside\n")
+    (folder / "leak.txt").symlink_to(outside)  # leaves the folder: never read
+    (folder / "dangling.txt").symlink_to(tmp_path / "nothing")
+    (folder / "inner.md").symlink_to(folder / "references" / "a.md")  # stays inside
+    registry = SkillRegistry()
+    registry.scan_custom(root)
+    desc = registry.get("custom@tidy")
+    digests = desc.file_digests()
+    assert sorted(digests) == ["SKILL.md", "inner.md", "references/a.md", "scripts/tidy.py"]
+    for rel, digest in digests.items():
+        assert digest == _sha(folder / rel)
+        assert hashlib.sha256(desc.file_bytes(rel)).hexdigest() == digest
+    with pytest.raises(SkillFileError, match="refused: not a file of the skill folder"):
+        desc.file_bytes("../secret.txt")
