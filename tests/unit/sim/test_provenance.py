@@ -90,11 +90,11 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 def test_the_shipped_skills_are_recorded_by_their_files_digests_and_stored_once(
     tmp_path: Path,
 ) -> None:
-    # The shipped skills (AgentSociety2's format, unchanged), 12 agents sharing them.
+    # The shipped skills (AgentSociety2's format, unchanged), 5 agents sharing them.
     skills = tmp_path / "none"
     skills.mkdir()
     config = _config(
-        tmp_path, skills, count=12, default="daily-guidance", builtin="true", env="[{module: city}]"
+        tmp_path, skills, count=5, default="daily-guidance", builtin="true", env="[{module: city}]"
     )
     run = tmp_path / "run"
     summary = asyncio.run(Engine(config, run_dir=run).run())
@@ -462,3 +462,45 @@ def test_a_skill_folders_digests_cover_what_agents_can_read(tmp_path: Path) -> N
         assert hashlib.sha256(desc.file_bytes(rel)).hexdigest() == digest
     with pytest.raises(SkillFileError, match="refused: not a file of the skill folder"):
         desc.file_bytes("../secret.txt")
+
+
+def test_hot_reload_in_a_fork_watches_the_restored_copy_not_the_source(tmp_path: Path) -> None:
+    from agentsim.run.engine import ENGINE_STATE
+    from agentsim.run.fork import fork_config, open_fork
+
+    skills = tmp_path / "skills"
+    _motto(skills, "V1")
+    config = _config(tmp_path, skills, ticks=4, count=1)
+    parent = tmp_path / "parent"
+    asyncio.run(Engine(config, run_dir=parent).run())
+    point = open_fork(parent, 1, engine_keys=ENGINE_STATE)
+    child = tmp_path / "child"
+
+    def between_ticks(p: Progress) -> None:
+        if p.tick == 2:  # the source changes: the fork does not see it
+            _motto(skills, "V2")
+        elif p.tick == 3:  # its own copy changes: the fork reloads it
+            (copy,) = (child / "skills" / "restored").glob("*/motto")
+            text = (copy / "SKILL.md").read_text().replace("BODY V1", "BODY V3")
+            (copy / "SKILL.md").write_text(text)
+
+    fork = Engine(fork_config(point), run_dir=child, fork=point, progress=between_ticks)
+    assert asyncio.run(fork.run()).status == "completed"
+    prompts = helpers.step_prompts(open_run(child).agent("people-00000"))
+    assert ["MOTTO BODY V1." in prompts[t] for t in (1, 2, 3)] == [True, True, False]
+    assert "MOTTO BODY V3." in prompts[3] and "V2" not in "".join(prompts.values())
+    rows = [r for r in _rows(child) if r["skill_id"] == "custom@motto"]
+    assert [(r["tick"], "restored_from" in r) for r in rows] == [(0, False), (1, True), (3, False)]
+    assert rows[-1]["source"] == str(skills / "motto")  # the folder it stands for
+
+
+def test_the_fixture_skills_digests_are_their_files(tmp_path: Path) -> None:
+    from agentsim.skills.registry import SkillRegistry
+
+    fixtures = Path(__file__).parents[2] / "fixtures" / "skills" / "builtin"
+    registry = SkillRegistry()
+    registry.scan_builtin(fixtures)
+    found = {d.skill_id: d.file_digests() for d in registry.list_all()}
+    assert sorted(found) == ["built-in@daily-guidance", "built-in@weather-report"]
+    for sid, digests in found.items():
+        assert digests == _folder_shas(fixtures / sid.partition("@")[2])
