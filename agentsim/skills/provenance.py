@@ -97,17 +97,18 @@ def _readable_files(folder: str) -> Iterator[tuple[str, str, os.stat_result]]:
     from agentsim._paths import is_inside
     from agentsim.skills.scan import list_skill_files
 
-    for rel in list_skill_files(folder):
+    for rel in list_skill_files(folder):  # links to folders are listed, never entered
         full = os.path.join(folder, rel)
         try:
-            st = os.stat(full)
+            st = os.lstat(full)
+            if stat.S_ISLNK(st.st_mode):
+                if not is_inside(full, folder):
+                    continue  # a link that leaves the folder: the runtime refuses to read it
+                st = os.stat(full)
         except OSError:
             continue  # gone since listed, or a dangling link
-        if not stat.S_ISREG(st.st_mode):
-            continue
-        if not is_inside(full, folder):
-            continue  # a link that leaves the folder: the runtime refuses to read it
-        yield rel, full, st
+        if stat.S_ISREG(st.st_mode):
+            yield rel, full, st
 
 
 def _hash_file(full: str, st: os.stat_result) -> str:
