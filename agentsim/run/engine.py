@@ -670,16 +670,7 @@ class Engine:
             )
             return
         restore(plan, root)
-        src = world.skills
-        self._world = dataclasses.replace(
-            world,
-            skills=dataclasses.replace(
-                src,
-                builtin=plan.remap("built-in", src.builtin) if src.builtin else None,
-                custom=tuple(plan.remap("custom", r) for r in src.custom),
-                env=tuple((plan.remap(f"env:{m}", d), m) for d, m in src.env),
-            ),
-        )
+        self._world = dataclasses.replace(world, skills=plan.remap_sources(world.skills))
         self.registry = build_registry(self._world.skills)
 
     def _record_skills(self) -> None:

@@ -24,16 +24,17 @@ skill of its own ``custom/skills`` folder. A skill that went away has a row with
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import json
 import os
 import shutil
 import stat
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from agentsim.errors import AgentsimError, RunError
 
@@ -62,6 +63,23 @@ __all__ = [
 SKILLS_DIR = "skills"
 OBJECTS = "skills/objects"
 VERSIONS = "skills/versions.jsonl"
+
+
+class _Roots(Protocol):
+    """Where a run's skills come from (``hosts.protocol.SkillSources``, a dataclass)."""
+
+    @property
+    def builtin(self) -> str | None: ...
+
+    @property
+    def custom(self) -> tuple[str, ...]: ...
+
+    @property
+    def env(self) -> tuple[tuple[str, str], ...]: ...
+
+
+_S = TypeVar("_S", bound=_Roots)
+
 RESTORED = "skills/restored"
 """Where a fork keeps the skill folders it restored from its parent (what it watches)."""
 
@@ -462,15 +480,31 @@ class RestorePlan:
         parent recorded no skill from it)."""
         return self.restored.get((namespace, os.path.abspath(root)), root)
 
+    def remap_sources(self, sources: _S) -> _S:
+        """``sources`` (a ``SkillSources``: ``builtin``, ``custom``, ``env``) with each root
+        the parent recorded skills from replaced by its restored copy (after ``restore``)."""
+        return dataclasses.replace(
+            sources,  # type: ignore[type-var]
+            builtin=self.remap("built-in", sources.builtin) if sources.builtin else None,
+            custom=tuple(self.remap("custom", r) for r in sources.custom),
+            env=tuple((self.remap(f"env:{m}", d), m) for d, m in sources.env),
+        )
 
-def plan_restore(parent: str | os.PathLike[str], tick: int) -> RestorePlan | None:
+
+def plan_restore(
+    parent: str | os.PathLike[str], tick: int, *, agents: Collection[str] | None = None
+) -> RestorePlan | None:
     """The parent's skill versions at ``tick`` (its rows up to ``tick``, each file present
-    in its objects), or None for a parent that recorded none (an older run)."""
+    in its objects), or None for a parent that recorded none (an older run). ``agents``:
+    only these agents' own skills (None: every agent's)."""
     root = Path(parent)
     if not (root / VERSIONS).is_file():
         return None
     prov = read_provenance(root)
     state = prov.state(tick)
+    if agents is not None:
+        wanted = set(agents)
+        state = {k: v for k, v in state.items() if k[0] is None or k[0] in wanted}
     for row in state.values():
         for rel, digest in row.files.items():
             if not prov.object_path(digest).is_file():
@@ -480,10 +514,11 @@ def plan_restore(parent: str | os.PathLike[str], tick: int) -> RestorePlan | Non
                     "its agents saw; copy the run folder whole"
                 )
     roots: dict[tuple[str, str], list[SkillVersion]] = {}
-    agents: dict[str, list[SkillVersion]] = {aid: [] for aid in prov.agents()}
+    owners = prov.agents() if agents is None else [a for a in prov.agents() if a in agents]
+    own: dict[str, list[SkillVersion]] = {aid: [] for aid in owners}
     for (aid, _sid), row in sorted(state.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
         if aid is not None:
-            agents[aid].append(row)
+            own[aid].append(row)
             continue
         namespace = row.skill_id.partition("@")[0]
         roots.setdefault((namespace, os.path.dirname(os.path.abspath(row.source))), []).append(row)
@@ -491,7 +526,7 @@ def plan_restore(parent: str | os.PathLike[str], tick: int) -> RestorePlan | Non
         parent=root,
         tick=tick,
         roots={k: tuple(v) for k, v in roots.items()},
-        agents={k: tuple(v) for k, v in agents.items()},
+        agents={k: tuple(v) for k, v in own.items()},
         earlier=tuple(r for r in prov.rows if r.tick < tick),
     )
 

@@ -504,3 +504,19 @@ def test_the_fixture_skills_digests_are_their_files(tmp_path: Path) -> None:
     assert sorted(found) == ["built-in@daily-guidance", "built-in@weather-report"]
     for sid, digests in found.items():
         assert digests == _folder_shas(fixtures / sid.partition("@")[2])
+
+
+def test_an_interview_gives_the_agent_its_recorded_skill_versions(tmp_path: Path) -> None:
+    from agentsim.inspect.interview import interview
+    from agentsim.testing import FunctionModel
+
+    skills = tmp_path / "skills"
+    _motto(skills, "V1")
+    run = tmp_path / "run"
+    asyncio.run(Engine(_config(tmp_path, skills, count=1), run_dir=run).run())
+    _motto(skills, "V2")  # the folder changed after the run
+    model = FunctionModel(lambda request: "A calm day.")
+    res = asyncio.run(interview(run, "people-00000", "How was your day?", model=model))
+    assert res.answer == "A calm day."
+    text = "".join(str(m["content"]) for m in model.requests[0].messages)
+    assert "MOTTO BODY V1." in text and "V2" not in text
