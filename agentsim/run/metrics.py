@@ -259,8 +259,8 @@ def _add_behaviour(metrics: dict[str, Any], results: Sequence[TickResult]) -> di
 
 SKILL_COUNTS = ("visible", "activated", "scripts", "hooks_shown", "suggested", "followed")
 """What ``tick_end``'s ``skills`` counts per group and skill (trigger rates): agent-steps
-whose catalog listed the skill, agent-steps that activated it (``activate_skill`` that
-succeeded), script calls (``execute_skill_script`` that ran), hook outputs with text shown to
+whose catalog listed the skill, agent-steps in which it became active (its
+``skill_activated`` events, defaults at setup left out), script calls (``execute_skill_script`` that ran), hook outputs with text shown to
 the model, the calls their ``SUGGESTED:`` lines proposed, and those the step made."""
 
 
@@ -268,19 +268,19 @@ def skill_counts(results: Sequence[TickResult]) -> dict[str, dict[str, dict[str,
     """The tick's ``SKILL_COUNTS`` by group and skill id (sorted; zero counts left out)."""
     acc: dict[str, dict[str, list[int]]] = {}
     for r in results:
-        if not (r.catalog or r.hooks_seen or r.tool_results):
+        if not (r.catalog or r.hooks_seen or r.tool_results or r.events):
             continue
         group = acc.setdefault(r.group, {})
         for sid in r.catalog:
             group.setdefault(sid, [0] * 6)[0] += 1
-        activated: set[str] = set()
         for (tool, sid, result), n in r.tool_results.items():
-            if not sid or result == "refused":
-                continue
-            if tool == "activate_skill" and result == "ok":
-                activated.add(sid)
-            elif tool == "execute_skill_script":
+            if sid and tool == "execute_skill_script" and result != "refused":
                 group.setdefault(sid, [0] * 6)[2] += n
+        activated = {
+            str(ev.get("skill"))
+            for ev in r.events
+            if ev.get("type") == "skill_activated" and not ev.get("default")
+        }
         for sid in activated:
             group.setdefault(sid, [0] * 6)[1] += 1
         for sid, (shown, suggested, followed) in r.hooks_seen.items():
