@@ -260,8 +260,9 @@ def _add_behaviour(metrics: dict[str, Any], results: Sequence[TickResult]) -> di
 SKILL_COUNTS = ("visible", "activated", "scripts", "hooks_shown", "suggested", "followed")
 """What ``tick_end``'s ``skills`` counts per group and skill (trigger rates): agent-steps
 whose catalog listed the skill, agent-steps in which it became active (its
-``skill_activated`` events, defaults at setup left out), script calls (``execute_skill_script`` that ran), hook outputs with text shown to
-the model, the calls their ``SUGGESTED:`` lines proposed, and those the step made."""
+``skill_activated`` events, defaults at setup left out), script calls that ran
+(``execute_skill_script``, not refused), hook outputs with text shown to the model, the
+calls their ``SUGGESTED:`` lines proposed, and those the step made."""
 
 
 def skill_counts(results: Sequence[TickResult]) -> dict[str, dict[str, dict[str, int]]]:
