@@ -417,7 +417,8 @@ def metadata_value(key: str, value: Any) -> str:
     """A top-level value of agentsim key ``key`` as the string it takes under ``metadata``."""
     if key in _TEXT_KEYS or key == "hooks":
         return str(value)
-    return json.dumps(list(value) if isinstance(value, tuple) else value, ensure_ascii=False)
+    # default=str: YAML reads an unquoted date as a date, which JSON has no type for.
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 _METADATA_KEYS = tuple(
@@ -596,12 +597,7 @@ def _move_hint(key: str, value: Any) -> str:
     if key == "hooks" and isinstance(value, dict):
         keys = [metadata_key(("hooks", h)) for h in value if isinstance(h, str)]
         return f"write each hook under metadata instead: {', '.join(keys)}"
-    if key not in AGENTSIM_KEYS:
-        return "write it under metadata instead"
-    try:
-        text = metadata_value(key, value)
-    except (TypeError, ValueError):
-        text = "..."
+    text = metadata_value(key, value)
     if len(text) > 60:
         shown = "<the value as JSON>"
     elif '"' in text and "'" not in text:

@@ -221,6 +221,25 @@ def test_metadata_values_that_agentsim_cannot_read_say_where_and_how() -> None:
         (9, "error", found[4][2]),
     ]
     assert found[4][2].startswith("metadata.agentsim.input_schema is not a valid JSON Schema: 5")
+    # A top-level hooks: that is not a mapping is what is wrong, not the metadata hook.
+    found = messages(head + "  agentsim.hooks.pre_step: a.py\nhooks: a.py\n---\n")
+    assert found == [
+        (6, "error", "hooks must be a mapping of hook type to script path, got string")
+    ]
+
+
+def test_portable_says_what_to_write_under_metadata_for_each_value() -> None:
+    text = (TOPLEVEL / "opinion-update.SKILL.md").read_text(encoding="utf-8")
+    text = text.replace("timeout: 10\n", "timeout: 10\ntags2: x\nenv: [2026-01-02]\n")
+    parsed = parse_skill_md(text, source="S", portable=True)
+    assert parsed.diagnostics[0].message == "env[0] must be a string, got date"
+    hints = {d.line: d.message.partition("; ")[2] for d in parsed.diagnostics[1:]}
+    assert hints[13] == ("write it under metadata instead, as agentsim.env: '[\"2026-01-02\"]'")
+    assert (
+        hints[17]
+        == "write it under metadata instead, as agentsim.input_schema: <the value as JSON>"
+    )
+    assert hints[12] == "remove it, or keep it under metadata as a string value"
 
 
 def test_the_shipped_skills_read_the_same_as_in_the_top_level_form() -> None:
