@@ -13,6 +13,7 @@ import pytest
 
 from agentsim.cli import main
 from agentsim.inspect.report import SkillTrigger, collect_report_data, write_report
+from agentsim.inspect.summary import summarize_events
 from agentsim.testing.function_model import ChatRequest, tool_call
 from agentsim.testing.openai_server import OpenAITestServer
 from tests.unit import helpers
@@ -146,6 +147,15 @@ def test_trigger_rates_of_a_known_run(tmp_path: Path, capsys: pytest.CaptureFixt
         "| custom@nudge | beta | other | 2 | 0 (0%) | 0 | 0 | 2 | 0 of 2 | default |",
     ]
     assert "**Never fires:** custom@helper (beta); custom@ignored (alpha, beta)." in table
+    # inspect sums the groups: helper fired in alpha, ignored nowhere.
+    assert main(["inspect", str(run)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line for line in lines if "never fires" in line] == [
+        "  never fires  custom@ignored: listed in 6 catalogs, never activated or called "
+        "(trigger rates: agentsim report)"
+    ]
+    assert main(["inspect", str(run), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["never_fires"] == {"custom@ignored": 6}
 
 
 def test_a_log_without_trigger_counts_has_none() -> None:
@@ -158,3 +168,14 @@ def test_a_log_without_trigger_counts_has_none() -> None:
         ]
     )
     assert data.triggers == () and data.activated_by == {}
+
+
+def test_inspect_of_a_log_with_malformed_trigger_counts_lists_none() -> None:
+    counts = summarize_events(
+        [
+            {"type": "tick_end", "tick": 0, "skills": {"g": {"s": {"visible": "x"}, "t": 1}}},
+            {"type": "tick_end", "tick": 1, "skills": {"g": ["s"]}},
+            {"type": "tick_end", "tick": 2, "skills": ["g"]},
+        ]
+    )
+    assert counts.never_fires == {}
