@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from agentsim.cli import main
 from agentsim.inspect.report import SkillTrigger, collect_report_data, write_report
 from agentsim.inspect.summary import summarize_events
+from agentsim.llm.base import ToolCall
 from agentsim.testing.function_model import ChatRequest, tool_call
 from agentsim.testing.openai_server import OpenAITestServer
 from tests.unit import helpers
@@ -69,10 +71,12 @@ def _skills(root: Path) -> None:
 
 def _answer(req: ChatRequest) -> Any:
     """alpha: activates helper at tick 0, calls its script at tick 1, then follows the hook's
-    suggestion; beta: finishes its own way at once."""
+    suggestion; beta: a broken call, then finishes its own way."""
     user = "\n".join(str(m.get("content")) for m in req.messages if m.get("role") == "user")
     answered = any(m.get("role") == "tool" for m in req.messages)
     if "A beta person." in user:
+        if not answered:  # a call whose arguments are not JSON: refused, and no follow
+            return ToolCall(id="", name="finish", arguments='{"action": "nudged"')
         return tool_call("finish", action="my own way")
     if answered:
         return tool_call("finish", action="nudged")
@@ -156,6 +160,12 @@ def test_trigger_rates_of_a_known_run(tmp_path: Path, capsys: pytest.CaptureFixt
     ]
     assert main(["inspect", str(run), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["never_fires"] == {"custom@ignored": 6}
+    # Without its config.yaml the groups' models are unknown: the rest is the same.
+    (run / "config.yaml").unlink()
+    again = write_report(run, out_dir=tmp_path / "again")
+    assert [t.model for t in again.data.triggers] == [""] * 6
+    assert [replace(t, model="") for t in report.data.triggers] == list(again.data.triggers)
+    assert "| custom@helper | alpha | - | 4 | 2 (50%) |" in again.summary.read_text("utf-8")
 
 
 def test_a_log_without_trigger_counts_has_none() -> None:
