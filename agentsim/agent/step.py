@@ -153,6 +153,11 @@ class StepOutcome:
     tool_results: dict[tuple[str, str, str], int] = field(default_factory=dict)
     # Tool calls the model wrote as text in its answer and the step ran (``model.tool_calls``).
     recovered_calls: int = 0
+    # The skill ids the step's catalog listed (the catalog's own tuple, shared), and per
+    # skill id [hook outputs shown, calls they suggested, suggested calls the step made]:
+    # what ``tick_end``'s ``skills`` counts (trigger rates).
+    catalog: tuple[str, ...] = ()
+    hooks_seen: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -171,6 +176,11 @@ class StepScratch:
     call_skill: str = ""
     # What skill scripts printed during the step: to the trace, never to the terminal.
     logs: list[dict[str, str]] = field(default_factory=list)
+    # Whether the step's catalog and hook outputs were counted (on its first model round),
+    # and the calls shown hook outputs suggested that the step has not made yet:
+    # (skill id, tool, arguments).
+    counted: bool = False
+    suggested: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
 
 
 def step_seed(seed: int, agent_id: str, tick: int) -> int:

@@ -489,6 +489,7 @@ class AgentHost:
         res.outcomes = {out.outcome: 1}
         res.acted = int(out.acted)
         res.tool_results = out.tool_results
+        res.catalog, res.hooks_seen = out.catalog, out.hooks_seen
         res.group = agent.group
         res.model = self._model_name(aid)
         res.action = "" if out.skipped or out.outcome == "error" else out.action

@@ -129,6 +129,10 @@ class TickResult:
     group: str = ""
     model: str = ""
     action: str = ""
+    # The skill ids its step's catalog listed, and per skill [hook outputs shown, calls
+    # they suggested, suggested calls made] (``StepOutcome.catalog`` and ``hooks_seen``).
+    catalog: tuple[str, ...] = ()
+    hooks_seen: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
