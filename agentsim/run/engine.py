@@ -851,8 +851,16 @@ class Engine:
     # -- checkpoints -----------------------------------------------------------------------
 
     async def checkpoint(self) -> Path:
-        """Write ``checkpoints/tick-<N>/`` atomically (see ``agentsim.run.checkpoints``)."""
+        """Write ``checkpoints/tick-<N>/`` atomically (see ``agentsim.run.checkpoints``).
+
+        A checkpoint at one of ``checkpoint_at``'s ticks is kept once written: forks start
+        from it, at the end of the run step that reached the tick, so a later one at the
+        same tick (a stop after the steps that follow) does not replace it; a resume from it
+        does those steps again, as the run without the stop did."""
         assert self.ws is not None
+        kept = self.ws.root / "checkpoints" / f"tick-{self.clock.tick:08d}"
+        if self.clock.tick in self.checkpoint_at and kept.is_dir():
+            return kept
         agents = await self.executor.get_state()  # hosts flush their agents' files first
         engine = {
             "pos": list(self._pos),

@@ -328,6 +328,8 @@ class _Runner:
         self.manifest["state"] = "running"
         self._write()
         todo = [r for r in self.study.runs if self.states[r.id] != "complete"]
+        for run in todo:  # what an earlier invocation left them in is history now
+            self.states[run.id] = "pending"
         kept = len(self.study.runs) - len(todo)
         self._say(
             f"{len(self.study.runs)} runs in {self.dir}"
@@ -590,10 +592,13 @@ def child_main() -> int:
             sample=int(job["sample"]),
             notice=lambda line: print(f"warning: {line}", file=sys.stderr, flush=True),
         )
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, on_signal)
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         threading.Thread(target=watch_stdin, daemon=True).start()
-        summary = asyncio.run(engine.run(resume=job["mode"] == "resume"))
+        try:
+            summary = asyncio.run(engine.run(resume=job["mode"] == "resume"))
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     except AgentsimError as exc:
         tell({"error": str(exc)})
         return exc.exit_code
