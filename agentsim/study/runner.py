@@ -593,7 +593,7 @@ def child_main() -> int:
             notice=lambda line: print(f"warning: {line}", file=sys.stderr, flush=True),
         )
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-        threading.Thread(target=watch_stdin, daemon=True).start()
+        threading.Thread(target=watch_stdin, name="study-stdin", daemon=True).start()
         try:
             summary = asyncio.run(engine.run(resume=job["mode"] == "resume"))
         finally:
