@@ -217,10 +217,12 @@ def copy_history(point: ForkPoint, ws: RunWorkspace) -> None:
     # Whole files: the resume that follows cuts each back to its size at the checkpoint.
     shutil.copyfile(parent / "events.jsonl", root / "events.jsonl")
     if (parent / "agents").is_dir():
-        shutil.copytree(parent / "agents", ws.agents_dir, dirs_exist_ok=True)
+        shutil.copytree(
+            parent / "agents", ws.agents_dir, dirs_exist_ok=True, copy_function=_copy_present
+        )
     store = store_dir(parent)
     if store.is_dir():
-        shutil.copytree(store, store_dir(root), dirs_exist_ok=True)
+        shutil.copytree(store, store_dir(root), dirs_exist_ok=True, copy_function=_copy_present)
     si = point.position[0]
     for i, step in enumerate(point.config.steps()[:si]):
         if isinstance(step, SurveyStep):
@@ -232,6 +234,17 @@ def copy_history(point: ForkPoint, ws: RunWorkspace) -> None:
     cdir = root / "checkpoints"
     cdir.mkdir(exist_ok=True)
     shutil.copytree(point.checkpoint.path, cdir / point.checkpoint.path.name)
+
+
+def _copy_present(src: str, dst: str) -> str:
+    """Copy one file, unless the parent, still running (a study forks while its control
+    goes on), removed it meanwhile (a skill's file replaced by an atomic write): the resume
+    that follows puts every agent's ``state/`` back as the checkpoint saved it and cuts the
+    shards back, so a file the parent made after the checkpoint is not needed."""
+    try:
+        return str(shutil.copy2(src, dst))
+    except FileNotFoundError:
+        return dst
 
 
 def own_checkpoint(point: ForkPoint, ws: RunWorkspace, config_hash: str) -> Checkpoint:
