@@ -186,7 +186,9 @@ def run_study(
     lock = _StudyLock(study_dir)
     try:
         # The study file as given, byte for byte (what the study was asked to be).
-        (study_dir / "study.yaml").write_bytes(study.raw)
+        tmp = study_dir / f".study.yaml.tmp-{os.getpid()}"
+        tmp.write_bytes(study.raw)
+        os.replace(tmp, study_dir / "study.yaml")
         manifest = new_manifest(study, study.path.parent)
         atomic_write_text(study_dir / "manifest.json", json.dumps(manifest, indent=2) + "\n")
         runner = _Runner(study, study_dir, manifest, progress or sys.stderr)

@@ -238,3 +238,17 @@ def test_command_line_mistakes(tmp_path: Path, capsys: pytest.CaptureFixture[str
         main(["study", "--help"])
     assert info.value.code == 0
     assert "usage: agentsim study [-h] [--out DIR] [--resume STUDY_DIR]" in capsys.readouterr().out
+
+
+def test_a_model_server_that_fails_the_preflight_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = BASE.replace(
+        "model: {backend: scripted}",
+        "model: {backend: openai, model: m, base_url: 'http://127.0.0.1:9/v1', max_retries: 0}",
+    )
+    out = tmp_path / "out"
+    assert main(["study", str(_files(tmp_path, base=base)), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "error: " in err and "127.0.0.1:9" in err
+    assert not out.exists()
