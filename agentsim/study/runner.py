@@ -384,6 +384,12 @@ class _Runner:
     # -- one run --------------------------------------------------------------------------
 
     async def _one(self, run: PlannedRun, sem: asyncio.Semaphore) -> None:
+        try:
+            await self._start_one(run, sem)
+        except Exception as exc:  # one run's trouble (its folder, its process) is its own
+            self._set(run.id, "failed", f"{type(exc).__name__}: {exc}")
+
+    async def _start_one(self, run: PlannedRun, sem: asyncio.Semaphore) -> None:
         if run.fork_of is not None and not await self._parent_ready(run):
             return
         async with sem:
@@ -482,7 +488,8 @@ class _Runner:
         self.children[run.id] = proc
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write((json.dumps(self._job(run, mode)) + "\n").encode())
-        await proc.stdin.drain()
+        with contextlib.suppress(ConnectionError):  # it died at once: its exit code says why
+            await proc.stdin.drain()
         if self.stopping:  # the signal came while the child started
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)

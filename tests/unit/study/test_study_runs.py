@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -193,6 +194,12 @@ def test_a_failing_run_is_reported_and_the_others_finish(
     assert "study s: 3 runs in" in err and "(2 complete kept)" in err
     assert "error: run crash-r1 failed: " in err
     assert (out / "runs/control-r1/events.jsonl").stat().st_mtime_ns == kept
+    # A run whose folder the study cannot use fails alone, with what went wrong.
+    shutil.rmtree(out / "runs/crash-r1")
+    (out / "runs/crash-r1").write_text("not a folder")
+    assert main(["study", "--resume", str(out)]) == 1
+    assert "error: run crash-r1 failed: NotADirectoryError" in capsys.readouterr().err
+    assert _states(out) == {"control-r1": "complete", "rumour-r1": "complete", "crash-r1": "failed"}
 
 
 def _kill_when(path: Path, run_dir: Path, killed: list[int]) -> None:
