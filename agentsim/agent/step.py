@@ -183,6 +183,9 @@ class StepScratch:
     suggested: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
 
 
-def step_seed(seed: int, agent_id: str, tick: int) -> int:
-    """The model seed of one agent's step: stable across executors and resumes."""
-    return derive_seed(seed, agent_id, str(tick)) & 0x7FFFFFFF
+def step_seed(seed: int, agent_id: str, tick: int, *, sample: int = 0) -> int:
+    """The model seed of one agent's step: stable across executors and resumes. ``sample``
+    (a study's sampled replicate, >= 1) draws another seed for the same step; 0 is the
+    run's own."""
+    where = str(tick) if not sample else f"{tick}:sample-{sample}"
+    return derive_seed(seed, agent_id, where) & 0x7FFFFFFF

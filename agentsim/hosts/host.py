@@ -325,7 +325,9 @@ class AgentHost:
                         inp,
                         model=self._model_of(agent.agent_id),
                         settings=self._settings_of(agent.agent_id),
-                        seed=step_seed(self.spec.seed, agent.agent_id, inp.tick),
+                        seed=step_seed(
+                            self.spec.seed, agent.agent_id, inp.tick, sample=self.spec.sample
+                        ),
                     )
             except Exception as exc:  # a bug in one agent's step must not stop the run
                 if limit.expired():

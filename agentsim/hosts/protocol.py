@@ -62,6 +62,8 @@ class HostSpec:
     host_id: int
     run_dir: str
     seed: int
+    # A study's sampled replicate: the model seeds differ by sample (0: the run's own).
+    sample: int = 0
     skills: SkillSources
     model: ModelConfig
     settings: AgentSettings
