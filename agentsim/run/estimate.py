@@ -181,6 +181,10 @@ def pilot_config(
     for block in [data["model"], *data.get("models", {}).values()]:
         block["cache"] = "off"
         block["cache_path"] = None
+        # A call per pilot agent at most, never queued by the client's limiter: the answer
+        # times the pilot measures are the server's.
+        block["max_concurrency"] = max(block["max_concurrency"], agents)
+        block["rpm"] = block["tpm"] = None
     data["executor"] = {**data["executor"], "kind": "local", "hosts": 1, "address": None}
     data["output"] = {
         **data["output"],
@@ -345,7 +349,10 @@ def _extrapolate(
     tick_wall = max(
         model_bound(n_agents, per_step["calls"], step_tokens, chain), engine_step * n_agents
     )
-    per_tick_tokens = step_tokens * n_agents
+    # The largest tick expected (the first, or a later one): the budget's first projection.
+    per_tick_tokens = (
+        max(first["prompt_tokens"] + first["completion_tokens"], step_tokens) * n_agents
+    )
     answer_tokens = per_answer["prompt_tokens"] + per_answer["completion_tokens"]
     answer_chain = math.ceil(per_answer["calls"]) if per_answer["calls"] else 0
     engine_answer = (
@@ -408,6 +415,8 @@ def _extrapolate(
         "ticks do not overlap (executor.schedule: dependencies may make the run faster); "
         "checkpoints, interventions and Ray start-up add nothing; start and end take what "
         "the pilot's did",
+        "the pilot sends at most one call per agent at a time and leaves out the run's "
+        "rpm and tpm, so that its answer times are the server's own",
         "cached tokens are the share the pilot's server reported (the run's prefix cache "
         "may serve a larger share with more agents)",
     ]
@@ -432,7 +441,7 @@ def _extrapolate(
         answers=n_answers,
         per_tick={
             "tokens": round(per_tick_tokens, 1),
-            "cost": round(later["cost"] * n_agents, 6),
+            "cost": round(max(first["cost"], later["cost"]) * n_agents, 6),
             "seconds": round(tick_wall, 4),
         },
         per_answer_tokens=round(answer_tokens, 2),
