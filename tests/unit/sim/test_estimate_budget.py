@@ -300,3 +300,66 @@ def test_estimate_and_resume_options_are_checked(
     with pytest.raises(SystemExit):
         main(["run", "--estimate", "--pilot-agents", "0", str(exp)])
     assert "0 is not a whole number of agents >= 1" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_groups_from_files_and_a_model_per_group(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    people = tmp_path / "people.jsonl"
+    people.write_text(
+        "".join(json.dumps({"name": f"P{i}", "age": 30 + i}) + "\n" for i in range(5)), "utf-8"
+    )
+    students = helpers.FIXTURES / "configs" / "data" / "students.csv"
+    exp = tmp_path / "mixed.yaml"
+    exp.write_text(
+        f"""
+name: mixed
+seed: 1
+workflow: [{{run: {{ticks: 2}}}}, {{survey: {{name: q, question: "How are you?"}}}}]
+agents:
+  - {{group: students, profiles: {students}}}
+  - {{group: people, profiles: people.jsonl, model: other}}
+  - {{group: crowd, count: 30}}
+model: {{backend: scripted, prices: {{prompt_per_1k: 0.01, completion_per_1k: 0.02}}}}
+models: {{other: {{backend: scripted, prices: {{prompt_per_1k: 0.1, completion_per_1k: 0.2}}}}}}
+budget: {{money: 1000}}
+output: {{dir: {tmp_path / "ws"}, formats: [jsonl]}}
+""",
+        "utf-8",
+    )
+    run = tmp_path / "run"
+    assert main(["run", str(exp), "--out", str(run)]) == 0
+    err = capsys.readouterr().err
+    assert "estimate: " in err and "kept in the run folder's estimate.json" in err
+    est = json.loads((run / "estimate.json").read_text("utf-8"))
+    # 8 pilot agents over 2 + 5 + 30: at least one of each group.
+    assert est["pilot"]["agents"] == 8 and est["agents"] == 37 and est["answers"] == 37
+    spending = json.loads((run / "metrics.json").read_text("utf-8"))["spending"]
+    assert set(spending["by_model"]) == {"default", "other"}
+    for name, (p, c) in {"default": (0.01, 0.02), "other": (0.1, 0.2)}.items():
+        part = spending["by_model"][name]
+        want = (part["prompt_tokens"] * p + part["completion_tokens"] * c) / 1000
+        assert part["cost"] == pytest.approx(want)
+    assert spending["answers"] == 37 and spending["answer_usage"]["calls"] == 37
+    cmp = json.loads((run / "manifest.json").read_text("utf-8"))["estimate_error"]
+    assert cmp["cost"]["actual"] == pytest.approx(spending["cost"], abs=1e-6)
+
+
+@pytest.mark.slow
+def test_a_pilot_that_cannot_reach_its_server_fails_the_pre_flight(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    exp = _small(tmp_path)
+    exp.write_text(
+        exp.read_text("utf-8").replace(
+            "model: {backend: scripted}",
+            "model: {backend: openai, model: m, base_url: 'http://127.0.0.1:9/v1', timeout: 2}",
+        ),
+        "utf-8",
+    )
+    assert main(["run", "--estimate", str(exp)]) == 2
+    assert "pre-flight: cannot reach the model server at http://127.0.0.1:9/v1" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "ws").exists()
