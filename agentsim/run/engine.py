@@ -952,7 +952,13 @@ class Engine:
             "clock": self.clock.get_state(),
             "modules": {n: m.get_state() for n, m in self.modules.items()},
             "pending_messages": self._pending_messages,
-            "metrics": self._metrics,
+            # The wall time so far, this invocation's included: a resume adds on to it.
+            "metrics": {
+                **self._metrics,
+                "wall_seconds": round(
+                    self._metrics["wall_seconds"] + time.perf_counter() - self._t_start, 3
+                ),
+            },
             "config_hash": self.config.config_hash(),
         }
         return write_checkpoint(self.ws, tick=self.clock.tick, engine=engine, agents=agents)

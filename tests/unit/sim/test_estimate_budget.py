@@ -184,8 +184,8 @@ def test_a_token_budget_stops_the_run_and_a_raised_one_resumes_it(
     stop = manifest["budget_stop"]
     assert manifest["status"] == "stopped" and stop["limit"] == "tokens"
     assert stop["budget"] == 400000 and stop["spent"] <= 400000 < stop["spent"] + stop["next"]
-    spent = _tokens(json.loads((run / "metrics.json").read_text("utf-8"))["spending"])
-    assert spent == stop["spent"]
+    first = json.loads((run / "metrics.json").read_text("utf-8"))
+    assert _tokens(first["spending"]) == stop["spent"]
     message = (
         f"budget.tokens=400,000 tokens would be passed: {round(stop['spent']):,} tokens spent, "
         f"{stop['before']} needs about {round(stop['next']):,} tokens more; stopped before it"
@@ -203,6 +203,11 @@ def test_a_token_budget_stops_the_run_and_a_raised_one_resumes_it(
     manifest = json.loads((run / "manifest.json").read_text("utf-8"))
     assert manifest["status"] == "completed" and manifest["budget_stop"] is None
     assert "tokens: 5000000" in (run / "config.yaml").read_text("utf-8")
+    # What was spent and the wall time go on from where the run stopped.
+    last = json.loads((run / "metrics.json").read_text("utf-8"))
+    assert last["wall_seconds"] > first["wall_seconds"]
+    assert _tokens(last["spending"]) > _tokens(first["spending"])
+    assert last["spending"]["ticks"] == 6 and last["spending"]["answers"] == 4
     # The budget changed nothing of what the run did: the same as a run without one.
     free = tmp_path / "free"
     assert main(["run", str(_small(tmp_path)), "--out", str(free)]) == 0
