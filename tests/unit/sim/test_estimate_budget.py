@@ -368,3 +368,22 @@ def test_a_pilot_that_cannot_reach_its_server_fails_the_pre_flight(
         capsys.readouterr().err
     )
     assert not (tmp_path / "ws").exists()
+
+
+@pytest.mark.slow
+def test_a_survey_that_would_pass_the_budget_is_not_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # small.yaml's first three ticks spend 375,875 tokens (85,321 + 91,991 + 198,563); the
+    # survey of 4 agents is expected to cost 4 x the tokens per call so far (about 8,800).
+    exp = _small(tmp_path, "budget: {tokens: 380000}\n")
+    run = tmp_path / "run"
+    assert main(["run", str(exp), "--out", str(run)]) == BUDGET_EXIT_CODE
+    err = capsys.readouterr().err
+    manifest = json.loads((run / "manifest.json").read_text("utf-8"))
+    assert manifest["ticks_done"] == 3 and manifest["budget_stop"]["before"] == "survey check"
+    assert manifest["budget_stop"]["spent"] == 375875
+    assert "375,875 tokens spent, survey check needs about 8,792 tokens more" in err
+    assert not (run / "surveys" / "check.jsonl").exists()
+    assert main(["run", "--resume", str(run), "--set", "budget.tokens=2000000"]) == 0
+    assert len((run / "surveys" / "check.jsonl").read_text("utf-8").splitlines()) == 4
