@@ -212,11 +212,19 @@ class BudgetStop:
 
     def message(self) -> str:
         fmt = _FORMATS[self.limit]
+        if self.spent > self.budget:  # a tick cost more than any before it
+            what = (
+                f"budget.{self.limit}={fmt(self.budget)} was passed: {fmt(self.spent)} spent "
+                f"(the last tick cost more than any before it); stopped before {self.what}"
+            )
+        else:
+            what = (
+                f"budget.{self.limit}={fmt(self.budget)} would be passed: {fmt(self.spent)} "
+                f"spent, {self.what} needs about {fmt(self.next)} more; stopped before it"
+            )
         return (
-            f"budget.{self.limit}={fmt(self.budget)} would be passed: {fmt(self.spent)} spent, "
-            f"{self.what} needs about {fmt(self.next)} more; stopped before it, with a "
-            f"checkpoint: raise budget.{self.limit} and resume (agentsim run --resume RUN "
-            f"--set budget.{self.limit}=...)"
+            f"{what}, with a checkpoint: raise budget.{self.limit} and resume (agentsim run "
+            f"--resume RUN --set budget.{self.limit}=...)"
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -252,6 +252,11 @@ def test_a_budget_is_checked_before_each_tick_and_survey() -> None:
     assert stop.message().startswith(
         "budget.wall_time=60.0 s would be passed: 56.0 s spent, tick 3 needs about 5.0 s more"
     )
+    late = over_budget(budget, spending, wall_seconds=61, next_step=tick)
+    assert late is not None and late.message().startswith(
+        "budget.wall_time=60.0 s was passed: 61.0 s spent (the last tick cost more than any "
+        "before it); stopped before tick 3, with a checkpoint: raise budget.wall_time"
+    )
     survey = Projection("survey midday", tokens=60, cost=0.0, seconds=0)
     stop = over_budget(budget, spending, wall_seconds=0, next_step=survey)
     assert stop is not None and stop.to_dict() == {
