@@ -37,6 +37,7 @@ import yaml
 
 from agentsim.config.experiment import (
     ExperimentConfig,
+    RunStep,
     SurveyStep,
     parse_experiment,
 )
@@ -200,13 +201,18 @@ def pilot_config(
     )
 
 
-def _answers(config: ExperimentConfig) -> list[int]:
-    """The agents each survey and interview of the workflow asks."""
+def _answers(config: ExperimentConfig, from_tick: int = 0) -> list[int]:
+    """The agents each survey and interview of the workflow asks, of those that come at
+    tick ``from_tick`` or later."""
     specs = resolve_agents(config)
-    return [
-        len(select_agents(s.agents, specs, seed=config.seed, stream=f"step-{i}", field=""))
-        for i, s in _survey_steps(config)
-    ]
+    out, tick = [], 0
+    for i, step in enumerate(config.steps()):
+        if isinstance(step, RunStep):
+            tick += step.ticks
+        elif isinstance(step, SurveyStep) and tick >= from_tick:
+            chosen = select_agents(step.agents, specs, seed=config.seed, stream=f"step-{i}")
+            out.append(len(chosen))
+    return out
 
 
 def _pooled_limits(config: ExperimentConfig) -> tuple[int, float | None, float | None]:
@@ -225,6 +231,7 @@ async def estimate_async(
     ticks: int = PILOT_TICKS,
     folder: Path | None = None,
     preflight: bool = True,
+    from_tick: int = 0,
 ) -> Estimate:
     """``estimate`` inside a running event loop."""
     from agentsim.run.engine import Engine
@@ -244,7 +251,9 @@ async def estimate_async(
         )
         summary = await engine.run()
         per_tick = _tick_sums(where / "run")
-    return _extrapolate(config, summary.metrics, per_tick, pilot_agents=summary.agents)
+    return _extrapolate(
+        config, summary.metrics, per_tick, pilot_agents=summary.agents, from_tick=from_tick
+    )
 
 
 def _tick_sums(run_dir: Path) -> list[dict[str, float]]:
@@ -270,13 +279,23 @@ def estimate(
     ticks: int = PILOT_TICKS,
     folder: Path | None = None,
     preflight: bool = True,
+    from_tick: int = 0,
 ) -> Estimate:
     """Estimate ``config``'s run from a pilot of ``agents`` agents for ``ticks`` ticks (see
     the module's docstring) run in a temporary folder under ``folder`` (default: the
-    system's). Raises what a run would (``ConfigError``, ``ModelError``) when the pilot
-    cannot run."""
+    system's). ``from_tick``: estimate only the ticks from that one on, and the surveys
+    and interviews that come at it or later (a fork at that tick runs those; its first
+    tick is not a run's first). Raises what a run would (``ConfigError``, ``ModelError``)
+    when the pilot cannot run."""
     return asyncio.run(
-        estimate_async(config, agents=agents, ticks=ticks, folder=folder, preflight=preflight)
+        estimate_async(
+            config,
+            agents=agents,
+            ticks=ticks,
+            folder=folder,
+            preflight=preflight,
+            from_tick=from_tick,
+        )
     )
 
 
@@ -292,6 +311,7 @@ def _extrapolate(
     pilot_ticks_sums: list[dict[str, float]],
     *,
     pilot_agents: int,
+    from_tick: int = 0,
 ) -> Estimate:
     spent = metrics["spending"]
     ans = spent["answer_usage"]
@@ -300,7 +320,7 @@ def _extrapolate(
     pilot_ticks = len(pilot_ticks_sums)
     keys = ("calls", "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "cost")
     n_agents = len(resolve_agents(config))
-    n_ticks = config.total_ticks()
+    n_ticks = max(0, config.total_ticks() - from_tick)
     # The first tick as the pilot's first, every later one as the mean of the pilot's later
     # ticks (the first alone when the pilot ran one).
     first = _per_step(pilot_ticks_sums[:1])
@@ -312,9 +332,11 @@ def _extrapolate(
     price = (spent["cost"] - ans["cost"]) / step_tokens_p
     for part in (first, later):
         part["cost"] = (part["prompt_tokens"] + part["completion_tokens"]) * price
-    per_step = {k: (first[k] + later[k] * (n_ticks - 1)) / n_ticks for k in keys}
+    if from_tick or not n_ticks:  # a fork's first tick is a later one
+        first = later
+    per_step = {k: (first[k] + later[k] * (n_ticks - 1)) / max(1, n_ticks) for k in keys}
     per_answer = {k: (ans[k] / answers_p if answers_p else 0.0) for k in keys}
-    surveys = _answers(config)
+    surveys = _answers(config, from_tick)
     n_answers = sum(surveys)
     steps = n_agents * n_ticks
     total = {k: per_step[k] * steps + per_answer[k] * n_answers for k in keys}
@@ -420,6 +442,12 @@ def _extrapolate(
         "cached tokens are the share the pilot's server reported (the run's prefix cache "
         "may serve a larger share with more agents)",
     ]
+    if from_tick:
+        assumptions.append(
+            f"only ticks {from_tick} to {config.total_ticks()} and the questions asked from "
+            f"tick {from_tick} on (a fork at tick {from_tick}); each of these ticks costs what "
+            "the pilot's later ticks did"
+        )
     if scripted:
         assumptions.append(
             "the scripted model's token model: prompt tokens are the prompt's characters / 4 "

@@ -392,3 +392,18 @@ def test_a_survey_that_would_pass_the_budget_is_not_asked(
     assert not (run / "surveys" / "check.jsonl").exists()
     assert main(["run", "--resume", str(run), "--set", "budget.tokens=2000000"]) == 0
     assert len((run / "surveys" / "check.jsonl").read_text("utf-8").splitlines()) == 4
+
+
+@pytest.mark.slow
+def test_an_estimate_from_a_tick_on_counts_a_fork_s_ticks_and_questions(
+    tmp_path: Path,
+) -> None:
+    config = load_experiment(_small(tmp_path), environ={})
+    # small.yaml: 3 ticks, interventions and the survey of 4 agents at tick 3, 3 ticks.
+    at3 = estimate(config, folder=tmp_path, from_tick=3)
+    at4 = estimate(config, folder=tmp_path, from_tick=4)
+    assert (at3.ticks, at3.answers, at4.ticks, at4.answers) == (3, 4, 2, 0)
+    # Every tick of a fork costs what the pilot's later ticks did: per tick the same.
+    assert at3.parts["steps"]["calls"] / 3 == pytest.approx(at4.parts["steps"]["calls"] / 2)
+    assert at4.parts["answers"]["calls"] == 0 < at3.parts["answers"]["calls"]
+    assert any("a fork at tick 4" in a for a in at4.assumptions)
