@@ -407,3 +407,28 @@ def test_an_estimate_from_a_tick_on_counts_a_fork_s_ticks_and_questions(
     assert at3.parts["steps"]["calls"] / 3 == pytest.approx(at4.parts["steps"]["calls"] / 2)
     assert at4.parts["answers"]["calls"] == 0 < at3.parts["answers"]["calls"]
     assert any("a fork at tick 4" in a for a in at4.assumptions)
+
+
+@pytest.mark.slow
+def test_a_wall_time_budget_against_a_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with OpenAITestServer(answer=scripted_answer, latency=0.25) as srv:
+        exp = tmp_path / "served.yaml"
+        text = _SERVED.format(base_url=srv.base_url, out=tmp_path / "ws")
+        text = text.replace("count: 40", "count: 12").replace(
+            "max_concurrency: 16", "max_concurrency: 4"
+        )
+        exp.write_text(text + "budget: {wall_time: 2s}\n", "utf-8")
+        run = tmp_path / "run"
+        assert main(["run", str(exp), "--out", str(run)]) == BUDGET_EXIT_CODE
+        err = capsys.readouterr().err
+        manifest = json.loads((run / "manifest.json").read_text("utf-8"))
+        stop = manifest["budget_stop"]
+        # A tick makes about 55 calls of 0.25 s over 4 slots: more than 2 s, as the
+        # estimate says before the first.
+        assert stop["limit"] == "wall_time" and stop["next"] > 2.0 and manifest["ticks_done"] < 3
+        assert "error: budget.wall_time=2.0 s would be passed" in err
+        assert main(["run", "--resume", str(run), "--set", "budget.wall_time=1h"]) == 0
+    manifest = json.loads((run / "manifest.json").read_text("utf-8"))
+    assert manifest["status"] == "completed" and manifest["ticks_done"] == 3
