@@ -412,7 +412,7 @@ def _extrapolate(
         "answer_time": round(answer_time, 4),
         "longest_chain": chain,
         "engine_seconds_per_step": round(engine_step, 5),
-        # Calls the models answered in the pilot, its pre-flight check included.
+        # Calls the models answered in the pilot (its pre-flight check is not one).
         "model_calls": int(model_block.get("calls", spent["calls"])),
     }
     assumptions = [
