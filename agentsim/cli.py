@@ -2,7 +2,8 @@
 
     agentsim run EXPERIMENT.yaml [--out DIR] [--executor local|ray] [--address A]
                  [--ticks N] [--json] [--trace full|summary|off]
-    agentsim run --resume RUN
+    agentsim run --estimate [--then-run] EXPERIMENT.yaml [--json]
+    agentsim run --resume RUN [--set budget.KEY=VALUE ...]
     agentsim run --fork RUN --at TICK [EXPERIMENT.yaml] [--set KEY=VALUE ...] [--out DIR]
     agentsim study STUDY.yaml [--out DIR] | agentsim study --resume STUDY_DIR
     agentsim skills list|show|validate|new
@@ -65,6 +66,12 @@ _EXIT_CODES = {
         "its script calls failed, more than agent.max_tool_failure_share of its tool calls "
         "were refused or failed, or more than agent.max_unfinished_share of its steps ended "
         "without finish",
+    ),
+    4: (
+        "a run stopped by its budget",
+        "the run stopped before passing its budget: (budget.tokens, budget.money or "
+        "budget.wall_time), with a checkpoint; raise the budget and resume (--resume RUN "
+        "--set budget.tokens=N)",
     ),
     130: ("interrupted", "interrupted"),
     143: (
@@ -202,6 +209,19 @@ def _tick_count(text: str) -> int:
     return value
 
 
+def _agent_count(text: str) -> int:
+    """``--pilot-agents``: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text} is not a whole number of agents >= 1; give e.g. --pilot-agents 8"
+        )
+    return value
+
+
 def _at_tick(text: str) -> int:
     """``--at``: a whole number >= 0."""
     try:
@@ -234,9 +254,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     sample = 0  # a study's sampled replicate keeps its model seeds when resumed alone
     if args.at is not None and args.fork is None:
         raise ConfigError("--at", "needs --fork RUN", "add --fork RUN (the run to fork)")
-    if args.sets and args.fork is None:
+    if args.sets and args.fork is None and not resume:
         raise ConfigError(
             "--set", "only amends a fork", "use it with --fork RUN --at TICK, or edit the YAML"
+        )
+    if args.then_run and not args.estimate:
+        raise ConfigError("--then-run", "needs --estimate", "add --estimate")
+    if args.estimate and (resume or args.fork is not None):
+        raise ConfigError(
+            "--estimate",
+            "estimates a new run of an experiment file, not a resume or a fork",
+            "give the experiment file: agentsim run --estimate EXPERIMENT.yaml",
         )
     if args.fork is not None:
         from agentsim.run.engine import ENGINE_STATE
@@ -267,11 +295,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if str(manifest.get("status")).startswith("completed"):
             raise ConfigError("--resume", f"run {run_dir} already completed; nothing to resume")
         base = Path(manifest.get("source_dir", "."))
-        config = parse_experiment(
-            (run_dir / "config.yaml").read_text("utf-8"),
-            source=str(run_dir / "config.yaml"),
-            base_dir=base,
-        )
+        text = (run_dir / "config.yaml").read_text("utf-8")
+        if args.sets:
+            text = _budget_sets(run_dir, text, args.sets)
+        config = parse_experiment(text, source=str(run_dir / "config.yaml"), base_dir=base)
+        if args.sets:  # the raised budget stays the run's for its later resumes
+            from agentsim.run.workspace import atomic_write_text
+
+            atomic_write_text(run_dir / "config.yaml", text)
     else:
         if args.experiment is None:
             raise ConfigError(
@@ -289,8 +320,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 }
             )
             config = config.model_copy(update={"executor": ex})
+        if args.estimate and not args.then_run:
+            return _print_estimate(config, args)
         run_dir = _run_dir_for(config, args.out)
         RunLock.check_free(run_dir)
+    estimate = None
+    if args.estimate or (config.budget is not None and not resume and fork is None):
+        # A budget projects the run's first tick from an estimate, and every run started
+        # with one reports the estimate's error at its end (``estimate.json``).
+        estimate = _make_estimate(config, args, show=args.estimate)
     executor = _make_executor(config)
     stop = threading.Event()
     signals: list[int] = []  # the signals that asked the run to stop, in order
@@ -321,6 +359,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         fork=fork,
         notice=functools.partial(_notice, progress),
         sample=sample,
+        estimate=estimate,
     )
     previous = {sig: signal.signal(sig, on_stop_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -353,6 +392,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     out["behaviour"] = behaviour_lines(summary.metrics)
     if summary.parent:
         out["parent"] = summary.parent
+    if summary.budget_stop:
+        out["budget_stop"] = summary.budget_stop
+    if summary.estimate:
+        out["estimate"] = summary.estimate
     if args.json:
         print(json.dumps(out, indent=2))
     else:
@@ -361,6 +404,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 143 if signals[:1] == [signal.SIGTERM] else 130
     if summary.status == "failed":
         return 1
+    if summary.budget_stop:
+        from agentsim.run.budget import BUDGET_EXIT_CODE
+
+        print(f"error: {summary.reason} (exit code {BUDGET_EXIT_CODE})", file=sys.stderr)
+        return BUDGET_EXIT_CODE
     if summary.too_degraded:
         print(
             f"error: {summary.degraded_share:.0%} of the agent steps degraded (their model "
@@ -423,6 +471,10 @@ def _print_summary(summary: Any) -> None:
         print(f"  forked from: {p['run']} at tick {p['tick']}")
     if summary.done:
         print("  ran: " + "; ".join(summary.done))
+    if summary.estimate:
+        from agentsim.run.estimate import error_line
+
+        print("  " + error_line(summary.estimate))
     if summary.problems:
         print("  problems over their limits: " + "; ".join(summary.problems))
     if summary.reason:
@@ -431,6 +483,60 @@ def _print_summary(summary: Any) -> None:
     if summary.status in ("interrupted", "failed", "stopped"):
         print(f"resume with: agentsim run --resume {run}")
     print(f"next: agentsim inspect {run}  |  agentsim report {run}  |  agentsim view {run}")
+
+
+def _budget_sets(run_dir: Path, text: str, sets: Sequence[str]) -> str:
+    """A resumed run's ``config.yaml`` with ``--set budget.KEY=VALUE`` applied (nothing
+    else may change on a resume: the checkpoint was made with the rest)."""
+    import yaml
+
+    from agentsim.config._yaml import read_yaml_mapping
+    from agentsim.run.fork import apply_sets
+
+    for item in sets:
+        if not item.startswith("budget."):
+            raise ConfigError(
+                "--set",
+                f"{item.partition('=')[0]!r} cannot change on a resume: the run's checkpoint "
+                "was made with it; only budget.tokens, budget.money and budget.wall_time can",
+                "fork the run instead (agentsim run --fork RUN --at TICK --set ...)",
+            )
+    data = read_yaml_mapping(text, source=str(run_dir / "config.yaml"))
+    data.setdefault("budget", {})
+    return yaml.safe_dump(apply_sets(data, sets), sort_keys=False)
+
+
+def _make_estimate(config: Any, args: argparse.Namespace, *, show: bool) -> Any:
+    """The pilot's estimate of ``config``'s run: the table on stdout when asked for
+    (``--estimate --then-run``), else one line on stderr."""
+    from agentsim.run.estimate import estimate, render
+
+    est = estimate(
+        config,
+        agents=args.pilot_agents,
+        ticks=args.pilot_ticks,
+        preflight=not args.no_preflight,
+    )
+    if show and not args.json:
+        print(render(est), flush=True)
+    elif not args.json:
+        cost = f", cost {est.cost:,.4f}" if est.priced else ""
+        print(
+            f"estimate: {est.calls:,} model calls, {est.tokens:,} tokens{cost}, "
+            f"~{_clock(est.wall_seconds)} (pilot: {est.pilot.get('calls', 0):,} calls; "
+            f"kept in the run folder's estimate.json)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return est
+
+
+def _print_estimate(config: Any, args: argparse.Namespace) -> int:
+    """``agentsim run --estimate``: the estimate, and no run folder."""
+    est = _make_estimate(config, args, show=True)
+    if args.json:
+        print(json.dumps(est.to_dict(), indent=2))
+    return 0
 
 
 def _make_executor(config: Any) -> Any:
@@ -497,7 +603,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="amend the fork's config: a dotted path (workflow.3.intervene.args.text) and a "
-        "YAML value; repeat for more",
+        "YAML value; repeat for more. With --resume only budget.* (raise a budget)",
     )
     run.add_argument(
         "--no-preflight",
@@ -510,6 +616,32 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="start even if the agents look too many for this machine's free memory or the "
         "run folder's free disk (the estimate uses measured per-agent figures)",
+    )
+    run.add_argument(
+        "--estimate",
+        action="store_true",
+        help="print the run's expected model calls, tokens, cost and wall time, from a pilot "
+        "of a few agent-steps in a temporary folder, and write no run folder",
+    )
+    run.add_argument(
+        "--then-run",
+        action="store_true",
+        help="with --estimate: then run, keeping the estimate in the run folder "
+        "(estimate.json); the summary gives its error",
+    )
+    run.add_argument(
+        "--pilot-agents",
+        type=_agent_count,
+        default=8,
+        metavar="N",
+        help="agents the estimate's pilot steps (default 8)",
+    )
+    run.add_argument(
+        "--pilot-ticks",
+        type=_tick_count,
+        default=3,
+        metavar="N",
+        help="ticks the estimate's pilot runs (default 3)",
     )
     run.add_argument(
         "--json", action="store_true", help="print a JSON summary and no progress line"

@@ -32,6 +32,7 @@ __all__ = [
     "PATTERN_HINTS",
     "AgentGroup",
     "AgentLoopConfig",
+    "BudgetConfig",
     "ClockConfig",
     "EnvModuleConfig",
     "ExecutorConfig",
@@ -428,6 +429,46 @@ class ExecutorConfig(StrictModel):
     schedule: Literal["dependencies", "barrier"] = "dependencies"
     # Most ticks the agent furthest ahead may have done beyond the slowest (dependencies).
     max_lead: StrictInt = Field(default=4, ge=1, le=64)
+
+
+class BudgetConfig(StrictModel):
+    """What a run may spend (``budget:``): prompt plus completion tokens, money (from
+    ``model.prices``, so every model the run uses needs prices) and wall time. Each key is
+    optional; the run stops at a tick boundary before it would pass one (see
+    ``agentsim.run.budget``)."""
+
+    tokens: StrictInt | None = Field(default=None, ge=1, le=10**15)
+    money: float | None = Field(default=None, gt=0, le=1e12)
+    wall_time: timedelta | None = None
+
+    @field_validator("money", mode="before")
+    @classmethod
+    def _number(cls, value: object) -> object:
+        # A bool is an int to pydantic; "5$" or "five" must not become a float silently.
+        if isinstance(value, bool) or not isinstance(value, int | float | None):
+            raise fail(
+                f"{_short(value)} is not an amount of money",
+                "give a number in the currency of model.prices, e.g. money: 5.0",
+            )
+        return value
+
+    @field_validator("wall_time", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> timedelta | None:
+        return None if value is None else parse_duration(value)
+
+    @field_serializer("wall_time")
+    def _wall_text(self, value: timedelta | None) -> str | None:
+        return None if value is None else format_duration(value)
+
+    @model_validator(mode="after")
+    def _some(self) -> BudgetConfig:
+        if self.tokens is None and self.money is None and self.wall_time is None:
+            raise fail(
+                "names no limit",
+                "give at least one of tokens, money and wall_time, e.g. budget: {tokens: 2000000}",
+            )
+        return self
 
 
 class OutputConfig(StrictModel):

@@ -39,6 +39,7 @@ from agentsim.config._sections import (
     PATTERN_HINTS,
     AgentGroup,
     AgentLoopConfig,
+    BudgetConfig,
     ClockConfig,
     EnvModuleConfig,
     ExecutorConfig,
@@ -77,6 +78,7 @@ __all__ = [
     "AgentGroup",
     "AgentLoopConfig",
     "AgentSelector",
+    "BudgetConfig",
     "ClockConfig",
     "EnvModuleConfig",
     "ExecutorConfig",
@@ -136,6 +138,9 @@ class ExperimentConfig(StrictModel):
     environment: tuple[EnvModuleConfig, ...] = ()
     executor: ExecutorConfig = ExecutorConfig()
     output: OutputConfig = OutputConfig()
+    # What the run may spend (tokens, money, wall time); not part of ``config_hash``: a run
+    # stopped by it resumes with a raised budget.
+    budget: BudgetConfig | None = None
 
     _source: str = PrivateAttr(default="<string>")
     _source_dir: Path = PrivateAttr(default=Path("."))
@@ -213,6 +218,19 @@ class ExperimentConfig(StrictModel):
                     "use one of the groups defined under agents:",
                     field=f"{where}.agents",
                 )
+        if self.budget is not None and self.budget.money is not None:
+            unpriced = [n for n, m in self.used_models().items() if m.prices is None]
+            if unpriced:
+                where = ", ".join(
+                    "model" if n == DEFAULT_MODEL else f"models.{n}" for n in unpriced
+                )
+                raise fail(
+                    f"a money budget needs the price of every model the run uses; {where} "
+                    "has no prices",
+                    f"add prices to {where} (e.g. prices: {{prompt_per_1k: 0.00015, "
+                    "completion_per_1k: 0.0006}), or budget tokens instead",
+                    field="budget.money",
+                )
         return self
 
     def _check_sizes(self) -> None:
@@ -288,14 +306,17 @@ class ExperimentConfig(StrictModel):
     def resolved_dict(self) -> dict[str, Any]:
         """Every field with its defaults, JSON/YAML-serialisable (durations as text)."""
         data = self.model_dump(mode="json")
-        for key in ("ticks", "workflow"):
+        for key in ("ticks", "workflow", "budget"):
             if data[key] is None:
                 del data[key]
         return data
 
     def config_hash(self) -> str:
-        """sha256 of the canonical JSON of ``resolved_dict()``."""
-        text = json.dumps(self.resolved_dict(), sort_keys=True, separators=(",", ":"))
+        """sha256 of the canonical JSON of ``resolved_dict()`` without ``budget`` (what the
+        run may spend does not change what it does: a resume may raise it)."""
+        data = self.resolved_dict()
+        data.pop("budget", None)
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -58,6 +58,10 @@ def _overview_text(d: dict[str, Any], out: TextIO) -> None:
         w(f"  reason       {d['reason']}\n")
     for problem in d["problems"]:
         w(f"  over limit   {problem}\n")
+    if d.get("estimate_error"):
+        from agentsim.run.estimate import error_line
+
+        w(f"  estimate     {error_line(d['estimate_error']).partition(': ')[2]}\n")
     for p in d["lineage"]:
         gone = " (folder missing)" if p.get("missing") else ""
         w(f"  forked from  {p['run']} at tick {p['tick']}{gone}\n")

@@ -82,6 +82,10 @@ class RunState:
     reason: str | None = None  # why it stopped (``manifest.json``'s ``reason``)
     problems: tuple[str, ...] = ()  # failure shares over their limits
     parent: Mapping[str, Any] | None = None  # a fork's parent run and tick
+    # The budget limit that stopped it, with the figures (``agentsim.run.budget``).
+    budget_stop: Mapping[str, Any] | None = None
+    # Its estimate against what it spent (``agentsim.run.estimate.estimate_error``).
+    estimate_error: Mapping[str, Any] | None = None
 
     @classmethod
     def from_manifest(cls, manifest: Mapping[str, Any]) -> RunState:
@@ -104,6 +108,8 @@ class RunState:
             reason=str(reason) if reason else None,
             problems=tuple(str(p) for p in problems) if isinstance(problems, list) else (),
             parent=dict(parent) if isinstance(parent, dict) else None,
+            budget_stop=_mapping(manifest.get("budget_stop")),
+            estimate_error=_mapping(manifest.get("estimate_error")),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -117,7 +123,15 @@ class RunState:
             "reason": self.reason,
             "problems": list(self.problems),
             "parent": dict(self.parent) if self.parent is not None else None,
+            "budget_stop": dict(self.budget_stop) if self.budget_stop is not None else None,
+            "estimate_error": (
+                dict(self.estimate_error) if self.estimate_error is not None else None
+            ),
         }
+
+
+def _mapping(value: object) -> dict[str, Any] | None:
+    return dict(value) if isinstance(value, dict) else None
 
 
 class Run:

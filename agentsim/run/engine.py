@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentsim.config.experiment import (
     DEFAULT_MODEL,
@@ -39,6 +39,16 @@ from agentsim.events import EVENTS, checked, event
 from agentsim.hosts.local import LocalExecutor, partition
 from agentsim.hosts.protocol import Answer, Executor, HostSpec, TickResult, build_registry
 from agentsim.llm.preflight import check_model_caches, preflight_model
+from agentsim.run.budget import (
+    BudgetStop,
+    Projection,
+    add_steps,
+    add_usage,
+    new_spending,
+    over_budget,
+    prices_of,
+    usage_by_model,
+)
 from agentsim.run.capacity import check_capacity
 from agentsim.run.checkpoints import (
     Checkpoint,
@@ -68,6 +78,9 @@ from agentsim.skills.registry import RegistrySnapshot
 from agentsim.skills.scan import check_scripts, namespace_rank
 from agentsim.skills.scripts.sandbox import sandbox, warn_unsandboxed
 from agentsim.store.layout import run_hosts
+
+if TYPE_CHECKING:
+    from agentsim.run.estimate import Estimate
 
 __all__ = [
     "COMPLETED_WITH_PROBLEMS",
@@ -134,8 +147,18 @@ class Engine:
         capacity_check: bool = False,
         checkpoint_at: Collection[int] = (),
         sample: int = 0,
+        estimate: Estimate | None = None,
     ) -> None:
         self.config = config
+        # The run's estimate (``agentsim.run.estimate``), kept in ``estimate.json``: it
+        # projects the first tick against ``budget:`` and the summary compares it with
+        # what the run spent.
+        self.estimate = estimate
+        # Set when the run stopped before passing its ``budget:`` (exit code 4).
+        self.budget_stop: BudgetStop | None = None
+        self._estimate_cmp: dict[str, Any] | None = None
+        self._prices = prices_of(config)
+        self._t_start = time.perf_counter()
         self.run_dir = run_dir
         self.executor: Executor = executor or LocalExecutor()
         self.progress = progress
@@ -365,7 +388,7 @@ class Engine:
         Configuration errors (``ConfigError``) are raised before the run folder is created,
         so a bad experiment never leaves a half-made folder behind."""
         cfg = self.config
-        t_start = time.perf_counter()
+        t_start = self._t_start = time.perf_counter()
         checkpoint: Checkpoint | None = None
         if resume:
             self.ws = RunWorkspace.open_existing(self.run_dir)
@@ -416,6 +439,11 @@ class Engine:
                     lineage["sample"] = self.sample
                 ws.update_manifest(source_dir=str(cfg.source_dir.resolve()), **lineage)
                 ws.write_config(cfg.resolved_dict())
+                if self.estimate is not None:
+                    atomic_write_text(
+                        ws.root / "estimate.json",
+                        json.dumps(self.estimate.to_dict(), indent=2) + "\n",
+                    )
             if self.fork is not None:
                 # The parent's history before the fork, then a resume from its checkpoint.
                 copy_history(self.fork, ws)
@@ -469,7 +497,63 @@ class Engine:
             limits=self._limits(),
             parent=self.parent,
             done=self._done(),
+            budget_stop=self.budget_stop.to_dict() if self.budget_stop else None,
+            estimate=self._estimate_cmp,
         )
+
+    def _estimate_error(self, status: str) -> dict[str, Any] | None:
+        """The run's estimate (``estimate.json``) against what it spent, once it completed
+        (a stopped run has not spent what the estimate is of)."""
+        if not status.startswith("completed"):
+            return None
+        from agentsim.run.estimate import estimate_error
+
+        return estimate_error(self.run_dir, self._metrics)
+
+    def _spending(self) -> dict[str, Any]:
+        spending: dict[str, Any] = self._metrics.setdefault("spending", new_spending())
+        return spending
+
+    def _over_budget(self, what: str, *, answers: int = 0) -> bool:
+        """Whether the next tick (``answers`` 0) or a survey of ``answers`` agents would
+        pass ``budget:``; if so, the run's reason says so and it stops here."""
+        if self.config.budget is None:
+            return False
+        spent = self._spending()
+        top = dict(spent["tick_max"])
+        if not spent["ticks"] and self.estimate is not None:
+            top = dict(self.estimate.per_tick)  # nothing measured yet: the estimate's
+        if answers:
+            calls = spent["answers"] or spent["calls"]
+            usage = spent["answer_usage"] if spent["answers"] else spent
+            tokens = usage["prompt_tokens"] + usage["completion_tokens"]
+            total = spent["prompt_tokens"] + spent["completion_tokens"]
+            if calls:
+                per = tokens / calls
+            elif self.estimate is not None:
+                per = self.estimate.per_answer_tokens
+            else:
+                per = 0.0
+            per_token = spent["cost"] / total if total else 0.0
+            if not total and self.estimate is not None and self.estimate.tokens:
+                per_token = self.estimate.cost / self.estimate.tokens
+            top = {
+                "tokens": per * answers,
+                "cost": per * answers * per_token,
+                "seconds": top["seconds"],
+            }
+        wall = self._metrics["wall_seconds"] + time.perf_counter() - self._t_start
+        stop = over_budget(
+            self.config.budget,
+            spent,
+            wall_seconds=wall,
+            next_step=Projection(what, top["tokens"], top["cost"], top["seconds"]),
+        )
+        if stop is None:
+            return False
+        self.budget_stop = stop
+        self.reason = stop.message()
+        return True
 
     def _limits(self) -> dict[str, float]:
         """The failure shares the run allows (``agentsim.run.problems.SHARE_LIMITS``)."""
@@ -518,6 +602,11 @@ class Engine:
                 done += step.ticks - already
             elif already == 0:
                 self._pos = (si, 0)
+                if isinstance(step, SurveyStep) and self._over_budget(
+                    f"{step.kind} {step.name or f'{step.kind}-{si}'}",
+                    answers=len(self._select(step.agents, si, "agents")),
+                ):
+                    return "stopped"
                 await self._special(step, si)
                 self._pos = (si, 1)
         self._pos = (len(steps), 0)
@@ -528,6 +617,7 @@ class Engine:
         aligns again (a barrier) at each checkpoint, at a stop, and at the end of the
         step. ``done``: the run's ticks so far. Returns a status if the run stops here."""
         every = self.config.output.checkpoint_every
+        budget = self.config.budget is not None
         while k < ticks:
             if self.stop.is_set():
                 by = f" by {self.stop_cause}" if self.stop_cause else ""
@@ -536,7 +626,11 @@ class Engine:
             if self.max_ticks is not None and done >= self.max_ticks:
                 self.reason = f"stopped after --ticks {self.max_ticks}"
                 return "stopped"
-            n = ticks - k
+            self._pos = (si, k)
+            if self._over_budget(f"tick {self.clock.tick + 1}"):
+                return "stopped"
+            # Under a budget one tick at a time: no step of a tick it may not pay for starts.
+            n = 1 if budget else ticks - k
             if every:
                 n = min(n, every - self.clock.tick % every)
             later = [t - self.clock.tick for t in self.checkpoint_at if t > self.clock.tick]
@@ -662,6 +756,7 @@ class Engine:
         self._metrics["ticks"] += 1
         dt = time.perf_counter() - t0
         self._metrics["tick_seconds"].append(round(dt, 4))
+        add_steps(self._spending(), results, self._prices, seconds=dt)
         assert self.ws is not None
         self.ws.update_manifest(ticks_done=self.clock.tick)
         self.ws.write_metrics(public_metrics(self._metrics))
@@ -796,6 +891,8 @@ class Engine:
                 if self.progress is not None
                 else None
             )
+            before = merge_model_stats(await self.executor.model_stats())
+            asked_at = time.perf_counter()
             try:
                 answers = await self.executor.ask(
                     chosen, step.question, tick=tick, when=self.clock.now, views=self.views()
@@ -806,6 +903,18 @@ class Engine:
                     with contextlib.suppress(asyncio.CancelledError):
                         await reporter
             self._report_survey(what, len(chosen), len(chosen))
+            used = usage_by_model(
+                merge_model_stats(await self.executor.model_stats()),
+                before,
+                list(self.config.used_models()),
+            )
+            add_usage(
+                self._spending(),
+                used,
+                self._prices,
+                answers=len(chosen),
+                seconds=time.perf_counter() - asked_at,
+            )
             assert self.ws is not None
             sdir = self.ws.root / "surveys"
             sdir.mkdir(exist_ok=True)
@@ -913,7 +1022,13 @@ class Engine:
             "clock": self.clock.get_state(),
             "modules": {n: m.get_state() for n, m in self.modules.items()},
             "pending_messages": self._pending_messages,
-            "metrics": self._metrics,
+            # The wall time so far, this invocation's included: a resume adds on to it.
+            "metrics": {
+                **self._metrics,
+                "wall_seconds": round(
+                    self._metrics["wall_seconds"] + time.perf_counter() - self._t_start, 3
+                ),
+            },
             "config_hash": self.config.config_hash(),
         }
         return write_checkpoint(self.ws, tick=self.clock.tick, engine=engine, agents=agents)
@@ -1017,6 +1132,12 @@ class Engine:
                     ticks_done=self.clock.tick,
                     reason=self.reason,
                     problems=problems,
+                    **self._estimate_fields(status),
+                    **(
+                        {"budget_stop": self.budget_stop.to_dict() if self.budget_stop else None}
+                        if self.config.budget is not None or self.budget_stop
+                        else {}
+                    ),
                 )
             except OSError:
                 if not failed:
@@ -1027,6 +1148,13 @@ class Engine:
                 remove_partial_checkpoints(ws)
                 for tmp in ws.root.glob(".*.tmp-*"):
                     tmp.unlink(missing_ok=True)
+
+    def _estimate_fields(self, status: str) -> dict[str, Any]:
+        """The manifest's ``estimate_error`` when the run folder holds an estimate."""
+        if not (self.run_dir / "estimate.json").is_file():
+            return {}
+        self._estimate_cmp = self._estimate_error(status)
+        return {"estimate_error": self._estimate_cmp}
 
     async def _close_executor(self, status: str) -> None:
         try:

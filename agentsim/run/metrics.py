@@ -23,6 +23,7 @@ from typing import Any
 from agentsim.agent.step import OUTCOMES, TOOL_RESULTS
 from agentsim.hosts.host import TickResult
 from agentsim.llm.stats import ModelStats
+from agentsim.run.budget import new_spending
 from agentsim.run.problems import count_problems, new_problems
 
 __all__ = [
@@ -92,6 +93,8 @@ def new_metrics() -> dict[str, Any]:
         # Hashes of the distinct actions by "" (the run), "group:NAME", "model:NAME", and
         # the first action of each (see ``public_metrics``).
         "actions_seen": {},
+        # What the run spent, by model, and the largest tick (``agentsim.run.budget``).
+        "spending": new_spending(),
     }
 
 

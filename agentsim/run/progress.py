@@ -89,6 +89,10 @@ class RunSummary:
     limits: Mapping[str, float] = field(default_factory=dict)
     parent: Mapping[str, Any] | None = None  # a fork's run and tick (``agentsim run --fork``)
     done: tuple[str, ...] = ()  # what the workflow ran: "intervention social.broadcast", ...
+    # The budget's limit that stopped the run, with the figures (``agentsim.run.budget``).
+    budget_stop: Mapping[str, Any] | None = None
+    # The run's estimate against what it spent (``agentsim.run.estimate.estimate_error``).
+    estimate: Mapping[str, Any] | None = None
 
     @property
     def problems(self) -> list[str]:
