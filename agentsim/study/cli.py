@@ -22,6 +22,7 @@ from agentsim.errors import ConfigError
 
 __all__ = ["SUBCOMMANDS", "add_study_command", "build_parser", "main"]
 
+
 def _report(argv: list[str]) -> int:
     from agentsim.study.compare import main as report_main
 
