@@ -41,6 +41,16 @@ import yaml
 
 from agentsim._atomic import atomic_write_text
 from agentsim.errors import AgentsimError, ConfigError, RunError
+from agentsim.run.budget import BUDGET_EXIT_CODE
+from agentsim.study.budget import (
+    RunSpending,
+    budget_with_sets,
+    check_budget,
+    inherited_by,
+    run_ticks,
+    share,
+    spent_by,
+)
 from agentsim.study.spec import PlannedRun, Study, describe_budget, load_study
 
 __all__ = [
@@ -69,10 +79,13 @@ class StudyResult:
     reasons: dict[str, str] = field(default_factory=dict)
     problems: dict[str, list[str]] = field(default_factory=dict)
     signal: int | None = None
+    budget_stop: str | None = None  # why the study stopped on its budget
 
     @property
     def state(self) -> str:
         """``complete``, ``failed`` (some run failed), or ``stopped``."""
+        if self.budget_stop is not None:
+            return "stopped"
         if self.signal is not None or "stopped" in self.states.values():
             return "stopped"
         if "failed" in self.states.values():
@@ -197,11 +210,14 @@ def run_study(
         lock.release()
 
 
-def resume_study(study_dir: Path, *, progress: TextIO | None = None) -> StudyResult:
+def resume_study(
+    study_dir: Path, *, progress: TextIO | None = None, budget_sets: list[str] | None = None
+) -> StudyResult:
     """Go on with the study in ``study_dir`` (``agentsim study --resume STUDY_DIR``):
     complete runs are kept, runs stopped or killed mid-way resume from their last
     checkpoint (as ``agentsim run --resume``), failed ones are tried again from theirs,
-    pending ones start."""
+    pending ones start. ``budget_sets`` (``--set budget.KEY=VALUE``) changes the study's
+    budget (kept in the manifest)."""
     study_dir = Path(study_dir)
     mpath = study_dir / "manifest.json"
     if not mpath.is_file() or not (study_dir / "study.yaml").is_file():
@@ -241,6 +257,9 @@ def resume_study(study_dir: Path, *, progress: TextIO | None = None) -> StudyRes
         (study_dir / "runs").mkdir(exist_ok=True)
         manifest["runs"] = [{**_run_row(r, rows[r.id].get("state", "pending"))} for r in study.runs]
         manifest["ended"] = None
+        if budget_sets:
+            manifest["budget"] = budget_with_sets(manifest.get("budget"), budget_sets)
+        manifest.pop("budget_stop", None)
         runner = _Runner(study, study_dir, manifest, progress or sys.stderr, resumed=True)
         return asyncio.run(runner.run())
     finally:
@@ -288,6 +307,14 @@ class _Runner:
         self.signal: int | None = None
         self.changed = asyncio.Event()
         self._last_line: dict[str, float] = {}
+        # The study's budget (the manifest's: a resume's --set may have raised it), what
+        # the runs under way were given of it, and why it stopped the study.
+        given = manifest.get("budget")
+        self.budget = check_budget(given, "budget") if given else None
+        self.granted: dict[str, dict[str, float]] = {}
+        self.budget_stop: str | None = None
+        self._t0 = time.monotonic()
+        self._seconds_before = float(manifest.get("wall_seconds", 0.0))
 
     # -- state ----------------------------------------------------------------------------
 
@@ -356,9 +383,13 @@ class _Runner:
                 reasons=dict(self.reasons),
                 problems=dict(self.problems),
                 signal=self.signal,
+                budget_stop=self.budget_stop,
             )
             self.manifest["state"] = result.state
             self.manifest["ended"] = _now()
+            self.manifest["wall_seconds"] = round(self._study_seconds(), 3)
+            if self.budget_stop is not None:
+                self.manifest["budget_stop"] = self.budget_stop
             self._write()
         return result
 
@@ -393,16 +424,76 @@ class _Runner:
         if run.fork_of is not None and not await self._parent_ready(run):
             return
         async with sem:
-            if self.stopping:
+            if self.stopping or self.budget_stop is not None:
                 return
             mode = self._mode(run)
             if mode == "complete":
                 self._set(run.id, "complete")
                 return
+            budget = self._grant(run)
+            if self.budget_stop is not None:
+                return
             self._set(run.id, "running")
             self._say(f"{run.id} starts ({mode})")
-            state, reason = await self._child(run, mode)
+            try:
+                state, reason = await self._child(run, mode, budget)
+            finally:
+                self.granted.pop(run.id, None)
+            if state == "stopped" and reason is not None and reason.startswith("budget"):
+                self._stop_on_budget(f"run {run.id}: {reason}")
             self._set(run.id, state, reason)
+
+    # -- the study's budget ---------------------------------------------------------------
+
+    def _study_seconds(self) -> float:
+        return self._seconds_before + time.monotonic() - self._t0
+
+    def _stop_on_budget(self, why: str) -> None:
+        if self.budget_stop is None:
+            self.budget_stop = why
+            self._say(f"budget: {why}; no further run starts (the runs under way finish)")
+            self.changed.set()
+
+    def _grant(self, run: PlannedRun) -> dict[str, Any] | None:
+        """The budget ``run`` starts with (``agentsim.study.budget``), or None without a
+        study budget; sets ``budget_stop`` when nothing is left for it."""
+        if self.budget is None:
+            return None
+        others = [r for r in self.study.runs if r.id != run.id and r.id not in self.granted]
+        spent = [spent_by(self.dir, r) for r in others]
+        reserved = {
+            k: sum(g.get(k, 0.0) for g in self.granted.values()) for k in ("tokens", "money")
+        }
+        waiting = [
+            r
+            for r in self.study.runs
+            if r.id == run.id or (self.states[r.id] == "pending" and r.id not in self.granted)
+        ]
+        grant = share(
+            self.budget,
+            run=run,
+            own=spent_by(self.dir, run),
+            inherited=(inherited := inherited_by(self.dir, run)),
+            others_spent=RunSpending(
+                tokens=sum(s.tokens for s in spent), money=sum(s.money for s in spent)
+            ),
+            reserved=reserved,
+            waiting_ticks=sum(run_ticks(r) for r in waiting),
+            study_seconds=self._study_seconds(),
+        )
+        if grant.empty is not None:
+            self._stop_on_budget(
+                f"budget.{grant.empty} of the study is spent; {run.id} and the runs after it "
+                f"did not start (raise it: agentsim study --resume {self.dir} --set "
+                f"budget.{grant.empty}=...)"
+            )
+            return None
+        # What this run may still spend is held back from the others while it runs.
+        base = {"tokens": inherited.tokens, "money": inherited.money}
+        self.granted[run.id] = {
+            k: float(v) - base[k] for k, v in grant.budget.items() if k in ("tokens", "money")
+        }
+        return grant.budget
 
     async def _parent_ready(self, run: PlannedRun) -> bool:
         """Wait until the parent's checkpoint at the fork's tick exists; False (the fork
@@ -411,7 +502,7 @@ class _Runner:
         parent, tick = run.fork_of
         cp = self.dir / "runs" / parent / "checkpoints" / f"tick-{tick:08d}" / "engine.json"
         while not cp.is_file():
-            if self.stopping:
+            if self.stopping or self.budget_stop is not None:
                 return False
             state = self.states[parent]
             if state in ("failed", "complete", "stopped") and not cp.is_file():
@@ -448,11 +539,16 @@ class _Runner:
             shutil.rmtree(rdir)
         return "fork" if run.fork_of is not None else "start"
 
-    def _job(self, run: PlannedRun, mode: str) -> dict[str, Any]:
+    def _job(
+        self, run: PlannedRun, mode: str, budget: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         cfg = run.config
+        data = cfg.resolved_dict()
+        if budget is not None:  # its share of the study's budget (config_hash leaves it out)
+            data["budget"] = dict(budget)
         return {
             "run_dir": str((self.dir / run.dir).absolute()),
-            "config": yaml.safe_dump(cfg.resolved_dict(), sort_keys=False),
+            "config": yaml.safe_dump(data, sort_keys=False),
             "source": f"{self.study.path} (run {run.id})",
             "base_dir": str(cfg.source_dir.absolute()),
             "mode": mode,
@@ -468,7 +564,9 @@ class _Runner:
             "sample": run.sample or 0,
         }
 
-    async def _child(self, run: PlannedRun, mode: str) -> tuple[str, str | None]:
+    async def _child(
+        self, run: PlannedRun, mode: str, budget: Mapping[str, Any] | None = None
+    ) -> tuple[str, str | None]:
         log_path = self.dir / "logs" / f"{run.id}.log"
         log = await asyncio.to_thread(open, log_path, "ab")
         with log:
@@ -487,7 +585,7 @@ class _Runner:
             )
         self.children[run.id] = proc
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write((json.dumps(self._job(run, mode)) + "\n").encode())
+        proc.stdin.write((json.dumps(self._job(run, mode, budget)) + "\n").encode())
         with contextlib.suppress(ConnectionError):  # it died at once: its exit code says why
             await proc.stdin.drain()
         if self.stopping:  # the signal came while the child started
@@ -510,6 +608,8 @@ class _Runner:
             if end.get("problems"):
                 self.problems[run.id] = list(end["problems"])
             return "complete", None
+        if rc == BUDGET_EXIT_CODE:
+            return "stopped", f"budget: {end.get('reason') or 'its share of the budget is spent'}"
         if rc in (130, 143) or (rc < 0 and self.stopping):
             return "stopped", end.get("reason") or "stopped by a signal; resume the study"
         reason = end.get("reason") or end.get("error")
@@ -623,6 +723,8 @@ def child_main() -> int:
     )
     if summary.status == "interrupted":
         return 143 if signals[:1] == [signal.SIGTERM] or not signals else 130
+    if summary.budget_stop:
+        return BUDGET_EXIT_CODE
     if summary.status != "completed" and not summary.status.startswith("completed"):
         return 1
     return 3 if summary.problems else 0
