@@ -197,6 +197,14 @@ def instrument_of(kind: str, spec: Any) -> Instrument:
                 "list the options, e.g. [yes, no]",
                 where=kind,
             )
+        flags = [o for o in spec if isinstance(o, bool)]
+        if flags:
+            raise InstrumentError(
+                f"option {flags[0]!r} is a boolean, not text (YAML reads yes, no, on, off, "
+                "true and false written without quotes as booleans)",
+                'quote the options, e.g. ["yes", "no"]',
+                where=kind,
+            )
         if not all(isinstance(o, str) and o.strip() for o in spec):
             raise InstrumentError(
                 "every option must be a non-empty string",

@@ -78,8 +78,11 @@ class TypedSurvey:
 
 
 def typed_surveys(run: Run) -> list[TypedSurvey]:
-    """The run's typed surveys and interviews that have answers, in workflow order."""
-    found = []
+    """The run's typed surveys and interviews that have answers, in workflow order (none
+    for a run folder without answers or without its ``config.yaml``)."""
+    found: list[TypedSurvey] = []
+    if not (run.path / "surveys").is_dir() or not (run.path / "config.yaml").is_file():
+        return found
     steps = run.config_dict().get("workflow") or []
     for index, item in enumerate(steps):
         if not isinstance(item, Mapping):

@@ -261,8 +261,9 @@ def survey_answers(run: Run, name: str, *, offset: int, limit: int) -> dict[str,
     """One page of a survey's rows, each with its ``status`` (``ok``, ``degraded``,
     ``error`` or ``invalid``, and the ``reason`` when not ok) and, for a typed survey, its
     ``instrument`` and ``value``: the viewer marks the ones that are not data."""
-    answers = run.events(type="survey_answer", all_answers=True)
-    rows = [r for r in answers.to_pylist() if r.get("name") == name]
+    # The events as logged: one table of every survey would hold values of several forms
+    # as JSON text.
+    rows = [r for r in run.iter_events(["survey_answer"]) if r.get("name") == name]
     page = rows[offset : offset + limit]
     return {
         "name": name,
