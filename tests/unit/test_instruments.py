@@ -18,7 +18,7 @@ from agentsim.llm.base import ANSWER_FORMAT
 from agentsim.llm.cache import CachedModel
 from agentsim.llm.openai import OpenAIWire
 from agentsim.llm.scripted import ScriptedModel
-from agentsim.testing import FunctionModel, scripted_answer
+from agentsim.testing import FunctionModel, in_turn, scripted_answer
 from agentsim.testing.function_model import ChatRequest
 
 LIKERT = instrument_of("likert", [1, 5])
@@ -185,3 +185,10 @@ async def test_scripted_answer_reads_the_form_from_the_request() -> None:
     odd = ChatRequest(messages=(), response_format={"type": "json_object"})
     assert odd.answer_format is None
     assert json.loads(json.dumps(request.answer_format)) == CHOICE.response_format()
+
+
+async def test_in_turn_gives_its_replies_in_order_then_the_fallback() -> None:
+    model = FunctionModel(in_turn("first", '{"answer": 2}', then=lambda r: "after"))
+    messages = [{"role": "user", "content": "hi"}]
+    texts = [(await model.complete(messages)).content for _ in range(4)]
+    assert texts == ["first", '{"answer": 2}', "after", "after"]

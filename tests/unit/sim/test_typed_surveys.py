@@ -382,3 +382,14 @@ def test_the_scripted_model_answers_typed_forms_validly_and_the_same_for_a_seed(
     assert sum(everyone.counts.values()) == 8 and list(everyone.counts) == [
         str(i) for i in range(1, 8)
     ]
+    (hours_all, *_) = found["hours"].tables()
+    low, q1, median, q3, high = hours_all.quantiles
+    assert low == min(r["value"] for r in hours) and high == max(r["value"] for r in hours)
+    assert low <= q1 <= median <= q3 <= high
+
+    summary = write_report(first).summary.read_text()
+    assert "### survey hours (number, before tick 1)" in summary
+    assert f"| all | 8 | {hours_all.mean:.3g} | {hours_all.sd:.3g} | {low:.4g} / " in summary
+    assert "### interview why (json, before tick 1)" in summary
+    assert "| people | 1 | 0 | 0 |" in summary
+    assert "### survey free" not in summary
