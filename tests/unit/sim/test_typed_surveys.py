@@ -393,3 +393,35 @@ def test_the_scripted_model_answers_typed_forms_validly_and_the_same_for_a_seed(
     assert "### interview why (json, before tick 1)" in summary
     assert "| people | 1 | 0 | 0 |" in summary
     assert "### survey free" not in summary
+
+
+@pytest.mark.slow
+def test_a_typed_answer_whose_model_fails_is_degraded_not_invalid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def answer(request: ChatRequest) -> str:
+        if request.answer_format is not None and "contrary" in request.agent:
+            raise RuntimeError("the server fails (the test server answers HTTP 500)")
+        return '{"answer": 2}' if request.answer_format is not None else "ok"
+
+    server = OpenAITestServer(answer=answer)
+    with server:
+        exp = tmp_path / "exp.yaml"
+        exp.write_text(
+            _SERVED.format(
+                likert=LIKERT_QUESTION,
+                choice=CHOICE_QUESTION,
+                base_url=server.base_url,
+                response_format="true",
+            ).replace("max_retries: 0", "max_retries: 0\n  max_degraded_share: 1.0")
+        )
+        run = tmp_path / "run"
+        code = main(["run", str(exp), "--out", str(run)])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    rows = _rows(run, "support")
+    assert [(r["status"], r["value"]) for r in rows] == [("ok", 2)] * 3 + [("degraded", None)]
+    assert "HTTP 500" in rows[3]["reason"]
+    assert "survey support: 1 of 4 answers are not the model's (status degraded" in err
+    (table, *_) = next(s for s in typed_surveys(open_run(run)) if s.name == "support").tables()
+    assert (table.n, table.invalid, table.not_ok, table.mean) == (3, 0, 1, 2.0)
