@@ -97,6 +97,18 @@ _ECHO = _f(
     "(new) the answer only copies lines or sentences of the agent's own prompt",
     optional=True,
 )
+_INSTRUMENT = _f(
+    "instrument",
+    str,
+    "(new) a typed answer's form: `likert`, `choice`, `number` or `json` (absent: free text)",
+    optional=True,
+)
+_VALUE = _f(
+    "value",
+    Any,
+    "(new) a typed answer's value (int, str, float or the JSON value); null unless `ok`",
+    optional=True,
+)
 
 _DECLARED: tuple[EventType, ...] = (
     # -- the run (sim/engine.py) -----------------------------------------------------------
@@ -233,9 +245,17 @@ _DECLARED: tuple[EventType, ...] = (
         fields=(
             _f("name", str, "the survey's name"),
             _f("answer", str, "the answer (empty when the step failed before one)"),
-            _f("status", str, "`ok` (the model answered), `degraded` or `error`", optional=True),
+            _f(
+                "status",
+                str,
+                "`ok` (the model answered), `degraded`, `error` or `invalid` (a typed answer "
+                "that did not fit its form after a retry)",
+                optional=True,
+            ),
             _f("reason", str, "why the status is not `ok`", optional=True),
             _ECHO,
+            _INSTRUMENT,
+            _VALUE,
         ),
     ),
     EventType(
@@ -245,9 +265,17 @@ _DECLARED: tuple[EventType, ...] = (
         fields=(
             _f("name", str, "the interview's name"),
             _f("answer", str, "the answer (empty when the step failed before one)"),
-            _f("status", str, "`ok` (the model answered), `degraded` or `error`", optional=True),
+            _f(
+                "status",
+                str,
+                "`ok` (the model answered), `degraded`, `error` or `invalid` (a typed answer "
+                "that did not fit its form after a retry)",
+                optional=True,
+            ),
             _f("reason", str, "why the status is not `ok`", optional=True),
             _ECHO,
+            _INSTRUMENT,
+            _VALUE,
         ),
     ),
     EventType(

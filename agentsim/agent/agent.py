@@ -45,6 +45,7 @@ from agentsim.agent.step import (
 from agentsim.agent.tools import (
     INSTRUCTIONS,
     READ_ONLY_INSTRUCTIONS,
+    TYPED_INSTRUCTIONS,
     WRITE_TOOLS,
     build_tools,
     describe_tools,
@@ -54,7 +55,7 @@ from agentsim.agent.tools import (
 from agentsim.errors import EnvError, ModelError, SkillError
 from agentsim.events import event
 from agentsim.llm import prompt_blocks
-from agentsim.llm.base import ChatModel, Completion, ToolCall
+from agentsim.llm.base import ANSWER_FORMAT, ChatModel, Completion, ToolCall
 from agentsim.llm.scripted import suggested_calls
 from agentsim.llm.textcalls import find_calls, split_thinking
 from agentsim.skills.hooks import HookDecision, HookOutcome, render_skill_hooks
@@ -183,11 +184,12 @@ class Agent:
         return self._prompt_head(False)[1]
 
     def _prompt_head(
-        self, read_only: bool, tool_text: str | None = None
+        self, read_only: bool, tool_text: str | None = None, *, typed: bool = False
     ) -> tuple[tuple[str, ...], str, tuple[str, ...]]:
         """(system parts, the agent's part, the skill ids the catalog lists): one catalog
         render for both parts. ``tool_text``: the ``<tool_calls>`` block
-        (``model.tool_calls: text``)."""
+        (``model.tool_calls: text``); ``typed``: a typed survey answer's instructions (no
+        tools)."""
         cat = self.skills.catalog(self._situation())
         profile = self._head
         if profile is None:
@@ -204,7 +206,9 @@ class Agent:
             # (skills whose body is empty), so the prompt says it once per skill.
             bare = [n for n, sid in named if f'<skill_content name="{n}">' not in (bodies or "")]
         blocks = prompt_blocks.BLOCKS
-        instructions = READ_ONLY_INSTRUCTIONS if read_only else INSTRUCTIONS
+        instructions = (
+            TYPED_INSTRUCTIONS if typed else READ_ONLY_INSTRUCTIONS if read_only else INSTRUCTIONS
+        )
         system = blocks.parts(
             "system",
             {"instructions": instructions, "tool_calls": tool_text, "available_skills": cat.text},
@@ -262,7 +266,10 @@ class Agent:
         st = StepScratch(inp=inp, out=StepOutcome(agent_id=self.agent_id))
         trace: dict[str, Any] = {"tick": inp.tick, "time": inp.iso}
         if inp.read_only:
-            await self._react(st, model, settings, seed, hooks=(), feedback="", trace=trace)
+            if inp.answer is not None:
+                await self._answer_typed(st, model, settings, seed, trace=trace)
+            else:
+                await self._react(st, model, settings, seed, hooks=(), feedback="", trace=trace)
             _decide_outcome(st)
             return st.out
         self.step_count += 1
@@ -545,6 +552,61 @@ class Agent:
                 return
         st.out.action = st.out.action or "ran out of turns"
         trace["limitation"] = f"step ended after max_react_turns={settings.max_react_turns}"
+
+    async def _answer_typed(
+        self,
+        st: StepScratch,
+        model: ChatModel,
+        settings: AgentSettings,
+        seed: int,
+        *,
+        trace: dict[str, Any],
+    ) -> None:
+        """A typed survey answer: one model call without tools, its form in the question
+        and (where the backend sends it) in the request (``ANSWER_FORMAT``); an answer that
+        does not fit is asked again once with what was wrong, then left ``invalid``."""
+        inp = st.inp
+        form = inp.answer
+        assert form is not None
+        system_parts, mine, _ = self._prompt_head(True, typed=True)
+        system = "\n".join(system_parts)
+        turn = self.user_prompt(inp, (), memory_tokens=settings.memory_prompt_tokens)
+        fixed = estimate_tokens(system) + estimate_tokens(mine)
+        if fixed + estimate_tokens(turn) > settings.prompt_cap_tokens:
+            turn = self.user_prompt(inp, (), memory_tokens=0)
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": f"{mine}\n{turn}"},
+        ]
+        text = ""
+        token = ANSWER_FORMAT.set(form.response_format())
+        try:
+            for attempt in range(2):
+                try:
+                    completion = await model.complete(messages, (), seed=seed)
+                except ModelError as exc:
+                    self._degrade(st, trace, str(exc))
+                    return
+                st.out.model_calls += 1
+                st.out.usage = st.out.usage + completion.usage
+                text = split_thinking(completion.content or "")[1].strip()
+                reading = form.read(text)
+                st.out.value, st.out.invalid = reading.value, reading.reason
+                if reading.ok or attempt:
+                    break
+                messages.append({"role": "assistant", "content": text})
+                messages.append(
+                    {
+                        "role": "user",
+                        "content": f"That answer cannot be used ({reading.reason}). "
+                        f"{form.describe()}",
+                    }
+                )
+        finally:
+            ANSWER_FORMAT.reset(token)
+        st.out.answer = text
+        st.out.action = text[:200] or "did nothing"
+        st.finished = True
 
     def _tools(self, env: EnvAccess | None, *, read_only: bool) -> list[dict[str, Any]]:
         """Tool schemas, shared by every agent that sees the same skills and environment."""

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from agentsim._seeding import derive_seed
 from agentsim.env.clock import WEEKDAYS
+from agentsim.instruments import Instrument
 from agentsim.llm import prompt_blocks
 from agentsim.llm.base import Usage
 
@@ -69,6 +70,8 @@ class StepInput:
     messages: tuple[str, ...] = ()
     question: str | None = None
     read_only: bool = False
+    # A typed survey answer's form (``agentsim.instruments``); None: free text.
+    answer: Instrument | None = None
     blocks: Mapping[str, str] = field(default_factory=lambda: _NO_BLOCKS, hash=False)
     iso: str = field(init=False, repr=False, compare=False)
     stamp: str = field(init=False, repr=False, compare=False)
@@ -116,9 +119,12 @@ class StepInputs:
             return self.shared
         return replace(self.shared, messages=tuple(messages))
 
-    def question(self, question: str) -> StepInput:
-        """The read-only input that asks ``question`` (no tool that writes is offered)."""
-        return replace(self.shared, question=question, read_only=True)
+    def question(self, question: str, answer: Instrument | None = None) -> StepInput:
+        """The read-only input that asks ``question`` (no tool that writes is offered);
+        with ``answer``, a typed answer of that form (the question then says the form)."""
+        if answer is not None:
+            question = f"{question}\n{answer.describe()}"
+        return replace(self.shared, question=question, read_only=True, answer=answer)
 
 
 OUTCOMES = ("finished", "answered", "out_of_turns", "degraded", "error", "skipped")
@@ -145,6 +151,10 @@ class StepOutcome:
     skipped: bool = False
     action: str = ""
     answer: str | None = None
+    # A typed answer (``StepInput.answer``): its value when valid; else why it is not
+    # (``invalid``, after one retry).
+    value: Any = None
+    invalid: str | None = None
     # How the step ended (one of ``OUTCOMES``), decided once when the step ends; whether it
     # acted on the world (an environment write, or a skill script ran) or only narrated.
     outcome: str = ""

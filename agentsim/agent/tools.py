@@ -20,6 +20,7 @@ __all__ = [
     "READ_ONLY_INSTRUCTIONS",
     "READ_ONLY_TOOLS",
     "TOOL_NAMES",
+    "TYPED_INSTRUCTIONS",
     "WRITE_TOOLS",
     "build_tools",
     "describe_tools",
@@ -40,6 +41,11 @@ READ_ONLY_INSTRUCTIONS = (
     "<instructions>\nYou are being interviewed. Answer the question in the first person from "
     "what you remember and know; you cannot change anything. Call finish with your answer.\n"
     "</instructions>"
+)
+TYPED_INSTRUCTIONS = (
+    "<instructions>\nYou are being surveyed. Answer the question in the first person from "
+    "what you remember and know, in exactly the form the question asks for and nothing "
+    "else.\n</instructions>"
 )
 WRITE_TOOLS = frozenset({"activate_skill", "deactivate_skill", "execute_skill_script"})
 READ_ONLY_TOOLS = tuple(t for t in TOOL_NAMES if t not in WRITE_TOOLS)

@@ -246,6 +246,10 @@ class ModelConfig(StrictModel):
     # ``text`` is for servers without tool support: the tools are described in the system
     # message instead of sent, and every call is read from the text.
     tool_calls: Literal["native", "text", "auto"] = "auto"
+    # A typed survey answer's JSON schema goes with the request where the backend can send
+    # it (openai: ``response_format``); false for a server that refuses it (the answer is
+    # still checked, and retried once when it does not fit).
+    response_format: bool = True
     # Added to every request body (e.g. ``top_p``, ``chat_template_kwargs``, thinking
     # controls); keys the model sets itself are refused when the model is built.
     extra_params: dict[str, Any] = Field(default_factory=dict)

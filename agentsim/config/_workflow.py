@@ -8,11 +8,13 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, StrictInt, model_serializer, model_validator
 
 from agentsim.config._errors import StrictModel, fail
+from agentsim.instruments import INSTRUMENTS, Instrument, InstrumentError, instrument_of
 
 __all__ = [
     "MAX_TICKS",
     "NAME_PATTERN",
     "AgentSelector",
+    "AnswerForm",
     "InterveneStep",
     "InterviewStep",
     "RunStep",
@@ -105,13 +107,56 @@ class InterveneStep(StrictModel):
         return self
 
 
+class AnswerForm(StrictModel):
+    """A typed answer (``agentsim.instruments``): ``{likert: [1, 5]}``, ``{choice: [a, b]}``,
+    ``{number: {min: 0, max: 100}}`` (either bound optional) or ``{json: SCHEMA}``."""
+
+    kind: Literal["likert", "choice", "number", "json"]
+    spec: Any = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, data: object) -> object:
+        if isinstance(data, AnswerForm) or (isinstance(data, dict) and "kind" in data):
+            return data  # the long form (built in Python)
+        if not (isinstance(data, dict) and len(data) == 1 and next(iter(data)) in INSTRUMENTS):
+            raise fail(
+                f"{data!r} is not an answer form",
+                "use {likert: [1, 5]}, {choice: [yes, no]}, {number: {min: 0, max: 100}} or "
+                "{json: SCHEMA}; leave answer out for free text",
+            )
+        ((key, val),) = data.items()
+        try:
+            instrument_of(key, val)
+        except InstrumentError as exc:
+            raise fail(exc.problem, exc.fix, field=exc.where) from None
+        return {"kind": key, "spec": val}
+
+    @model_serializer(mode="plain")
+    def _dump(self) -> Any:
+        return {self.kind: self.spec}
+
+    def instrument(self) -> Instrument:
+        return instrument_of(self.kind, self.spec)
+
+
 class SurveyStep(StrictModel):
-    """Ask agents a question in read-only mode and store the answers."""
+    """Ask agents a question in read-only mode and store the answers; ``answer`` asks for
+    a typed answer (absent: free text)."""
 
     kind: ClassVar[str] = "survey"
     question: str = Field(min_length=1)
     name: str | None = Field(default=None, pattern=NAME_PATTERN)
     agents: AgentSelector = _ALL
+    answer: AnswerForm | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> Any:
+        # A free-text step dumps as before (its config hash does not change).
+        data = handler(self)
+        if data.get("answer") is None:
+            data.pop("answer", None)
+        return data
 
 
 class InterviewStep(SurveyStep):

@@ -41,6 +41,7 @@ from agentsim.hosts.protocol import (
     TickResult,
     build_registry,
 )
+from agentsim.instruments import Instrument
 from agentsim.llm.base import ChatModel, as_chat_model
 from agentsim.llm.stats import ModelStats
 from agentsim.skills.provenance import ProvenanceRecorder
@@ -555,16 +556,18 @@ class AgentHost:
         tick: int,
         when: datetime,
         views: Mapping[str, EnvView],
+        answer: Instrument | None = None,
     ) -> dict[str, Answer]:
         """Ask agents a question in read-only mode (survey / interview): all at once, under
         the same limits as a tick's steps (the host's steps in flight, the model's limiter)
         and each under its own step timeout. ``answered`` counts the answers in so far.
 
         Each agent's answer is ``answer_of`` its step (the text and its status); an ok
-        answer that only copies the agent's own prompt is marked ``echo``."""
+        free-text answer that only copies the agent's own prompt is marked ``echo``.
+        ``answer``: the form of a typed answer (``agentsim.instruments``)."""
         router = EnvRouter(views)
         mine = [self.agents[aid] for aid in agent_ids if aid in self.agents]
-        asked = StepInputs(tick=tick, time=when, env=router).question(question)
+        asked = StepInputs(tick=tick, time=when, env=router).question(question, answer)
         inputs = dict.fromkeys((a.agent_id for a in mine), asked)
         self._answered_base = self._steps_done
         outcomes = await self._step_all(mine, inputs)
@@ -573,6 +576,7 @@ class AgentHost:
             given = answer_of(out)
             if (
                 given.status == "ok"
+                and answer is None
                 and out.outcome in ("finished", "answered")
                 and echoes(given.text, self._prompt_of(agent, asked))
             ):
@@ -685,9 +689,10 @@ def _write_profile(folder: Path, profile: Mapping[str, Any]) -> None:
         )
 
 
-ANSWER_STATUSES = ("ok", "degraded", "error")
+ANSWER_STATUSES = ("ok", "degraded", "error", "invalid")
 """A survey or interview answer's status: the model answered; its model failed after its
-retries; the step failed (a bug, a timeout, a cancellation)."""
+retries; the step failed (a bug, a timeout, a cancellation); a typed answer did not fit its
+form after one retry (never data)."""
 
 
 def answer_of(out: StepOutcome) -> Answer:
@@ -703,6 +708,10 @@ def answer_of(out: StepOutcome) -> Answer:
         if found is not None or (status == "degraded" and out.degraded):
             why = str((found or {}).get(key) or "the model failed after its retries")
             return Answer(text=out.answer or "", status=status, reason=why)
+    if out.invalid is not None:
+        return Answer(text=out.answer or "", status="invalid", reason=out.invalid)
+    if out.value is not None:
+        return Answer(text=out.answer or "", value=out.value)
     return Answer(text=out.answer or out.action)
 
 

@@ -19,6 +19,7 @@ from agentsim.config.experiment import ModelConfig
 from agentsim.config.profiles import AgentSpec
 from agentsim.env.base import EnvView, Intent
 from agentsim.env.loader import ModuleCode
+from agentsim.instruments import Instrument
 from agentsim.skills.registry import SkillRegistry
 
 __all__ = [
@@ -141,13 +142,16 @@ class TickResult:
 class Answer:
     """One agent's answer to a survey or an interview: its text, its ``status`` (``ok``: the
     model answered; ``degraded`` or ``error``, with the ``reason``: a failed step, whose
-    text is what the model said before it failed, if anything), and whether it only copies
-    its own prompt (``echo``, ``agentsim.agent.echo``)."""
+    text is what the model said before it failed, if anything; ``invalid``, with the
+    ``reason``: a typed answer that did not fit its form after one retry), whether it only
+    copies its own prompt (``echo``, ``agentsim.agent.echo``) and, for a typed answer,
+    its ``value`` (None unless ``ok``)."""
 
     text: str
     status: str = "ok"
     reason: str | None = None
     echo: bool = False
+    value: Any = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -224,10 +228,19 @@ class Executor(Protocol):
         tick: int,
         when: datetime,
         views: Mapping[str, EnvView],
+        answer: Instrument | None = None,
     ) -> dict[str, Answer]:
-        """Each agent's answer, with its status (``agentsim.hosts.host.answer_of``)."""
+        """Each agent's answer, with its status (``agentsim.hosts.host.answer_of``);
+        ``answer``: a typed answer's form."""
         parts = await self.call(
-            "ask", list(agent_ids), question, tick=tick, when=when, views=dict(views), what="survey"
+            "ask",
+            list(agent_ids),
+            question,
+            tick=tick,
+            when=when,
+            views=dict(views),
+            answer=answer,
+            what="survey",
         )
         return {aid: answer for p in parts for aid, answer in p.items()}
 

@@ -22,6 +22,8 @@ from agentsim.errors import RunError
 from agentsim.inspect import _plots
 from agentsim.inspect.run import Run, open_run
 from agentsim.inspect.summary import RunOverview, summarize
+from agentsim.inspect.typed import TypedSurvey, typed_surveys
+from agentsim.inspect.typed import markdown as typed_markdown
 from agentsim.run.metrics import SKILL_COUNTS
 
 __all__ = [
@@ -174,6 +176,8 @@ class Report:
     images: Mapping[str, Path]
     data: ReportData
     overview: RunOverview = field(repr=False)
+    # The run's typed surveys (``agentsim.inspect.typed``), tabulated per group in summary.md.
+    typed: tuple[TypedSurvey, ...] = ()
 
 
 @dataclass(slots=True)
@@ -185,8 +189,9 @@ class _Acc:
     defaults: Counter[str] = field(default_factory=Counter)
     # Interventions as they come; a survey as its (tick, kind, name), counted in ``answers``.
     markers: list[Marker | tuple[int, str, str]] = field(default_factory=list)
-    # (time, answers of the model, rows left out: a step that degraded or failed).
-    answers: dict[tuple[int, str, str], tuple[str, int, int]] = field(default_factory=dict)
+    # (time, answers of the model, rows left out: a step that degraded or failed, typed
+    # answers that did not fit their form).
+    answers: dict[tuple[int, str, str], tuple[str, int, int, int]] = field(default_factory=dict)
     city: dict[int, Mapping[str, Any]] = field(default_factory=dict)
     social: dict[int, Mapping[str, Any]] = field(default_factory=dict)
     # measure name -> group -> tick -> [sum, count]
@@ -235,9 +240,11 @@ class _Acc:
             key = (tick, str(kind).removesuffix("_answer"), str(ev.get("name", "")))
             if key not in self.answers:
                 self.markers.append(key)
-            time, n, out = self.answers.get(key, (str(ev.get("time", "")), 0, 0))
-            ok = ev.get("status", "ok") == "ok"  # runs before the status: every row ok
-            self.answers[key] = (time, n + ok, out + (not ok))
+            time, n, out, bad = self.answers.get(key, (str(ev.get("time", "")), 0, 0, 0))
+            status = ev.get("status", "ok")  # runs before the status: every row ok
+            invalid = status == "invalid"
+            ok = status == "ok"
+            self.answers[key] = (time, n + ok, out + (not ok and not invalid), bad + invalid)
 
     def _add_triggers(self, skills: Any) -> None:
         """Sum one ``tick_end``'s ``skills`` (group -> skill id -> counts)."""
@@ -324,12 +331,16 @@ def _fork_marker(manifest: Mapping[str, Any], times: Mapping[int, str]) -> Marke
     )
 
 
-def _survey(key: tuple[int, str, str], time: str, answers: int, left_out: int = 0) -> Marker:
+def _survey(
+    key: tuple[int, str, str], time: str, answers: int, left_out: int = 0, invalid: int = 0
+) -> Marker:
     """A survey's marker: the answers of the model counted; the rows of steps that degraded
-    or failed (status not ``ok``) left out, and said so."""
+    or failed (status ``degraded`` or ``error``) and typed answers that did not fit their
+    form (``invalid``) left out, and said so."""
     tick, kind, name = key
     count = f"{answers} answer{'' if answers == 1 else 's'}"
     out = f", {left_out} left out: not ok" if left_out else ""
+    out += f", {invalid} invalid" if invalid else ""
     return Marker(
         tick=tick,
         time=time,
@@ -340,6 +351,12 @@ def _survey(key: tuple[int, str, str], time: str, answers: int, left_out: int = 
             f"; {left_out} row{'' if left_out == 1 else 's'} left out (status degraded or "
             "error: not the model's answer)"
             if left_out
+            else ""
+        )
+        + (
+            f"; {invalid} invalid (a typed answer that did not fit its form after a retry: "
+            "not data)"
+            if invalid
             else ""
         ),
     )
@@ -562,7 +579,12 @@ def _triggers_md(data: ReportData) -> list[str]:
     return out
 
 
-def _summary_md(ov: RunOverview, images: Mapping[str, Path], data: ReportData) -> str:
+def _summary_md(
+    ov: RunOverview,
+    images: Mapping[str, Path],
+    data: ReportData,
+    typed: Sequence[TypedSurvey] = (),
+) -> str:
     out = [f"# Run {ov.run_id} ({ov.name})", ""]
     out += _behaviour_md(ov)
     rows = [
@@ -622,6 +644,17 @@ def _summary_md(ov: RunOverview, images: Mapping[str, Path], data: ReportData) -
         ]
     else:
         out.append("None.")
+    if typed:
+        out += [
+            "",
+            "## Typed answers",
+            "",
+            "Each typed survey's `ok` answers per group; invalid and failed rows are counted "
+            "apart and never enter the figures. sd: the sample standard deviation.",
+            "",
+        ]
+        for survey in typed:
+            out += typed_markdown(survey)
     if data.measures:
         out += [
             "",
@@ -731,6 +764,9 @@ def write_report(run: Run | str | Path, *, out_dir: Path | None = None) -> Repor
             marks,
             folder / "social_opinions.png",
         )
+    typed = tuple(typed_surveys(r))
     summary = folder / "summary.md"
-    summary.write_text(_summary_md(overview, images, data), encoding="utf-8")
-    return Report(dir=folder, summary=summary, images=images, data=data, overview=overview)
+    summary.write_text(_summary_md(overview, images, data, typed), encoding="utf-8")
+    return Report(
+        dir=folder, summary=summary, images=images, data=data, overview=overview, typed=typed
+    )

@@ -290,7 +290,8 @@ class Run:
           logged gives a table with the four shared columns and no rows.
 
         Survey and interview answers (``survey_answer``, ``interview_answer``) whose
-        ``status`` is not ``ok`` (the step degraded or failed: no answer of the model's) are
+        ``status`` is not ``ok`` (the step degraded or failed: no answer of the model's; a
+        typed answer that did not fit its form: ``invalid``) are
         left out unless ``all_answers=True``; ``left_out(table)`` says how many were.
 
         A finished run's ``events.parquet`` is read when it is at least as new as the JSON

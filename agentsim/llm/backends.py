@@ -40,6 +40,9 @@ class Served:
     limiter: RateLimiter | None = None
     prices: Prices | None = None
     stats: ModelStats | None = None
+    # Whether to send a typed survey answer's schema with the request: the backend can
+    # (``Backend.response_format``) and ``model.response_format`` is on.
+    response_format: bool = False
 
     def model(self, transport: Transport) -> ServedModel:
         """``transport`` with the retries, the limiter and the stats."""
@@ -61,10 +64,16 @@ class Backend:
     """How one backend is built: ``server(cfg, base_url, served)`` for a backend that calls
     model servers (``model`` and ``base_url`` are then required, and the run checks the
     servers before it starts), or ``local(cfg, max_react_turns)`` for one that answers
-    in-process."""
+    in-process.
+
+    ``response_format``: the backend's wire can send a typed survey answer's JSON schema so
+    that the server constrains the answer (``agentsim.llm.base.ANSWER_FORMAT``); its
+    factory reads ``Served.response_format``, which the builder sets when this is true and
+    ``model.response_format`` is on."""
 
     server: ServerFactory | None = None
     local: LocalFactory | None = None
+    response_format: bool = False
 
     def __post_init__(self) -> None:
         if (self.server is None) == (self.local is None):
@@ -98,6 +107,7 @@ def _openai(cfg: ModelConfig, base_url: str, served: Served) -> ServedModel:
         max_tokens=cfg.max_tokens,
         extra_params=cfg.extra_params,
         send_tools=cfg.tool_calls != "text",
+        response_format=served.response_format,
         prices=served.prices,
         stats=served.stats,
     )
@@ -105,7 +115,7 @@ def _openai(cfg: ModelConfig, base_url: str, served: Served) -> ServedModel:
 
 BACKENDS: dict[str, Backend] = {
     "scripted": Backend(local=_scripted),
-    "openai": Backend(server=_openai),
+    "openai": Backend(server=_openai, response_format=True),
 }
 """Every backend, by name. Change it through ``register_backend``, which also tells the
 config validation the name."""

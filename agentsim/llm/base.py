@@ -8,10 +8,12 @@ read by the offline scripted model.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
+    "ANSWER_FORMAT",
     "ChatModel",
     "Completion",
     "Message",
@@ -26,6 +28,17 @@ Message = Mapping[str, Any]
 
 ToolSchema = Mapping[str, Any]
 """One tool in OpenAI function-calling form: ``{"type": "function", "function": {...}}``."""
+
+
+ANSWER_FORMAT: ContextVar[Mapping[str, Any] | None] = ContextVar(
+    "agentsim_answer_format", default=None
+)
+"""The form a typed survey answer must take, while an agent answers one: OpenAI's
+``json_schema`` object (``{"name", "schema", "strict"}``, ``agentsim.instruments``), else
+None. A backend that constrains answers sends it with the request (``response_format``);
+an offline model answers it with a valid value; any other model may ignore it (the answer
+is checked anyway). A context variable, so a model's ``complete`` keeps its signature and
+each step (run in its own context) sees only its own."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from agentsim.errors import CacheMissError, ConfigError, ModelResponseError
 from agentsim.llm.base import (
+    ANSWER_FORMAT,
     ChatModel,
     Completion,
     Message,
@@ -374,7 +375,15 @@ class CachedModel(ChatModel):
     def key_for(
         self, messages: Sequence[Message], tools: Sequence[ToolSchema] = (), *, seed: int = 0
     ) -> str:
-        return request_key(self.model_name, messages, tools, self.params, seed)
+        return request_key(self.model_name, messages, tools, self._params(), seed)
+
+    def _params(self) -> Mapping[str, Any]:
+        """The request's parameters: the model's, and a typed answer's form when one is
+        asked for (it changes the answer; absent otherwise, so older keys stay valid)."""
+        form = ANSWER_FORMAT.get()
+        if form is None:
+            return self.params
+        return {**self.params, "response_format": dict(form)}
 
     async def complete(
         self,
@@ -386,7 +395,7 @@ class CachedModel(ChatModel):
         if self.mode == "off":
             assert self.inner is not None
             return await self.inner.complete(messages, tools, seed=seed)
-        request = _request(self.model_name, messages, tools, self.params, seed)
+        request = _request(self.model_name, messages, tools, self._params(), seed)
         key = hashlib.sha256(request.encode()).hexdigest()
         found = self._lookup(key)
         if found is not None:

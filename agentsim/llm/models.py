@@ -61,6 +61,7 @@ def build_model(
             limiter=limiter,
             prices=prices,
             stats=stats if cfg.base_urls is None else None,
+            response_format=backend.response_format and cfg.response_format,
         )
         servers = [
             backend.server(cfg, url, served) for url in (cfg.base_urls or (cfg.base_url or "",))

@@ -37,7 +37,7 @@ from agentsim.errors import (
 )
 from agentsim.llm._clients import HTTPClients
 from agentsim.llm._openai_format import error_text, http_fix, parse_completion, parse_retry_after
-from agentsim.llm.base import Message, ToolSchema
+from agentsim.llm.base import ANSWER_FORMAT, Message, ToolSchema
 from agentsim.llm.limiter import RateLimiter
 from agentsim.llm.served import Answer, Retry, RetryPolicy, ServedModel, Transport
 from agentsim.llm.stats import ModelStats, Prices
@@ -95,6 +95,7 @@ class OpenAIWire(Transport):
         extra_params: Mapping[str, Any] | None = None,
         send_tools: bool = True,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        response_format: bool = True,
     ) -> None:
         if not model:
             raise ConfigError("model", "the model name is empty", "set it to the served model")
@@ -125,6 +126,9 @@ class OpenAIWire(Transport):
         # False for servers without tool support (``model.tool_calls: text``): the tools
         # are then described in the system message, and the body carries none.
         self.send_tools = send_tools
+        # Whether a typed survey answer's schema goes with the request as
+        # ``response_format`` (``model.response_format: false`` for servers that refuse it).
+        self.response_format = response_format
         self.max_response_bytes = max_response_bytes
         self.__key = _read_key(api_key_env)
         self.server = self.base_url
@@ -156,6 +160,7 @@ class OpenAIWire(Transport):
             "extra_params": dict(self.extra_params),
             "send_tools": self.send_tools,
             "max_response_bytes": self.max_response_bytes,
+            "response_format": self.response_format,
         }
 
     @property
@@ -176,6 +181,9 @@ class OpenAIWire(Transport):
         if tools and self.send_tools:
             body["tools"] = list(tools)
             body["tool_choice"] = "auto"
+        form = ANSWER_FORMAT.get() if self.response_format else None
+        if form is not None:
+            body["response_format"] = {"type": "json_schema", "json_schema": dict(form)}
         body.update(self.request_params)
         return body
 
@@ -408,7 +416,9 @@ class OpenAIChatModel(ServedModel):
     requests go to ``{base_url}/chat/completions``. ``api_key_env`` names the environment
     variable holding the key; ``None`` sends no ``Authorization`` header (local servers).
     ``extra_params`` are added to every request body (e.g. ``top_p``). ``send_tools=False``
-    leaves the tool schemas out of the body (servers without tool support). ``rng_seed`` seeds the
+    leaves the tool schemas out of the body (servers without tool support).
+    ``response_format=False`` never sends a typed survey answer's schema (servers that
+    refuse ``response_format``). ``rng_seed`` seeds the
     backoff jitter (tests). ``stats`` collects usage, retries, errors, latency and (with
     ``prices``) cost.
 
@@ -437,6 +447,7 @@ class OpenAIChatModel(ServedModel):
         stats: ModelStats | None = None,
         rng_seed: int | None = None,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        response_format: bool = True,
     ) -> None:
         wire = OpenAIWire(
             model=model,
@@ -448,6 +459,7 @@ class OpenAIChatModel(ServedModel):
             extra_params=extra_params,
             send_tools=send_tools,
             max_response_bytes=max_response_bytes,
+            response_format=response_format,
         )
         super().__init__(
             wire,

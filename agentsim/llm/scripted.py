@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 import json
+import random
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,8 +27,17 @@ from functools import lru_cache
 from typing import Any
 
 from agentsim._tokens import estimate_tokens
+from agentsim.instruments import instance_of
 from agentsim.llm._interview import WORD, answer, profile_of, uniform
-from agentsim.llm.base import ChatModel, Completion, Message, ToolCall, ToolSchema, Usage
+from agentsim.llm.base import (
+    ANSWER_FORMAT,
+    ChatModel,
+    Completion,
+    Message,
+    ToolCall,
+    ToolSchema,
+    Usage,
+)
 from agentsim.llm.prompt_blocks import BLOCKS
 
 # The blocks the model reads.
@@ -342,6 +352,9 @@ class ScriptedModel(ChatModel):
         *,
         seed: int = 0,
     ) -> Completion:
+        form = ANSWER_FORMAT.get()
+        if form is not None:
+            return self._typed(messages, form, seed)
         step = _Step(messages, _offered(tools))
         name, args = self._choose(step, seed)
         # estimate_tokens' rule, from the prompt's length: no need to join the whole prompt.
@@ -359,6 +372,21 @@ class ScriptedModel(ChatModel):
             finish_reason="tool_calls",
             model=self.name,
         )
+
+    def _typed(self, messages: Sequence[Message], form: Mapping[str, Any], seed: int) -> Completion:
+        """A typed survey answer: a valid value of its schema, drawn from the step's seed
+        and the question (the same agent, tick and question always answer the same)."""
+        asked = (
+            _QUESTION.find(str(m.get("content") or ""))
+            for m in reversed(messages)
+            if m.get("role") == "user"
+        )
+        question = next((q for q in asked if q is not None), "")
+        value = instance_of(form["schema"], random.Random(f"{seed}:{question}"))
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+        chars = sum(len(str(m.get("content") or "")) for m in messages)
+        usage = Usage(prompt_tokens=(chars + 3) // 4, completion_tokens=estimate_tokens(text))
+        return Completion(content=text, usage=usage, finish_reason="stop", model=self.name)
 
     def _choose(self, step: _Step, seed: int) -> _Choice:
         question = _QUESTION.find(step.last_user)

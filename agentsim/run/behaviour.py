@@ -52,7 +52,9 @@ def describe(part: Mapping[str, Any], *, steps_key: str = "agent_steps") -> str:
     answers = int(part.get("answers") or 0)
     if answers:
         echo = int(part.get("echo") or 0)
-        text += f"; answers {answers:,} (echo {echo:,}: {_share(echo, answers)})"
+        invalid = int(part.get("invalid") or 0)
+        unfit = f"; invalid {invalid:,}: {_share(invalid, answers)}" if invalid else ""
+        text += f"; answers {answers:,} (echo {echo:,}: {_share(echo, answers)}{unfit})"
     return text
 
 
@@ -79,6 +81,12 @@ def behaviour_notes(part: Mapping[str, Any], who: str = "") -> dict[str, str]:
         notes["echo"] = (
             f"{whose}{echo:,} of {answers:,} survey and interview answers only copy their own "
             "prompt (echo)"
+        )
+    invalid = int(part.get("invalid") or 0)
+    if invalid:
+        notes["invalid"] = (
+            f"{whose}{invalid:,} of {answers:,} typed survey and interview answers did not fit "
+            "their form after a retry (status invalid; not counted as data)"
         )
     return notes
 

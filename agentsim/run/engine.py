@@ -69,6 +69,7 @@ from agentsim.run.metrics import (
 from agentsim.run.problems import over_limits
 from agentsim.run.progress import Progress, RunSummary
 from agentsim.run.schedules import schedule_named
+from agentsim.run.surveys import write_survey_table
 from agentsim.run.workspace import RunWorkspace, atomic_write_text, check_run_dir
 from agentsim.run.world import World, build_world
 from agentsim.skills.catalog import RunProvides, unmet_requirements
@@ -893,9 +894,15 @@ class Engine:
             )
             before = merge_model_stats(await self.executor.model_stats())
             asked_at = time.perf_counter()
+            form = step.answer.instrument() if step.answer is not None else None
             try:
                 answers = await self.executor.ask(
-                    chosen, step.question, tick=tick, when=self.clock.now, views=self.views()
+                    chosen,
+                    step.question,
+                    tick=tick,
+                    when=self.clock.now,
+                    views=self.views(),
+                    answer=form,
                 )
             finally:
                 if reporter is not None:
@@ -919,13 +926,24 @@ class Engine:
             sdir = self.ws.root / "surveys"
             sdir.mkdir(exist_ok=True)
             # Each row says whether its answer is the model's (``status: ok``) or what a
-            # failed step left (``degraded`` or ``error``, with the ``reason``), and whether
-            # it only copies the agent's own prompt (``echo``).
+            # failed step left (``degraded`` or ``error``, with the ``reason``), or a typed
+            # answer that did not fit its form (``invalid``), and whether it only copies
+            # the agent's own prompt (``echo``). A typed row adds its ``instrument`` and
+            # ``value`` (null unless ok); every row names the agent's ``group``.
             lost = Answer(text="", status="error", reason="no answer came back")
+            groups = self._groups()
             rows: list[dict[str, Any]] = []
             for aid in sorted(chosen):
                 got = answers.get(aid, lost)
                 why = {"reason": got.reason} if got.reason is not None else {}
+                typed = (
+                    {
+                        "instrument": form.kind,
+                        "value": got.value if got.status == "ok" else None,
+                    }
+                    if form is not None
+                    else {}
+                )
                 rows.append(
                     {
                         "agent_id": aid,
@@ -936,13 +954,20 @@ class Engine:
                         "echo": got.echo,
                         "tick": tick,
                         "time": iso,
+                        "group": groups[aid],
+                        **typed,
                     }
                 )
-            models, groups = self.config.group_models(), self._groups()
+            models = self.config.group_models()
             add_answers(
                 self._metrics,
                 [
-                    (groups[r["agent_id"]], models.get(groups[r["agent_id"]], "default"), r["echo"])
+                    (
+                        r["group"],
+                        models.get(r["group"], "default"),
+                        r["echo"],
+                        r["status"] == "invalid",
+                    )
                     for r in rows
                 ],
             )
@@ -950,6 +975,7 @@ class Engine:
                 sdir / f"{name}.jsonl",
                 "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
             )
+            write_survey_table(sdir / f"{name}.parquet", rows, form.kind if form else None)
             self._emit(
                 [
                     self._run_event(
@@ -960,16 +986,30 @@ class Engine:
                         status=r["status"],
                         **({"reason": r["reason"]} if "reason" in r else {}),
                         echo=r["echo"],
+                        **(
+                            {"instrument": r["instrument"], "value": r["value"]}
+                            if form is not None
+                            else {}
+                        ),
                     )
                     for r in rows
                 ]
             )
-            failed = sum(r["status"] != "ok" for r in rows)
+            failed = sum(r["status"] not in ("ok", "invalid") for r in rows)
             if failed:
                 self._tell(
                     [
                         f"{what}: {failed:,} of {len(rows):,} answers are not the model's "
                         f"(status degraded or error; {sdir / name}.jsonl says which and why)"
+                    ]
+                )
+            invalid = sum(r["status"] == "invalid" for r in rows)
+            if invalid:
+                self._tell(
+                    [
+                        f"{what}: {invalid:,} of {len(rows):,} answers did not fit the "
+                        f"{form.kind if form else ''} form after a retry (status invalid, "
+                        f"not data; {sdir / name}.jsonl says why)"
                     ]
                 )
 

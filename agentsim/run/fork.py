@@ -229,10 +229,11 @@ def copy_history(point: ForkPoint, ws: RunWorkspace) -> None:
     for i, step in enumerate(point.config.steps()[:si]):
         if isinstance(step, SurveyStep):
             kind = "interview" if isinstance(step, InterviewStep) else "survey"
-            name = f"{step.name or f'{kind}-{i}'}.jsonl"
-            if (parent / "surveys" / name).is_file():
-                (root / "surveys").mkdir(exist_ok=True)
-                shutil.copy2(parent / "surveys" / name, root / "surveys" / name)
+            for suffix in (".jsonl", ".parquet"):  # the rows and their typed table
+                name = f"{step.name or f'{kind}-{i}'}{suffix}"
+                if (parent / "surveys" / name).is_file():
+                    (root / "surveys").mkdir(exist_ok=True)
+                    shutil.copy2(parent / "surveys" / name, root / "surveys" / name)
     cdir = root / "checkpoints"
     cdir.mkdir(exist_ok=True)
     shutil.copytree(point.checkpoint.path, cdir / point.checkpoint.path.name)

@@ -8,8 +8,9 @@ gates asked for (their model calls are in ``model_calls``).
 
 What the agents did: ``outcomes`` (how the steps ended, ``agentsim.agent.step.OUTCOMES``),
 ``acted`` (steps that wrote to the environment or ran a skill script), ``tool_calls`` by
-result (``TOOL_RESULTS``), also by tool and by skill; survey and interview ``answers`` and
-how many of them only copied their prompt (``echo``); ``distinct_actions`` among the steps'
+result (``TOOL_RESULTS``), also by tool and by skill; survey and interview ``answers``,
+how many of them only copied their prompt (``echo``) and how many typed answers did not fit
+their form (``invalid``, never data); ``distinct_actions`` among the steps'
 actions (``only_action`` when every step did the same thing). ``by_group`` and ``by_model``
 hold the same per group and per model (its name in ``models:``, ``default`` for ``model:``).
 """
@@ -106,6 +107,7 @@ def _new_behaviour() -> dict[str, Any]:
         "tool_calls": dict.fromkeys(TOOL_RESULTS, 0),
         "answers": 0,
         "echo": 0,
+        "invalid": 0,
     }
 
 
@@ -137,17 +139,19 @@ def _saw(metrics: dict[str, Any], keys: Sequence[str], action: str) -> None:
 
 
 def add_answers(
-    metrics: dict[str, Any], answers: Sequence[tuple[str, str, bool]]
+    metrics: dict[str, Any], answers: Sequence[tuple[str, str, bool, bool]]
 ) -> dict[str, int]:
-    """Add survey or interview answers, each (group, model, echo), to ``metrics``; returns
-    the answers and the echoes among them."""
-    echoes = 0
-    for group, model, echo in answers:
+    """Add survey or interview answers, each (group, model, echo, invalid), to ``metrics``;
+    returns the answers and the echoes and invalid answers among them."""
+    echoes = invalid = 0
+    for group, model, echo, bad in answers:
         for part in _parts(metrics, group, model):
             part["answers"] = part.get("answers", 0) + 1
             part["echo"] = part.get("echo", 0) + int(echo)
+            part["invalid"] = part.get("invalid", 0) + int(bad)
         echoes += int(echo)
-    return {"answers": len(answers), "echo": echoes}
+        invalid += int(bad)
+    return {"answers": len(answers), "echo": echoes, "invalid": invalid}
 
 
 def add_tick(

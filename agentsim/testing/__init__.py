@@ -4,7 +4,8 @@
   ``ChatRequest`` is what the function sees, ``tool_call`` builds a tool call to return.
 - ``OpenAITestServer``: a small fault-injecting OpenAI-compatible server on 127.0.0.1
   (``agentsim.testing.openai_server``), with ``Fault`` and ``spawn_test_server``.
-- ``scripted_answer`` answers as the offline model does; ``calls_as_text`` and
+- ``scripted_answer`` answers as the offline model does; ``in_turn`` gives scripted replies
+  one request after another; ``calls_as_text`` and
   ``with_reasoning`` wrap an answer function to write its calls as text or add reasoning.
 - ``suggestions``: the ``SUGGESTED:`` lines of a skill's output, as the scripted model reads
   them (``agentsim.testing.skills``).
@@ -24,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "OpenAITestServer": "agentsim.testing.openai_server",
     "calls_as_text": "agentsim.testing.answers",
     "echo_answer": "agentsim.testing.function_model",
+    "in_turn": "agentsim.testing.answers",
     "scripted_answer": "agentsim.testing.answers",
     "spawn_test_server": "agentsim.testing.openai_server",
     "suggestions": "agentsim.testing.skills",

@@ -1,7 +1,8 @@
 """Ready-made answer functions for ``FunctionModel`` and ``OpenAITestServer``.
 
-``scripted_answer`` answers as the offline scripted model does. Two wrappers make any answer
-function behave as real models do:
+``scripted_answer`` answers as the offline scripted model does (typed survey answers too,
+from the request's ``response_format``); ``in_turn(*replies)`` gives scripted replies one
+request after another. Two wrappers make any answer function behave as real models do:
 
 - ``calls_as_text(answer, form)``: the tool calls it returns are written in the answer's
   text instead, as models served without a tool-call parser write them (``FORMS``);
@@ -12,12 +13,14 @@ function behave as real models do:
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import inspect
 import json
+import threading
 from typing import Literal
 
-from agentsim.llm.base import Completion, ToolCall
+from agentsim.llm.base import ANSWER_FORMAT, Completion, ToolCall
 from agentsim.llm.scripted import ScriptedModel
 from agentsim.testing.function_model import (
     AnswerFunction,
@@ -27,7 +30,14 @@ from agentsim.testing.function_model import (
     echo_answer,
 )
 
-__all__ = ["FORMS", "calls_as_text", "echo_answer", "scripted_answer", "with_reasoning"]
+__all__ = [
+    "FORMS",
+    "calls_as_text",
+    "echo_answer",
+    "in_turn",
+    "scripted_answer",
+    "with_reasoning",
+]
 
 _SCRIPTED = ScriptedModel()
 
@@ -40,8 +50,29 @@ FORMS: tuple[Form, ...] = ("json_fence", "bare", "tool_call", "function", "list"
 
 async def scripted_answer(request: ChatRequest) -> Completion:
     """What the offline scripted model answers: it activates skills, runs their scripts
-    and finishes, so a step takes several calls, as with a real model."""
-    return await _SCRIPTED.complete(request.messages, request.tools, seed=request.seed)
+    and finishes, so a step takes several calls, as with a real model; a request with a
+    typed answer's ``response_format`` gets a valid value of its schema."""
+    token = ANSWER_FORMAT.set(request.answer_format)
+    try:
+        return await _SCRIPTED.complete(request.messages, request.tools, seed=request.seed)
+    finally:
+        ANSWER_FORMAT.reset(token)
+
+
+def in_turn(*replies: Reply, then: AnswerFunction = echo_answer) -> AnswerFunction:
+    """An answer function that gives ``replies`` to the requests one after another (in
+    the order they arrive), then answers with ``then``."""
+    queue = collections.deque(replies)
+    lock = threading.Lock()
+
+    async def next_reply(request: ChatRequest) -> Completion:
+        with lock:
+            reply = queue.popleft() if queue else None
+        if reply is None:
+            return await _completion(then, request)
+        return as_completion(reply, request)
+
+    return next_reply
 
 
 def calls_as_text(answer: AnswerFunction, form: Form = "json_fence") -> AnswerFunction:

@@ -29,7 +29,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentsim.llm.base import ChatModel, Completion, Message, ToolCall, ToolSchema, Usage
+from agentsim.llm.base import (
+    ANSWER_FORMAT,
+    ChatModel,
+    Completion,
+    Message,
+    ToolCall,
+    ToolSchema,
+    Usage,
+)
 
 __all__ = [
     "AnswerFunction",
@@ -56,6 +64,19 @@ class ChatRequest:
     tools: tuple[ToolSchema, ...] = ()
     seed: int = 0
     model: str = ""
+    # The request's ``response_format`` (a typed survey answer's form, as the OpenAI
+    # backend sends it: ``{"type": "json_schema", "json_schema": {...}}``), else None.
+    response_format: Mapping[str, Any] | None = None
+
+    @property
+    def answer_format(self) -> Mapping[str, Any] | None:
+        """The ``json_schema`` object of a typed answer's ``response_format`` (``name``,
+        ``schema``, ``strict``), else None."""
+        form = self.response_format
+        if not isinstance(form, Mapping) or form.get("type") != "json_schema":
+            return None
+        inner = form.get("json_schema")
+        return inner if isinstance(inner, Mapping) else None
 
     @property
     def tool_names(self) -> frozenset[str]:
@@ -183,7 +204,13 @@ class FunctionModel(ChatModel):
         *,
         seed: int = 0,
     ) -> Completion:
-        request = ChatRequest(messages=tuple(messages), tools=tuple(tools), seed=seed)
+        form = ANSWER_FORMAT.get()
+        request = ChatRequest(
+            messages=tuple(messages),
+            tools=tuple(tools),
+            seed=seed,
+            response_format=None if form is None else {"type": "json_schema", "json_schema": form},
+        )
         with self._lock:
             self.requests.append(request)
         reply = self.fn(request)

@@ -222,6 +222,11 @@ class OpenAITestServer:
         """Chat requests received (faulted ones included)."""
         return self._c.requests
 
+    def chat_bodies(self) -> list[Any]:
+        """The JSON bodies of the chat requests received so far, in order (``record``
+        must be on): what a test reads to check what a client sent."""
+        return [r.body for r in list(self.recorded) if r.path.endswith("/chat/completions")]
+
     @property
     def served(self) -> int:
         """Chat requests answered with a completion."""
@@ -335,6 +340,7 @@ class OpenAITestServer:
             tools=tuple(_tools(body.get("tools"))),
             seed=int(body.get("seed") or 0),
             model=model,
+            response_format=_mapping_or_none(body.get("response_format")),
         )
         reply = self.answer(chat)
         if inspect.isawaitable(reply):
@@ -583,6 +589,10 @@ _FAULTS_BY_NAME = {
     "malformed": Fault.malformed(),
     "no-usage": Fault.no_usage(),
 }
+
+
+def _mapping_or_none(value: Any) -> Mapping[str, Any] | None:
+    return value if isinstance(value, Mapping) else None
 
 
 def _answers() -> dict[str, AnswerFunction]:

@@ -191,10 +191,16 @@ def run_summary(run: Run) -> dict[str, Any]:
                 slot[1] += 1
         elif etype == "survey_answer":
             name = str(data.get("name"))
-            survey = surveys.setdefault(name, {"name": name, "tick": t, "answers": 0, "not_ok": 0})
-            # ``answers``: the model's; ``not_ok``: rows of steps that degraded or failed.
-            if data.get("status", "ok") == "ok":
+            survey = surveys.setdefault(
+                name, {"name": name, "tick": t, "answers": 0, "not_ok": 0, "invalid": 0}
+            )
+            # ``answers``: the model's; ``not_ok``: rows of steps that degraded or failed;
+            # ``invalid``: typed answers that did not fit their form (not data either).
+            status = data.get("status", "ok")
+            if status == "ok":
                 survey["answers"] += 1
+            elif status == "invalid":
+                survey["invalid"] += 1
             else:
                 survey["not_ok"] += 1
         elif etype == "intervention":
@@ -252,11 +258,12 @@ def run_summary(run: Run) -> dict[str, Any]:
 
 
 def survey_answers(run: Run, name: str, *, offset: int, limit: int) -> dict[str, Any]:
-    """One page of a survey's rows, each with its ``status`` (``ok``, ``degraded`` or
-    ``error``, and the ``reason`` when not ok): the viewer marks the ones that are not the
-    model's answers."""
-    answers = run.events(type="survey_answer", all_answers=True)
-    rows = [r for r in answers.to_pylist() if r.get("name") == name]
+    """One page of a survey's rows, each with its ``status`` (``ok``, ``degraded``,
+    ``error`` or ``invalid``, and the ``reason`` when not ok) and, for a typed survey, its
+    ``instrument`` and ``value``: the viewer marks the ones that are not data."""
+    # The events as logged: one table of every survey would hold values of several forms
+    # as JSON text.
+    rows = [r for r in run.iter_events(["survey_answer"]) if r.get("name") == name]
     page = rows[offset : offset + limit]
     return {
         "name": name,
@@ -267,6 +274,7 @@ def survey_answers(run: Run, name: str, *, offset: int, limit: int) -> dict[str,
                 **{k: r.get(k) for k in ("tick", "agent_id", "answer", "reason")},
                 "status": r.get("status") or "ok",
                 "echo": r.get("echo") is True,
+                **{k: r[k] for k in ("instrument", "value") if r.get(k) is not None},
             }
             for r in page
         ],

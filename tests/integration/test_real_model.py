@@ -102,3 +102,50 @@ def test_a_real_model_activates_a_skill_and_runs_its_script(
         assert not rm.raw_tool_call(action), action
     assert run.metrics()["model"]["calls"] >= 2
     assert run.metrics()["model"]["errors"] == 0
+
+
+def test_a_real_model_answers_typed_surveys_in_their_form(
+    server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """llama.cpp's server constrains the answer with the ``response_format`` it is sent:
+    every answer fits its form (a likert point, one of the options), none is invalid."""
+    monkeypatch.setenv(rm.API_KEY_ENV, "local")
+    cfg = rm.experiment(
+        "opinion-dynamics",
+        base_url=server.base_url,
+        model=server.alias,
+        agents=1,
+        ticks=1,
+        out=tmp_path / "runs",
+    )
+    cfg["workflow"] = [
+        {
+            "survey": {
+                "name": "support",
+                "question": "How much do you support the new city park?",
+                "answer": {"likert": [1, 5]},
+            }
+        },
+        {
+            "survey": {
+                "name": "vote",
+                "question": "If there were a vote on the new city park today, how would you vote?",
+                "answer": {"choice": ["for", "against", "abstain"]},
+            }
+        },
+    ]
+    path = tmp_path / "typed.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+    code = main(["run", str(path), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err[-3000:]
+    run_dir = Path(json.loads(out)["run_dir"])
+    support, vote = (
+        [json.loads(line) for line in (run_dir / "surveys" / f"{n}.jsonl").read_text().splitlines()]
+        for n in ("support", "vote")
+    )
+    assert [r["status"] for r in support + vote] == ["ok", "ok"], support + vote
+    assert support[0]["value"] in range(1, 6)
+    assert vote[0]["value"] in ("for", "against", "abstain")
+    assert open_run(run_dir).metrics()["invalid"] == 0

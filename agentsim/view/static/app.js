@@ -288,6 +288,7 @@ function surveyBox(run, survey) {
   const box = h("div", { class: "survey", "data-survey": survey.name },
     h("p", {}, h("b", {}, survey.name), ` (tick ${survey.tick}, ${survey.answers} answers`,
       survey.not_ok ? h("span", { class: "not-ok" }, `; ${survey.not_ok} not the model's`) : "",
+      survey.invalid ? h("span", { class: "not-ok" }, `; ${survey.invalid} invalid`) : "",
       "): ", h("i", {}, survey.question || "")), list);
   let offset = 0;
   const more = h("button", { onclick: () => load() }, "more");
@@ -295,7 +296,7 @@ function surveyBox(run, survey) {
     const d = await api(`${runUrl(run)}/surveys/${enc(survey.name)}?offset=${offset}&limit=10`);
     list.append(...d.answers.map((a) => h("li", a.status === "ok" ? {} : { class: "not-ok" },
       h("a", { href: `#/agent/${enc(run)}/${enc(a.agent_id)}` }, a.agent_id), ": ",
-      a.status === "ok" ? a.answer
+      a.status === "ok" ? ("value" in a ? JSON.stringify(a.value) : a.answer)
         : `[${a.status}: ${a.reason || "no answer"}]${a.answer ? " " + a.answer : ""}`,
       ...(a.echo ? [" ", h("span", { class: "echo", title: "the answer only copies its own prompt" },
         "(echo)")] : []))));

@@ -121,6 +121,7 @@ def test_run_page_has_metrics_per_tick_skills_markers_and_surveys(client: TestCl
             "tick": 3,
             "answers": 4,
             "not_ok": 0,
+            "invalid": 0,
             "question": "How is your day going?",
         }
     ]
