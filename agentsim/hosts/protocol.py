@@ -19,6 +19,7 @@ from agentsim.config.experiment import ModelConfig
 from agentsim.config.profiles import AgentSpec
 from agentsim.env.base import EnvView, Intent
 from agentsim.env.loader import ModuleCode
+from agentsim.skills.mcp import McpServer, McpSkillSource
 from agentsim.skills.registry import SkillRegistry
 
 __all__ = [
@@ -44,9 +45,14 @@ class SkillSources:
     trusted_namespaces: tuple[str, ...] = ("built-in",)
     # The run's environment modules: a skill requiring another is hidden. None: not known.
     modules: tuple[str, ...] | None = None
+    # Servers of the MCP skills extension, after the folders; where their files are kept.
+    mcp: tuple[McpServer, ...] = ()
+    mcp_cache: str | None = None
 
 
 def build_registry(src: SkillSources) -> SkillRegistry:
+    """The registry of ``src``; an MCP server that cannot be reached raises ``ConfigError``
+    (the registry's connections are then closed). ``SkillRegistry.close()`` ends them."""
     reg = SkillRegistry()
     if src.builtin:
         reg.scan_builtin(Path(src.builtin))
@@ -54,6 +60,12 @@ def build_registry(src: SkillSources) -> SkillRegistry:
         reg.scan_custom(Path(path))
     for skills_dir, module in src.env:
         reg.scan_env_skills(Path(skills_dir), module)
+    try:
+        for server in src.mcp:
+            reg.add_mcp(McpSkillSource(server, src.mcp_cache))
+    except BaseException:
+        reg.close()
+        raise
     return reg
 
 

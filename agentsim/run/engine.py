@@ -364,6 +364,7 @@ class Engine:
                 await self._connect(resume=True)
             except BaseException:
                 self.ws.release()  # nothing was written: the folder is free for the next try
+                self._close_skills()
                 await self.executor.close()
                 raise
             self._may_write = False
@@ -371,16 +372,21 @@ class Engine:
             check_run_dir(self.run_dir)
             if self.capacity_check:  # before the agents are built: they may not fit
                 self._check_capacity(sum(g.count or 0 for g in cfg.agents))
-            self._prepare()
-            if self.capacity_check:
-                self._check_capacity(len(self.agents))
-            self._check_caches()
-            if self.preflight:
-                await self._preflight()
+            try:
+                self._prepare()
+                if self.capacity_check:
+                    self._check_capacity(len(self.agents))
+                self._check_caches()
+                if self.preflight:
+                    await self._preflight()
+            except BaseException:
+                self._close_skills()
+                raise
             try:
                 await self._connect(resume=False)
                 self.ws = RunWorkspace.create(self.run_dir)
             except BaseException:
+                self._close_skills()
                 await self.executor.close()
                 raise
         ws = self.ws
@@ -964,6 +970,14 @@ class Engine:
         except OSError:
             if status != "failed":
                 raise
+        finally:
+            self._close_skills()
+
+    def _close_skills(self) -> None:
+        """Close the registry's connections to MCP skills servers (if it was built)."""
+        registry = getattr(self, "registry", None)
+        if registry is not None:
+            registry.close()
 
 
 # Write errors that freeing space (or raising a limit) cures, and those that permissions
