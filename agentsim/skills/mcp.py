@@ -495,8 +495,14 @@ class McpSkillSource:
                 return prev
             return ScannedSkill(stamp=(None,), scripts=(), skill=last_good, diagnostics=())
         problem = item.problem or self._store(item, fetched)
+        folder = None
         if problem is None:
-            folder = self.cache.tree(item.name, dict(digests))
+            try:
+                folder = self.cache.tree(item.name, dict(digests))
+            except OSError as exc:  # a damaged copy was dropped: fetched again next time
+                problem = f"cannot lay out its files from the cache ({exc}); it is read again "
+                problem += "from the server at the next refresh"
+        if folder is not None:
             got = read_skill(str(folder / "SKILL.md"))
             diags = tuple(
                 replace(d, file=item.uri if d.file.startswith(str(self.cache.root)) else d.file)

@@ -22,17 +22,27 @@ STDIO_SERVER = FIXTURES / "mcp" / "skills_stdio_server.py"
 
 class CountingSkills(SkillsDirectoryProvider):
     """Serves a folder (re-read on each request) and counts the files read; a file named
-    in ``tamper`` (``name/relative path``) is served with bytes its digest does not match."""
+    in ``tamper`` (``name/relative path``) is served with bytes its digest does not match,
+    one in ``refuse`` is an error."""
 
-    def __init__(self, root: Path, *, tamper: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        tamper: frozenset[str] = frozenset(),
+        refuse: frozenset[str] = frozenset(),
+    ) -> None:
         super().__init__(root, reload=True)
         self.reads: Counter[str] = Counter()
         self.tamper = tamper
+        self.refuse = refuse
 
     async def read_file(self, resource: SkillFileResource) -> bytes:
         data: bytes = await super().read_file(resource)
         key = f"{resource.skill_path}/{resource.file_path}"
         self.reads[key] += 1
+        if key in self.refuse:
+            raise ValueError(f"{key} is not for you")
         if key in self.tamper:
             return data + b"\n# changed on the way\n"
         return data
@@ -42,8 +52,16 @@ class SkillsHttpServer:
     """``with SkillsHttpServer(folder) as server:`` serves ``folder`` at ``server.url``;
     ``stop()`` and ``start()`` take it down and bring it back on the same port."""
 
-    def __init__(self, root: Path, *, tamper: frozenset[str] = frozenset()) -> None:
-        self.provider = CountingSkills(root, tamper=tamper)
+    def __init__(
+        self,
+        root: Path,
+        *,
+        tamper: frozenset[str] = frozenset(),
+        refuse: frozenset[str] = frozenset(),
+        skills: bool = True,
+    ) -> None:
+        self.provider = CountingSkills(root, tamper=tamper, refuse=refuse)
+        self.skills = skills  # False: a plain MCP server, without the skills extension
         self.port = free_port()
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -58,7 +76,10 @@ class SkillsHttpServer:
 
     def start(self) -> None:
         mcp: FastMCP[Any] = FastMCP("test skills")
-        mcp.add_provider(self.provider)
+        if self.skills:
+            mcp.add_provider(self.provider)
+        else:
+            mcp.tool(lambda: "pong", name="ping")
         config = uvicorn.Config(
             mcp.http_app(path="/mcp"), host="127.0.0.1", port=self.port, log_level="error"
         )

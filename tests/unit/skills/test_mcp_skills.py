@@ -20,7 +20,7 @@ from agentsim.errors import ConfigError
 from agentsim.hosts.protocol import SkillSources, build_registry
 from agentsim.inspect import open_run
 from agentsim.run.engine import Engine, Progress
-from agentsim.skills.mcp import McpServer, McpSkillDescriptor, McpSkillSource
+from agentsim.skills.mcp import McpServer, McpSkillDescriptor, McpSkillSource, default_cache_dir
 from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace
 from tests.unit import helpers
 from tests.unit.skills.mcp_servers import SkillsHttpServer, stdio_command
@@ -411,3 +411,97 @@ def test_two_servers_in_one_namespace_or_a_trusted_one_are_refused() -> None:
         "skills.mcp.0.namespace: MCP skills are untrusted, but namespace 'remote' is listed "
         "in trusted_namespaces"
     ), str(err.value)
+
+
+@pytest.mark.slow
+def test_a_source_follows_its_server_down_back_edited_and_a_skill_removed(tmp_path: Path) -> None:
+    root = served_skills(tmp_path / "served", tmp_path / "flag")
+    with SkillsHttpServer(root) as server:
+        source = McpSkillSource(McpServer(namespace="remote", url=server.url), tmp_path / "c")
+        try:
+            first, *_ = source.scan()
+            server.stop()
+            down, *moves = source.scan(first)
+            assert moves == [[], [], []] and source.down is not None
+            assert all(
+                e.stale and e.skill is first.entries[n].skill for n, e in down.entries.items()
+            )
+            assert source.scan(down)[0] is down  # still down: nothing new to say
+            server.start()
+            back, *moves = source.scan(down)
+            assert moves == [[], [], []] and source.down is None
+            assert all(not e.stale and not e.diagnostics for e in back.entries.values())
+            assert back.entries["greet"].skill is first.entries["greet"].skill
+            helpers.touch(
+                root / "greet" / "SKILL.md", "---\nname: greet\ndescription: Hi.\n---\nV2\n"
+            )
+            (root / "forecast" / "SKILL.md").unlink()
+            edited, *moves = source.scan(back)
+        finally:
+            source.close()
+    assert moves == [[], ["greet"], ["forecast"]]
+    greet = edited.entries["greet"].skill
+    assert greet is not None and Path(greet.path, "SKILL.md").read_text().endswith("V2\n")
+    assert Path(first.entries["greet"].skill.path).is_dir()  # an older version stays laid out
+
+
+@pytest.mark.slow
+def test_a_file_the_server_refuses_and_a_damaged_cache_copy_break_only_their_skill(
+    tmp_path: Path,
+) -> None:
+    root = served_skills(tmp_path / "served", tmp_path / "flag")
+    cache = tmp_path / "c"
+    with SkillsHttpServer(root, refuse=frozenset({"forecast/references/notes.md"})) as server:
+        source = McpSkillSource(McpServer(namespace="remote", url=server.url), cache)
+        try:
+            scan, added, _, _ = source.scan()
+            assert added == ["forecast", "greet"] and scan.entries["greet"].skill is not None
+            (diag,) = scan.entries["forecast"].diagnostics
+            assert scan.entries["forecast"].skill is None
+            assert "file references/notes.md could not be read: " in diag.message
+            # A cached file damaged on disk is dropped, and read again at the next refresh.
+            md = root / "greet" / "SKILL.md"
+            (cache / "objects" / sha(md)).write_bytes(b"damaged")
+            (root / "greet" / "extra.md").write_text("Extra.\n")  # a version needing it
+            server.provider.refuse = frozenset()
+            again, _, changed, _ = source.scan(scan)
+            assert changed == ["forecast"]  # readable now
+            greet = again.entries["greet"]
+            assert greet.stale and greet.skill is scan.entries["greet"].skill  # last good
+            (diag,) = greet.diagnostics
+            assert "cannot lay out its files from the cache (the cached copy of SKILL.md is " in (
+                diag.message
+            )
+            fixed, _, changed, _ = source.scan(again)
+        finally:
+            source.close()
+    assert changed == ["greet"]
+    new = fixed.entries["greet"].skill
+    assert new is not None and Path(new.path, "extra.md").read_text() == "Extra.\n"
+    assert (cache / "objects" / sha(md)).read_bytes() == md.read_bytes()
+
+
+def test_a_server_without_the_skills_extension_is_refused_at_start(tmp_path: Path) -> None:
+    with SkillsHttpServer(tmp_path, skills=False) as server:
+        spec = McpServer(namespace="plain", url=server.url, field="skills.mcp.1")
+        source = McpSkillSource(spec, tmp_path / "c")
+        try:
+            with pytest.raises(ConfigError) as err:
+                source.scan()
+        finally:
+            source.close()
+    assert str(err.value) == (
+        f"skills.mcp.1: MCP skills server 'plain' ({server.url}) cannot be used: it does not "
+        "offer the skills extension (io.modelcontextprotocol/skills); start the server, or fix "
+        "its url / command (or remove it from skills.mcp)"
+    )
+
+
+def test_the_default_cache_folder_follows_xdg_cache_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert default_cache_dir() == tmp_path / "agentsim" / "mcp-skills"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_cache_dir() == tmp_path / "home" / ".cache" / "agentsim" / "mcp-skills"
