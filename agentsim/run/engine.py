@@ -62,6 +62,7 @@ from agentsim.run.workspace import RunWorkspace, atomic_write_text, check_run_di
 from agentsim.run.world import World, build_world
 from agentsim.skills.catalog import RunProvides, unmet_requirements
 from agentsim.skills.frontmatter import Diagnostic
+from agentsim.skills.mcp import McpSkillDescriptor
 from agentsim.skills.registry import RegistrySnapshot
 from agentsim.skills.scan import check_scripts, namespace_rank
 from agentsim.skills.scripts.sandbox import sandbox, warn_unsandboxed
@@ -652,7 +653,11 @@ class Engine:
         """What contains ``process`` isolation on this machine (for ``run_start``); said on
         stderr now when nothing does and a skill of the run asks for it."""
         found = sandbox()
-        if any(d.manifest.isolation == "process" for d in self.registry.list_all()):
+        if any(
+            d.manifest.isolation == "process"
+            or (isinstance(d, McpSkillDescriptor) and d.scripts_allowed)
+            for d in self.registry.list_all()
+        ):
             warn_unsandboxed(found)
         return found.describe()
 

@@ -96,7 +96,7 @@ def skill_sources(
             )
             for i, server in enumerate(cfg.mcp)
         ),
-        mcp_cache=str(config.resolve_path(cfg.mcp_cache)) if cfg.mcp_cache else None,
+        mcp_cache=str(config.resolve_path(cfg.mcp_cache).absolute()) if cfg.mcp_cache else None,
     )
 
 
