@@ -185,8 +185,9 @@ class _Link:
     is a coroutine function of the connected client. Any failure ends the session (the
     next job connects again)."""
 
-    def __init__(self, server: McpServer) -> None:
+    def __init__(self, server: McpServer, log: Path) -> None:
         self.server = server
+        self.log = log  # a stdio server's stderr
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -212,10 +213,12 @@ class _Link:
         return result
 
     async def _submit(self, job: _Job) -> Any:
-        if self._task is None or self._task.done():
-            self._jobs = asyncio.Queue()
+        # ``_jobs`` is None once the session stopped taking jobs (it may still be closing).
+        if self._jobs is None:
+            jobs: asyncio.Queue[tuple[_Job | None, asyncio.Future[Any]]] = asyncio.Queue()
             ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._task = asyncio.create_task(self._serve(ready, self._jobs))
+            self._jobs = jobs
+            self._task = asyncio.create_task(self._serve(ready, jobs))
             await ready
         assert self._jobs is not None
         done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -232,7 +235,12 @@ class _Link:
         if server.url is not None:
             transport = StreamableHttpTransport(server.url)
         else:
-            transport = StdioTransport(server.command[0], list(server.command[1:]))
+            self.log.parent.mkdir(parents=True, exist_ok=True)
+            # Ends with the session; its stderr goes to a log beside the cache, not the
+            # run's console.
+            transport = StdioTransport(
+                server.command[0], list(server.command[1:]), keep_alive=False, log_file=self.log
+            )
         return Client(
             transport,
             timeout=server.timeout,
@@ -247,6 +255,11 @@ class _Link:
         jobs: asyncio.Queue[tuple[_Job | None, asyncio.Future[Any]]],
     ) -> None:
         pending: asyncio.Future[Any] | None = None
+
+        def stop_taking_jobs() -> None:
+            if self._jobs is jobs:
+                self._jobs = None
+
         try:
             async with self._client() as client:
                 caps = client.server_capabilities
@@ -259,19 +272,22 @@ class _Link:
                 while True:
                     job, pending = await jobs.get()
                     if job is None:
+                        stop_taking_jobs()
                         pending.set_result(None)
                         return
                     try:
                         pending.set_result(await job(client))
                     except Exception as exc:
+                        stop_taking_jobs()  # a failed exchange may have broken the session
                         pending.set_exception(McpUnavailableError(_reason(exc)))
-                        return  # a failed exchange may have broken the session
+                        return
                     pending = None
         except Exception as exc:  # the connection failed or broke
             for fut in (ready, pending):
                 if fut is not None and not fut.done():
                     fut.set_exception(McpUnavailableError(_reason(exc)))
         finally:
+            stop_taking_jobs()
             while not jobs.empty():  # jobs queued behind a failure: tell them
                 _, fut = jobs.get_nowait()
                 if not fut.done():
@@ -287,9 +303,10 @@ class _Link:
 
         async def stop() -> None:
             task, jobs = self._task, self._jobs
-            if task is not None and not task.done() and jobs is not None:
+            if jobs is not None:
                 done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
                 await jobs.put((None, done))
+            if task is not None and not task.done():
                 try:
                     async with asyncio.timeout(self.server.timeout):
                         await task
@@ -418,7 +435,7 @@ class McpSkillSource:
     def __init__(self, server: McpServer, cache_dir: str | os.PathLike[str] | None = None) -> None:
         self.server = server
         self.cache = _Cache(Path(cache_dir) if cache_dir is not None else default_cache_dir())
-        self._link = _Link(server)
+        self._link = _Link(server, self.cache.root / "logs" / f"{server.namespace}.log")
         self.down: str | None = None  # why the last refresh failed, or None
 
     @property

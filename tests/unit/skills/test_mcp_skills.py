@@ -312,6 +312,7 @@ def test_a_stdio_server_given_as_a_command_serves_its_skills(tmp_path: Path) -> 
     finally:
         source.close()
     assert added == ["forecast", "greet"] and (added_again, changed, removed) == ([], [], [])
+    assert (tmp_path / "cache" / "logs" / "local.log").is_file()  # its stderr, not the console
     assert again.entries["greet"] is scan.entries["greet"]  # same version: reused
     greet = scan.entries["greet"].skill
     assert greet is not None and greet.skill_id == "local@greet"
