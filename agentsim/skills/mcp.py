@@ -511,7 +511,10 @@ class McpSkillSource:
             if prev is not None and not prev.stale:
                 return prev
             return ScannedSkill(stamp=(None,), scripts=(), skill=last_good, diagnostics=())
-        problem = item.problem or self._store(item, fetched)
+        try:
+            problem = item.problem or self._store(item, fetched)
+        except OSError as exc:  # the cache folder cannot be written
+            problem = f"cannot keep its files in {self.cache.root} ({exc}); fix skills.mcp_cache"
         folder = None
         if problem is None:
             try:

@@ -506,3 +506,26 @@ def test_the_default_cache_folder_follows_xdg_cache_home(
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert default_cache_dir() == tmp_path / "home" / ".cache" / "agentsim" / "mcp-skills"
+
+
+def test_a_cache_folder_that_cannot_be_written_refuses_the_skills_and_says_so(
+    tmp_path: Path,
+) -> None:
+    root = served_skills(tmp_path / "served", tmp_path / "flag")
+    cache = tmp_path / "not-a-folder"
+    cache.write_text("a file where the cache should be\n")
+    with SkillsHttpServer(root) as server:
+        source = McpSkillSource(McpServer(namespace="remote", url=server.url), cache)
+        try:
+            scan, added, _, _ = source.scan()
+        finally:
+            source.close()
+    assert added == ["forecast", "greet"]
+    for name, entry in scan.entries.items():
+        (diag,) = entry.diagnostics
+        assert entry.skill is None
+        assert diag.message.startswith(
+            f"skill {name!r} of MCP skills server 'remote' ({server.url}): cannot keep its "
+            f"files in {cache} ("
+        ), diag.message
+        assert diag.message.endswith("; fix skills.mcp_cache")
