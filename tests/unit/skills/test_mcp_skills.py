@@ -529,3 +529,30 @@ def test_a_cache_folder_that_cannot_be_written_refuses_the_skills_and_says_so(
             f"files in {cache} ("
         ), diag.message
         assert diag.message.endswith("; fix skills.mcp_cache")
+
+
+@pytest.mark.slow
+def test_mcp_skills_keep_to_the_catalog_budget_and_are_found_by_search(tmp_path: Path) -> None:
+    root = tmp_path / "served"
+    for i in range(12):
+        helpers.write_skill(
+            root, f"errand-{i:02d}", description=f"Use when running errand number {i} in town."
+        )
+    helpers.write_skill(root, "tide-tables", description="Use when you need the tide tables.")
+    with SkillsHttpServer(root) as server:
+        spec = McpServer(namespace="remote", url=server.url)
+        registry = build_registry(
+            SkillSources(builtin=None, mcp=(spec,), mcp_cache=str(tmp_path / "c"))
+        )
+    try:
+        space = SkillSpace(registry, catalog_budget_tokens=120)
+        runtime = AgentSkillRuntime(space, agent_id="a-1", workspace_root=tmp_path)
+        catalog = runtime.catalog("the tide tables")
+        assert catalog.omitted > 0 and catalog.tokens <= 120
+        # Over budget, the agent's picks follow the situation, as for folder skills.
+        assert "remote@tide-tables" in catalog.shown
+        assert all(sid.startswith("remote@") for sid in catalog.shown)
+        hits = runtime.search("tide tables", limit=3)
+        assert [h["name"] for h in hits] == ["tide-tables"]
+    finally:
+        registry.close()
