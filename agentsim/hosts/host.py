@@ -43,6 +43,7 @@ from agentsim.hosts.protocol import (
 )
 from agentsim.llm.base import ChatModel, as_chat_model
 from agentsim.llm.stats import ModelStats
+from agentsim.skills.provenance import ProvenanceRecorder
 from agentsim.skills.registry import SkillOverlay, SkillRegistry
 from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace
 from agentsim.skills.scripts import ScriptRunner
@@ -131,6 +132,10 @@ class AgentHost:
         self.store = HostStore(run_dir, spec.host_id)
         # Agents with a skills folder of their own (``custom/skills`` in their workspace).
         self._own_views: dict[str, SkillOverlay] = {}
+        # Their versions, recorded in the run folder (``RUN/skills``) from the first tick this
+        # host steps (``_own_tick`` None until then) and at each rescan.
+        self._provenance = ProvenanceRecorder(run_dir.absolute())
+        self._own_tick: int | None = None
         # Default skills (as the group names them) that a reload took away, by agent: they
         # are activated again as soon as their folder has them back.
         self._lost_defaults: dict[str, list[str]] = {}
@@ -297,9 +302,16 @@ class AgentHost:
             if own is not None:  # the folder appeared during the run
                 self._own_views[agent.agent_id] = own
                 agent.skills.set_own_view(own)
+                self._record_own(agent.agent_id, own)
             return ()
         res = own.refresh()
+        self._record_own(agent.agent_id, own)
         return (*res.added, *res.changed)
+
+    def _record_own(self, aid: str, own: SkillOverlay) -> None:
+        """Record the versions of an agent's own skills, from the tick being started."""
+        if self._own_tick is not None:
+            self._provenance.record(own.own(), tick=self._own_tick, agent_id=aid)
 
     async def _step_one(self, agent: Agent, inp: StepInput) -> StepOutcome:
         """One agent's step; a failure or an overrun becomes that agent's error outcome, so
@@ -365,6 +377,11 @@ class AgentHost:
         if self._flush_rows:  # before the agents change (hot reload, messages, steps)
             for aid in ids:
                 self._take_rows(aid)
+        first = self._own_tick is None
+        self._own_tick = tick.tick
+        if first:  # the agents' own skills as the first tick stepped here finds them
+            for aid, own in sorted(self._own_views.items()):
+                self._record_own(aid, own)
         if tick.reload_skills:
             await self.reload(tick.tick, tick.time, changed=tick.skills_changed)
         elif tick.refresh_skills:

@@ -237,6 +237,15 @@ class AgentRecord:
             last_steps=tuple(StepRecord.from_trace(d) for d in steps),
         )
 
+    def skills_at(self, tick: int) -> tuple[str, ...]:
+        """The ids of the skills active for the agent at ``tick`` (its trace's last change
+        of the active set at or before that tick; () before the first)."""
+        active: tuple[str, ...] = ()
+        for d in self.trace():
+            if "skills_active" in d and int(d.get("tick", -1)) <= tick:
+                active = tuple(map(str, d["skills_active"]))
+        return active
+
     def files(self) -> list[WorkspaceFile]:
         """Every file under the agent's folder with its size, sorted by path; symbolic
         links are left out (never followed)."""

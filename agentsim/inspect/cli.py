@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agentsim.errors import AgentsimError, ConfigError
-from agentsim.inspect.agentview import HISTORY_LAST
+from agentsim.inspect.agentview import HISTORY_LAST, AgentRecord
 
 __all__ = ["add_inspect_commands"]
 
@@ -173,6 +173,34 @@ def _agent_text(d: dict[str, Any], out: TextIO) -> None:
         w(f"  {f['size']:>10,}  {f['path']}\n")
 
 
+def _skill_versions(
+    run_dir: Path, agent: AgentRecord, tick: int
+) -> tuple[list[dict[str, Any]], str]:
+    """Each skill active for ``agent`` at ``tick`` with the version it had then (from
+    ``RUN/skills/versions.jsonl``), and what keeps versions from being known ("" if none)."""
+    from agentsim.skills.provenance import read_provenance
+
+    active = agent.skills_at(tick)
+    try:
+        known = read_provenance(run_dir).at(tick, agent_id=agent.agent_id)
+        missing = ""
+    except AgentsimError as exc:
+        known, missing = {}, str(exc)
+    out = []
+    for sid in active:
+        row = known.get(sid)
+        out.append(
+            {
+                "skill_id": sid,
+                "version": row.version if row else None,
+                "tick": row.tick if row else None,
+                "source": row.source if row else None,
+                "files": dict(row.files) if row else {},
+            }
+        )
+    return out, missing
+
+
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from agentsim.inspect.run import open_run
     from agentsim.inspect.summary import summarize
@@ -196,9 +224,15 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     if args.tick is not None:
         prompt = agent.prompt_at(args.tick)
         reasoning = agent.step_at(args.tick).reasoning
+        versions, missing = _skill_versions(run.path, agent, args.tick)
         if args.json:
             _dump(
-                {**prompt.to_dict(), "messages": prompt.messages, "reasoning": list(reasoning)},
+                {
+                    **prompt.to_dict(),
+                    "messages": prompt.messages,
+                    "reasoning": list(reasoning),
+                    "skill_versions": versions,
+                },
                 out,
             )
         else:
@@ -207,6 +241,12 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
             for i, text in enumerate(reasoning, 1):
                 out.write(f"=== reasoning {i} of {len(reasoning)} (not part of any answer) ===\n")
                 out.write(f"{text}\n")
+            out.write(f"=== active skills (tick {args.tick}) ===\n")
+            for v in versions:
+                version = v["version"] or "(not recorded)"
+                out.write(f"{v['skill_id']}  version {version}  {v['source'] or ''}\n")
+            if missing:
+                out.write(f"({missing})\n")
         return 0
     data = {
         "agent_id": agent.agent_id,

@@ -1,7 +1,8 @@
 """Interview one agent of a run, in read-only mode, without changing anything in the run.
 
 The agent is rebuilt in this process from the run's world (``agentsim.run.world``, as
-the engine builds it: same agents, modules, skills and settings) in an ``AgentHost``, then
+the engine builds it: same agents, modules, skills and settings; the skills in the versions
+the run recorded, ``agentsim.skills.provenance``) in an ``AgentHost``, then
 given the state it had: its memory replayed from ``memory.jsonl``, its active skills as last
 recorded (with their activation arguments from the latest checkpoint), and an environment
 restored from the latest checkpoint. It then takes one read-only step
@@ -133,6 +134,7 @@ async def interview(
     from agentsim.hosts.host import AgentHost, HostSpec, answer_of, build_registry
     from agentsim.llm.models import build_model, cache_file
     from agentsim.run.world import build_world
+    from agentsim.skills.provenance import plan_restore, restore
 
     if not question.strip():
         raise ConfigError(
@@ -182,6 +184,12 @@ async def interview(
             symlinks=True,
             ignore=lambda _d, names: [n for n in names if n in _NOT_COPIED],
         )
+        # The skills as the run's agents last had them (its recorded versions), whatever
+        # their folders hold now; a run from before provenance uses the folders.
+        plan = plan_restore(r.path, clock.tick, agents=[agent_id])
+        if plan is not None:
+            restore(plan, scratch)
+            sources = plan.remap_sources(sources)
         # The agent's own model: its group's (``agents[].model``) or the default one.
         model_name = config.group_models().get(spec.group, "default")
         model_cfg, model_note = _model_config(

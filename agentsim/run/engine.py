@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import json
 import os
@@ -63,6 +64,7 @@ from agentsim.run.world import World, build_world
 from agentsim.skills.catalog import RunProvides, unmet_requirements
 from agentsim.skills.frontmatter import Diagnostic
 from agentsim.skills.mcp import McpSkillDescriptor
+from agentsim.skills.provenance import ProvenanceRecorder, RestorePlan, plan_restore, restore
 from agentsim.skills.registry import RegistrySnapshot
 from agentsim.skills.scan import check_scripts, namespace_rank
 from agentsim.skills.scripts.sandbox import sandbox, warn_unsandboxed
@@ -155,6 +157,10 @@ class Engine:
         # A fork starts from another run's checkpoint (``agentsim.run.fork``).
         self.fork = fork
         self.parent: dict[str, Any] | None = fork.lineage() if fork is not None else None
+        # The parent's skill versions at the fork's tick, restored into the fork's folder
+        # (None: not a fork, or a parent from before skill provenance).
+        self._restore_plan: RestorePlan | None = None
+        self._provenance: ProvenanceRecorder | None = None
         self.clock = SimClock(config.clock.start, config.clock.tick)
         self.modules: dict[str, EnvModule] = {}
         self.agents: list[AgentSpec] = []
@@ -217,6 +223,8 @@ class Engine:
         if set(group_models.values()) != {DEFAULT_MODEL}:
             self._agent_models = {a.agent_id: group_models[a.group] for a in self.agents}
         self.registry = build_registry(world.skills)
+        if self.fork is not None:  # read and checked before the fork's folder exists
+            self._restore_plan = plan_restore(self.fork.parent, self.fork.tick)
         for i, step in enumerate(cfg.steps()):
             if isinstance(step, InterveneStep) and step.env is not None and step.action:
                 # Arguments and the ids they name (a place, an agent), before any tick.
@@ -407,6 +415,7 @@ class Engine:
             if self.fork is not None:
                 # The parent's history before the fork, then a resume from its checkpoint.
                 copy_history(self.fork, ws)
+                self._restore_skills(ws.root)
                 checkpoint = own_checkpoint(self.fork, ws, cfg.config_hash())
             events = await self._start(resume=checkpoint is not None)
             if checkpoint is not None:
@@ -414,6 +423,9 @@ class Engine:
                 self._may_write = True
                 if self.fork is None:
                     ws.update_manifest(status="running", resumed=True, pid=os.getpid())
+                    # The versions of the ticks it runs again are recorded again.
+                    ProvenanceRecorder(ws.root).cut(self.clock.tick)
+            self._record_skills()
             self._emit(events)
             status = await self._workflow()
             if status != "completed":
@@ -588,6 +600,7 @@ class Engine:
         """Hot reload's check (a stat per file): the ``skills_reloaded`` event, if any, and
         the ids added or changed (None: nothing changed)."""
         res = self.registry.refresh()
+        self._record_skills()  # a file an agent reads may change without the registry moving
         events: list[dict[str, Any]] = []
         changed: tuple[str, ...] | None = None
         if res.added or res.changed or res.removed:
@@ -648,6 +661,40 @@ class Engine:
             self.progress(
                 Progress.of(self._metrics, tick=self.clock.tick, total=total, fastest=fastest)
             )
+
+    def _restore_skills(self, root: Path) -> None:
+        """A fork's skills are its parent's versions at the fork's tick: restored into the
+        fork's folder (``RUN/skills/restored/``, the agents' ``custom/skills``), and the
+        registry scans those copies instead of the parent's roots from then on."""
+        plan, world = self._restore_plan, self._world
+        assert world is not None and self.fork is not None
+        if plan is None:
+            self._tell(
+                [
+                    f"run {self.fork.parent} recorded no skill versions (an older agentsim): "
+                    "the fork uses the skill folders as they are now"
+                ]
+            )
+            return
+        restore(plan, root)
+        self._world = dataclasses.replace(world, skills=plan.remap_sources(world.skills))
+        before, self.registry = self.registry, build_registry(self._world.skills)
+        before.close()  # its connections to MCP skills servers
+
+    def _record_skills(self) -> None:
+        """Record the run's skills as in effect from the current tick (``RUN/skills``; a
+        skill an edit broke keeps its last good version)."""
+        if self.ws is None:
+            return
+        if self._provenance is None:
+            self._provenance = ProvenanceRecorder(self.ws.root)
+        plan = self._restore_plan
+        self._provenance.record(
+            self.registry.list_all(),
+            tick=self.clock.tick,
+            keep=self.registry.snapshot().broken(),
+            origins=plan.origins() if plan is not None else None,
+        )
 
     def _sandbox(self) -> str:
         """What contains ``process`` isolation on this machine (for ``run_start``); said on

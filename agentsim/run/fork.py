@@ -6,7 +6,9 @@ shards, the answers of the surveys it had run) into a new run folder, and runs t
 workflow from there. The ticks before TICK are copied, never re-run, so the fork must agree
 with its parent on everything that made them: the seed, the clock, the agents, the
 environment and the workflow steps before TICK. Everything else may change: later steps (a
-wrong intervention mended, a what-if), the model (a tick lost to an outage redone), skills.
+wrong intervention mended, a what-if), the model (a tick lost to an outage redone), new
+skill folders. The skills the parent had are its versions at TICK, restored from its run
+folder (``agentsim.skills.provenance``), whatever their folders hold now.
 
 A fork with its parent's own workflow writes byte-identical events to the parent's.
 """

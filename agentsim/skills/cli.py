@@ -1,4 +1,4 @@
-"""``agentsim skills list|show|validate|new``.
+"""``agentsim skills list|show|validate|new|diff``.
 
 ``add_skills_commands`` plugs the subcommand into the top-level ``agentsim`` parser;
 ``main`` runs it standalone (``python -m agentsim.skills.cli skills list``). Exit codes:
@@ -18,6 +18,7 @@ from typing import Any
 
 from agentsim.errors import SkillNotFoundError
 from agentsim.skills.manifest import Diagnostic, load_skill_md, name_problem
+from agentsim.skills.provenance import add_diff_parser
 from agentsim.skills.registry import SkillDescriptor, SkillRegistry
 from agentsim.skills.scan import builtin_skills_dir, check_scripts, list_skill_files
 
@@ -349,6 +350,8 @@ def add_skills_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_run(_cmd_validate))
+
+    add_diff_parser(sub)  # agentsim skills diff RUN_A RUN_B (agentsim.skills.provenance)
 
     p = sub.add_parser("new", help="scaffold a skill with a script and a test")
     p.add_argument("name", help="the new skill's name (lower-case words joined by '-')")

@@ -549,6 +549,10 @@ class SkillOverlay(_Reads):
             removed=_prefixed(scan, removed),
         )
 
+    def own(self) -> tuple[SkillDescriptor, ...]:
+        """The skills of the agent's own folder (namespace ``agent``), in folder order."""
+        return self._ordered
+
     @property
     def agent_skills_dir(self) -> Path | None:
         return Path(self._agent.root) if self._agent is not None else None

@@ -120,6 +120,23 @@ class SkillDescriptor:
     def skill_md(self) -> str:
         return os.path.join(self.path, "SKILL.md")
 
+    def file_digests(self) -> dict[str, str]:
+        """SHA-256 (hex) of each file of the skill an agent or the runtime can read, by
+        path relative to the folder (``/``-separated, sorted): ``SKILL.md``, scripts,
+        references, assets; hidden files and folders, ``__pycache__`` and links that leave
+        the folder are left out. The one answer provenance records (docs/skills.md)."""
+        from agentsim.skills.provenance import folder_digests
+
+        return folder_digests(self.path)
+
+    def file_bytes(self, rel: str) -> bytes:
+        """The bytes of one file of the skill (``rel`` as ``file_digests`` names it)."""
+        real = os.path.realpath(os.path.join(self.path, rel))
+        if path_problem(rel) or not is_inside(real, self.path):
+            raise SkillFileError(self.skill_id, rel, "refused: not a file of the skill folder")
+        with open(real, "rb") as fh:
+            return fh.read()
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (used by ``agentsim skills list --json``)."""
         fields = self.manifest.model_dump(mode="json", exclude={"extra", "hooks"})

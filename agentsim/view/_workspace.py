@@ -8,6 +8,11 @@ A run is addressed by the name of its folder, looked up among the folders of the
 nothing built from a request is ever joined onto a path, so ``../``, absolute paths and
 encoded variants find no run. A run folder or agent folder that is a symlink leading out of
 the workspace is not served.
+
+Studies (``agentsim study``'s folders: a ``manifest.json`` with arms and runs) are served
+too: the folder given, or each sub-folder of the workspace that is one. A study's run is
+addressed as ``STUDY~RUN`` (the study's folder name and the run's id in its manifest), its
+folder the one the manifest names inside the study folder.
 """
 
 from __future__ import annotations
@@ -21,9 +26,13 @@ from typing import Any, Generic, TypeVar
 from agentsim._paths import is_inside
 from agentsim.errors import ConfigError, RunError
 from agentsim.inspect import Run, open_run
+from agentsim.inspect._files import read_json
 from agentsim.inspect.agentview import AgentRecord
 
-__all__ = ["Workspace"]
+__all__ = ["STUDY_SEP", "Workspace", "is_study"]
+
+STUDY_SEP = "~"
+"""Between a study's name and a run's id in the name the viewer gives a study's run."""
 
 _T = TypeVar("_T")
 _CACHE_SIZE = 64
@@ -51,8 +60,22 @@ def _new_once(_key: Hashable) -> _Once[Any]:
     return _Once()
 
 
+def is_study(folder: Path) -> bool:
+    """Whether ``folder`` is a study's folder: its ``manifest.json`` (not a link) lists arms
+    and runs (a run's manifest does not)."""
+    m = folder / "manifest.json"
+    if m.is_symlink() or not m.is_file():
+        return False
+    try:
+        data = read_json(m, what="manifest")
+    except RunError:
+        return False
+    return isinstance(data.get("arms"), list) and isinstance(data.get("runs"), list)
+
+
 class Workspace:
-    """A workspace folder (its sub-folders with a ``manifest.json`` are runs), or one run."""
+    """A workspace folder (its sub-folders with a ``manifest.json`` are runs or studies),
+    one study folder, or one run."""
 
     def __init__(self, path: Path) -> None:
         root = Path(path).resolve()
@@ -60,25 +83,24 @@ class Workspace:
             raise ConfigError(
                 "WORKSPACE_OR_RUN",
                 f"{path} is not a folder",
-                "give the workspace folder (e.g. workspace) or one run folder in it",
+                "give the workspace folder (e.g. workspace), a study folder or one run folder",
             )
-        self.single = (root / "manifest.json").is_file()
+        self.study_root = is_study(root)  # the folder given is one study
+        self.single = not self.study_root and (root / "manifest.json").is_file()
         self.root = root.parent if self.single else root
         self._only = root.name if self.single else None
         # The least recently used of _CACHE_SIZE keys is dropped (see ``cached``).
         self._slots = functools.lru_cache(maxsize=_CACHE_SIZE)(_new_once)
         # One Run per run folder, kept: it keeps its shard reader between requests (it
         # reads again only files that changed).
-        self._open: Callable[[str], Run] = functools.cache(
-            lambda run_id: open_run(self.root / run_id)
+        self._open: Callable[[str, Path], Run] = functools.cache(
+            lambda run_id, folder: open_run(folder)
         )
+        self._names: dict[Path, str] = {}  # a served run's folder -> its name
 
-    def run_ids(self) -> list[str]:
-        """The runs served, newest folder name last (names carry their start time)."""
-        if self._only is not None:
-            return [self._only]
+    def _folders(self) -> list[Path]:
         return sorted(
-            p.name
+            p
             for p in self.root.iterdir()
             if not p.name.startswith(".")
             and p.is_dir()
@@ -87,18 +109,75 @@ class Workspace:
             and is_inside(p, self.root)
         )
 
+    def studies(self) -> dict[str, Path]:
+        """The studies served, by folder name."""
+        if self._only is not None:
+            return {}
+        if self.study_root:
+            return {self.root.name: self.root}
+        return {p.name: p for p in self._folders() if is_study(p)}
+
+    def study(self, name: str) -> Path:
+        known = self.studies()
+        if name not in known:
+            raise RunError(
+                f"no study {name!r} in {self.root} (studies: {', '.join(known) or 'none'}); "
+                "pick one from the Runs page"
+            )
+        return known[name]
+
+    def study_runs(self, name: str, folder: Path) -> dict[str, Path]:
+        """A study's runs whose folders exist, by the name the viewer gives them; a study
+        whose manifest does not read has none."""
+        from agentsim.study.compare import read_study
+
+        try:
+            _, runs = read_study(folder)
+        except ConfigError:
+            return {}
+        return {
+            f"{name}{STUDY_SEP}{r.id}": r.dir
+            for r in runs
+            if (r.dir / "manifest.json").is_file()
+            and not (r.dir / "manifest.json").is_symlink()
+            and is_inside(r.dir, folder)
+        }
+
+    def run_paths(self) -> dict[str, Path]:
+        """Every run served, by name: the workspace's own runs, newest folder name last
+        (names carry their start time), then the runs of each study."""
+        if self._only is not None:
+            found = {self._only: self.root / self._only}
+        else:
+            found = {} if self.study_root else {
+                p.name: p for p in self._folders() if not is_study(p)
+            }  # fmt: skip
+            for name, folder in self.studies().items():
+                found.update(self.study_runs(name, folder))
+        for name, folder in found.items():
+            self._names[folder] = name
+        return found
+
+    def run_ids(self) -> list[str]:
+        """The names of the runs served (``run_paths``' order)."""
+        return list(self.run_paths())
+
+    def name_of(self, run: Run) -> str:
+        """The name a served run goes by (its folder's name for a run of the workspace)."""
+        return self._names.get(run.path, run.path.name)
+
     def run(self, run_id: str) -> Run:
-        known = self.run_ids()
+        known = self.run_paths()
         if run_id not in known:
             raise RunError(
                 f"no run {run_id!r} in workspace {self.root} (runs: {', '.join(known) or 'none'});"
                 " pick one from the Runs page"
             )
-        return self._open(run_id)
+        return self._open(run_id, known[run_id])
 
     def runs(self) -> list[Run]:
         """Every run served, in ``run_ids`` order (the folder is listed once)."""
-        return [self._open(run_id) for run_id in self.run_ids()]
+        return [self._open(run_id, folder) for run_id, folder in self.run_paths().items()]
 
     def agent(self, run: Run, agent_id: str) -> AgentRecord:
         record = run.agent(agent_id)

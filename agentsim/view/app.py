@@ -25,7 +25,7 @@ from starlette.staticfiles import StaticFiles
 from agentsim.errors import AgentsimError, ConfigError, RunError
 from agentsim.inspect import Run
 from agentsim.inspect._query import agent_steps, env_layouts, find_agents
-from agentsim.view import _api
+from agentsim.view import _api, _study
 from agentsim.view._guard import (
     MAX_QUESTION,
     Allowed,
@@ -119,6 +119,11 @@ def create_app(
     def run_of(request: Request) -> Run:
         return ws.run(request.path_params["run"])
 
+    def progress(run: Run) -> dict[str, Any]:
+        """``_api.progress`` under the name the viewer serves the run by (a study's run is
+        ``STUDY~RUN``)."""
+        return {**_api.progress(run), "id": ws.name_of(run)}
+
     def keyed(p: dict[str, Any], what: str) -> tuple[str, str, int, str]:
         """A cache key that changes as the run moves on (``p`` is its ``progress``)."""
         return (what, p["id"], p["ticks_done"], p["status"])
@@ -126,18 +131,34 @@ def create_app(
     def row(run: Run, p: dict[str, Any]) -> dict[str, Any]:
         # Validating the config takes a while: once per run, not once per tick.
         total = ws.cached(("total", p["id"], p["started"]), lambda: _api.total_ticks(run))
-        return ws.cached(keyed(p, "row"), lambda: _api.run_row(run, total))
+        return {**ws.cached(keyed(p, "row"), lambda: _api.run_row(run, total)), "id": p["id"]}
 
     def runs(request: Request) -> Any:
-        rows = [row(run, _api.progress(run)) for run in ws.runs()]
-        return {"workspace": str(ws.root), "runs": rows}
+        rows = {r["id"]: r for r in (row(run, progress(run)) for run in ws.runs())}
+        studies = [_study.study_entry(name, f, rows) for name, f in ws.studies().items()]
+        return {"workspace": str(ws.root), "runs": list(rows.values()), "studies": studies}
+
+    def study(request: Request) -> Any:
+        name = request.path_params["study"]
+        folder = ws.study(name)
+        rows = {r["id"]: r for r in (row(run, progress(run)) for run in ws.runs())}
+        entry = _study.study_entry(name, folder, rows)
+        # The comparison is read again only when one of the study's runs moved on.
+        moved = tuple(
+            (r["id"], r["ticks_done"], r["status"]) for r in rows.values()
+            if r["id"].startswith(name + "~")
+        )  # fmt: skip
+        stamp = (folder / "manifest.json").stat().st_mtime_ns
+        page = ws.cached(("study", name, stamp, moved),
+                         lambda: _study.study_page(name, folder, entry))  # fmt: skip
+        return {**page, "runs": [rows[k] for k in rows if k.startswith(name + "~")]}
 
     def status(request: Request) -> Any:
-        return _api.progress(run_of(request))
+        return progress(run_of(request))
 
     def run_page(request: Request) -> Any:
         run = run_of(request)
-        p = _api.progress(run)
+        p = progress(run)
         summary = ws.cached(keyed(p, "summary"), lambda: _api.run_summary(run))
         metrics = run.metrics()
         return {**row(run, p), "metrics": metrics, "behaviour": _api.behaviour(metrics), **summary}
@@ -163,7 +184,7 @@ def create_app(
         record = ws.agent(run, request.path_params["agent"])
         return {
             "agent_id": record.agent_id,
-            "run": _api.progress(run),
+            "run": progress(run),
             "profile": record.profile(),
             "skills": record.skills(),
         }
@@ -205,7 +226,7 @@ def create_app(
     def world(request: Request) -> Any:
         run = run_of(request)
         limit = _int(request, "limit", _api.WORLD_AGENTS, lo=1, hi=_api.WORLD_AGENTS)
-        p = _api.progress(run)
+        p = progress(run)
         # The layouts hold every agent's profile: built once per run, not once per tick.
         layouts = ws.cached(("layouts", p["id"], p["started"]), lambda: env_layouts(run))
         data = ws.cached((*keyed(p, "world"), limit), lambda: _api.world(run, layouts, limit=limit))
@@ -232,6 +253,7 @@ def create_app(
         Route("/api/runs/{run}/agents/{agent}/steps", endpoint(steps)),
         Route("/api/runs/{run}/agents/{agent}/prompt", endpoint(prompt)),
         Route("/api/runs/{run}/agents/{agent}/interview", guarded(ask), methods=["POST"]),
+        Route("/api/studies/{study}", endpoint(study)),
         Route("/api/{rest:path}", endpoint(not_found)),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]

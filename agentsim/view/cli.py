@@ -56,8 +56,9 @@ def add_view_command(sub: Any) -> None:
     view = sub.add_parser(
         "view",
         help="browse runs in a local web viewer (read-only)",
-        description="Serve a read-only web viewer of a workspace's runs (or one run): runs, "
-        "metrics, the world at each tick, and each agent's steps, prompts and skills. It "
+        description="Serve a read-only web viewer of a workspace's runs (or one run, or a "
+        "study folder): runs, metrics, the world at each tick, each agent's steps, prompts and "
+        "skills, and a study's runs by arm with the comparison of its arms. It "
         "follows runs still going. Binds 127.0.0.1 unless --host says otherwise.",
     )
     view.add_argument(
@@ -65,7 +66,7 @@ def add_view_command(sub: Any) -> None:
         nargs="?",
         default="workspace",
         metavar="WORKSPACE_OR_RUN",
-        help="the workspace folder or one run folder (default: workspace)",
+        help="the workspace folder, a study folder or one run folder (default: workspace)",
     )
     view.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     view.add_argument(

@@ -120,6 +120,10 @@ def test_skills_added_and_edited_mid_run_reach_every_host_next_tick(tmp_path: Pa
     (reload,) = [e for e in events if e["type"] == "skills_reloaded"]
     assert reload["tick"] == 2
     assert reload["added"] == ["custom@stargazing"] and reload["changed"] == ["custom@sky-log"]
+    # Provenance: the versions and the tick each took effect, recorded once for all hosts.
+    rows = [json.loads(x) for x in (run_dir / "skills" / "versions.jsonl").read_text().splitlines()]
+    ticks = [(r["skill_id"], r["tick"]) for r in rows if r["skill_id"].startswith("custom@")]
+    assert ticks == [("custom@sky-log", 0), ("custom@sky-log", 2), ("custom@stargazing", 2)]
     run = open_run(run_dir)
     agents = run.agents
     assert len(agents) == 20  # ten per host, each host writing its own shard

@@ -1,4 +1,4 @@
-// The viewer's pages: Runs, Run, World and Agent, routed by the URL's #fragment.
+// The viewer's pages: Runs, Study, Run, World and Agent, routed by the URL's #fragment.
 // Every page reads the JSON endpoints under /api and follows a running run by polling.
 "use strict";
 
@@ -89,7 +89,8 @@ async function runsPage() {
     h("div", { class: "card" }, h("table", { id: "runs" }, h("thead", {}, h("tr", {},
       ["run", "status", "ticks", "progress", "agents", "errors", "degraded", "started"].map(
         (t) => h("th", { class: ["ticks", "agents", "errors", "degraded"].includes(t) ? "num" : "" }, t)))),
-      body)));
+      body)),
+    h("div", { id: "studies" }));
   let shown = null; // the rows drawn last: a poll that brings nothing new leaves the table alone
   async function refresh() {
     const data = await api("/api/runs");
@@ -106,10 +107,84 @@ async function runsPage() {
       h("td", { class: "num" }, r.agents), h("td", { class: "num" }, r.errors),
       h("td", { class: "num" }, r.degraded), h("td", { class: "muted" }, r.started || ""))));
     if (!data.runs.length) body.append(h("tr", {}, h("td", { colspan: 8 }, "No runs in this workspace.")));
+    document.getElementById("studies").replaceChildren(...(data.studies || []).map(studyCard));
     setLive(data.runs.some((r) => r.state === "running") ? "running" : "");
   }
   await refresh();
   return { poll: refresh };
+}
+
+// -- Studies ------------------------------------------------------------------------------
+// A study on the Runs page: its arms, each with its runs (a link each once its folder exists).
+function studyCard(st) {
+  const runLink = (r) => r.served ? h("a", { href: `#/run/${enc(r.id)}` }, r.run) : h("span", {}, r.run);
+  return h("div", { class: "card study", "data-study": st.id, style: "margin-top:14px" },
+    h("h2", {}, "Study ", h("a", { href: `#/study/${enc(st.id)}` }, st.name || st.id)),
+    st.error ? h("p", { class: "error" }, st.error) : null,
+    h("ul", { class: "plain" }, st.arms.map((a) => h("li", { "data-arm": a.name },
+      h("strong", {}, a.name), a.name === st.control ? " (control)" : "",
+      a.from_tick !== null && a.from_tick !== undefined ? ` (forked at tick ${a.from_tick})` : "", ": ",
+      ...a.runs.flatMap((r, i) => [i ? ", " : "", runLink(r), ` (${r.state})`])))));
+}
+
+const fmtNum = (v) => Math.abs(v) >= 1000 ? v.toFixed(1) : v.toFixed(3);
+
+function estimateText(e, signed) {
+  if (!e || e.mean === null) return e && e.note ? `no data (${e.note})` : "—";
+  const mean = signed && e.mean >= 0 ? "+" + fmtNum(e.mean) : fmtNum(e.mean);
+  if (e.low === null || e.high === null) return `${mean} (no interval: ${e.n} replicate${e.n === 1 ? "" : "s"})`;
+  const same = e.low === e.high ? " (no variation across replicates)" : "";
+  return `${mean} [${fmtNum(e.low)}, ${fmtNum(e.high)}]${same}`;
+}
+
+function methodText(e) {
+  return e.method === "paired t" ? `paired t, ${e.n} pairs` : e.method === "welch" ? "Welch t" : e.method;
+}
+
+// One measure of the comparison: the summary table, and each arm's mean over the ticks.
+function comparisonCard(cmp, item, idx) {
+  const level = `${Math.round(cmp.level * 100)}%`;
+  const forks = item.final.some((r) => r.paired_vs);
+  const head = ["arm", "n replicates", `mean [${level} CI]`, `difference to control [${level} CI]`];
+  if (forks) head.push(`paired difference per agent [${level} CI]`);
+  const rows = item.final.map((r) => h("tr", { "data-arm": r.arm },
+    h("td", {}, r.arm), h("td", { class: "num" }, r.values.length), h("td", {}, estimateText(r.estimate)),
+    h("td", {}, r.difference ? estimateText(r.difference, true) +
+      (r.difference.mean !== null ? ` (${methodText(r.difference)})` : "") : "—"),
+    forks ? h("td", {}, r.paired_agents ? `${estimateText(r.paired_agents, true)} (vs ${r.paired_vs})` : "—") : null));
+  const canvas = h("canvas", { id: `cmp-chart-${idx}`, class: "chart" }), legend = h("div", { class: "legend" });
+  const card = h("div", { class: "card comparison", "data-item": item.key, style: "margin-top:14px" },
+    h("h2", {}, item.label), h("p", { class: "muted" }, `final value: ${item.final_is}; unit: ${item.unit}`),
+    h("table", {}, h("tr", {}, head.map((t) => h("th", {}, t))), ...rows), canvas, legend);
+  const n = item.ticks.length ? item.ticks[item.ticks.length - 1].tick + 1 : 0;
+  const series = cmp.arms.map((a) => {
+    const values = new Array(n).fill(null);
+    for (const t of item.ticks) if (t.arms[a.name] && t.arms[a.name].mean !== null) values[t.tick] = t.arms[a.name].mean;
+    return { label: `${a.name} (mean over replicates)`, values };
+  });
+  return { card, draw: () => window.charts.lineChart(canvas, legend, series, []) };
+}
+
+async function studyPage(study) {
+  crumbs([`#/study/${enc(study)}`, `study ${study}`]);
+  const data = await api(`/api/studies/${enc(study)}`);
+  const cmp = data.comparison;
+  const parts = [h("h1", { id: "study-title" }, `Study ${data.name || study}`), studyCard(data)];
+  if (!cmp) parts.push(h("p", { class: "error", id: "comparison-error" }, data.comparison_error || "no comparison"));
+  else {
+    if (cmp.left_out.length) parts.push(h("div", { class: "card", id: "left-out", style: "margin-top:14px" },
+      h("h2", {}, "Runs left out (not complete)"),
+      h("ul", { class: "plain" }, cmp.left_out.map((lo) => h("li", {}, `${lo.run} (arm ${lo.arm}): ${lo.reason}`)))));
+    const cards = cmp.items.map((it, i) => comparisonCard(cmp, it, i));
+    parts.push(...cards.map((c) => c.card));
+    if (cmp.notes.length) parts.push(h("div", { class: "card", id: "notes", style: "margin-top:14px" },
+      h("h2", {}, "Notes"), h("ul", { class: "plain" }, cmp.notes.map((n) => h("li", {}, n)))));
+    page.replaceChildren(...parts);
+    cards.forEach((c) => c.draw());
+    return { poll: null };
+  }
+  page.replaceChildren(...parts);
+  return { poll: null };
 }
 
 // -- Run ----------------------------------------------------------------------------------
@@ -499,6 +574,7 @@ async function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   try {
     if (parts[0] === "run" && parts[1]) current = await runPage(parts[1]);
+    else if (parts[0] === "study" && parts[1]) current = await studyPage(parts[1]);
     else if (parts[0] === "world" && parts[1]) current = await worldPage(parts[1]);
     else if (parts[0] === "agent" && parts[1] && parts[2]) current = await agentPage(parts[1], parts[2]);
     else current = await runsPage();

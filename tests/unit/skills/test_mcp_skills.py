@@ -128,6 +128,16 @@ def test_a_served_skill_is_activated_and_its_body_read_without_running_its_comma
     objects = {p.name for p in (tmp_path / "cache" / "objects").iterdir()}
     files = [p for p in root.rglob("*") if p.is_file()]
     assert objects == {sha(p) for p in files}
+    # Recorded with the manifest's digests, each file kept in the run folder once.
+    rows = [json.loads(x) for x in (run_dir / "skills" / "versions.jsonl").read_text().splitlines()]
+    recorded = {r["skill_id"]: r["files"] for r in rows}
+    assert recorded["remote@greet"] == {"SKILL.md": sha(root / "greet" / "SKILL.md")}
+    assert recorded["remote@forecast"] == {
+        rel: sha(root / "forecast" / rel)
+        for rel in ("SKILL.md", "references/notes.md", "scripts/forecast.py")
+    }
+    kept = {p.name for p in (run_dir / "skills" / "objects").iterdir()}
+    assert kept == objects
 
 
 def test_the_manifest_digests_are_the_skills_digests_and_a_tampered_file_breaks_it(
