@@ -19,7 +19,7 @@ from agentsim.config.experiment import ModelConfig
 from agentsim.config.profiles import AgentSpec
 from agentsim.env.base import EnvView, Intent
 from agentsim.env.loader import ModuleCode
-from agentsim.skills.mcp import McpServer, McpSkillSource
+from agentsim.skills.mcp import McpServer, McpSkillSource, RestoredMcpSource
 from agentsim.skills.registry import SkillRegistry
 
 __all__ = [
@@ -48,6 +48,8 @@ class SkillSources:
     # Servers of the MCP skills extension, after the folders; where their files are kept.
     mcp: tuple[McpServer, ...] = ()
     mcp_cache: str | None = None
+    # A fork's: servers whose skills it restored from its parent (the folders), not listed.
+    mcp_restored: tuple[tuple[McpServer, tuple[str, ...]], ...] = ()
 
 
 def build_registry(src: SkillSources) -> SkillRegistry:
@@ -63,6 +65,8 @@ def build_registry(src: SkillSources) -> SkillRegistry:
     try:
         for server in src.mcp:
             reg.add_mcp(McpSkillSource(server, src.mcp_cache))
+        for server, folders in src.mcp_restored:
+            reg.add_mcp(RestoredMcpSource(server, folders))
     except BaseException:
         reg.close()
         raise

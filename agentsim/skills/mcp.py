@@ -40,7 +40,7 @@ from urllib.parse import unquote, urlsplit
 from agentsim.errors import ConfigError
 from agentsim.skills.frontmatter import Diagnostic
 from agentsim.skills.manifest import path_problem, read_skill
-from agentsim.skills.scan import RootScan, ScannedSkill, SkillDescriptor
+from agentsim.skills.scan import RootScan, ScannedSkill, SkillDescriptor, scan_root
 
 if TYPE_CHECKING:
     from fastmcp import Client
@@ -52,6 +52,7 @@ __all__ = [
     "McpSkillDescriptor",
     "McpSkillSource",
     "McpUnavailableError",
+    "RestoredMcpSource",
     "default_cache_dir",
 ]
 
@@ -583,3 +584,68 @@ class McpSkillSource:
 def _uri_of(entry: ScannedSkill) -> str:
     skill = entry.skill
     return skill.uri if isinstance(skill, McpSkillDescriptor) else ""
+
+
+class RestoredMcpSource:
+    """A server's skills as a fork restored them from its parent's run (the folders of
+    ``RUN/skills/restored/``): scanned and watched like folders, never listed from the server
+    again, and still MCP skills (untrusted, scripts as the server's entry allows)."""
+
+    def __init__(self, server: McpServer, folders: tuple[str, ...]) -> None:
+        self.server = server
+        self.folders = folders
+
+    @property
+    def namespace(self) -> str:
+        return self.server.namespace
+
+    def close(self) -> None:
+        """Nothing to close: no connection."""
+
+    def scan(
+        self, previous: RootScan | None = None
+    ) -> tuple[RootScan, list[str], list[str], list[str]]:
+        """Scan the restored folders (see ``scan.scan_root``); their skills as MCP skills."""
+        from agentsim.skills.provenance import folder_digests
+
+        old = previous.entries if previous is not None else {}
+        entries: dict[str, ScannedSkill] = {}
+        diagnostics: list[Diagnostic] = []
+        for folder in self.folders:
+            mine = {n: e for n, e in old.items() if e.skill is None or _inside(e.skill, folder)}
+            prev = RootScan(root=folder, namespace=self.namespace, entries=mine)
+            scan, *_ = scan_root(folder, self.namespace, prev)
+            diagnostics += scan.diagnostics
+            for name, entry in scan.entries.items():
+                skill = entry.skill
+                if skill is not None and not isinstance(skill, McpSkillDescriptor):
+                    digests = tuple(sorted(folder_digests(skill.path).items()))
+                    skill = McpSkillDescriptor(
+                        skill_id=skill.skill_id,
+                        namespace=skill.namespace,
+                        path=skill.path,
+                        manifest=skill.manifest,
+                        body_line=skill.body_line,
+                        server=self.server.target,
+                        uri=f"skill://{skill.manifest.name}/SKILL.md",
+                        digests=digests,
+                        scripts_allowed=self.server.scripts,
+                    )
+                    entry = replace(entry, skill=skill)
+                entries.setdefault(name, entry)
+        added = [n for n in entries if n not in old]
+        changed = [
+            n for n, e in entries.items() if n in old and e.skill is not old[n].skill and e.skill
+        ]
+        removed = [n for n in old if n not in entries]
+        scan = RootScan(
+            root=self.server.target,
+            namespace=self.namespace,
+            entries=entries,
+            diagnostics=tuple(diagnostics),
+        )
+        return scan, added, changed, removed
+
+
+def _inside(skill: SkillDescriptor, folder: str) -> bool:
+    return os.path.dirname(skill.path) == folder

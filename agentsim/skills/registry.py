@@ -33,7 +33,7 @@ from agentsim.skills.scan import (
 )
 
 if TYPE_CHECKING:
-    from agentsim.skills.mcp import McpSkillSource
+    from agentsim.skills.mcp import McpSkillSource, RestoredMcpSource
 
 __all__ = ["RefreshResult", "RegistrySnapshot", "SkillDescriptor", "SkillOverlay", "SkillRegistry"]
 
@@ -371,7 +371,7 @@ class SkillRegistry(_Reads):
     def __init__(self) -> None:
         self._snap = _snapshot(0, (), (), (), DocCache())
         # Roots that are not folders (MCP servers), by namespace; not pickled.
-        self._sources: dict[str, McpSkillSource] = {}
+        self._sources: dict[str, McpSkillSource | RestoredMcpSource] = {}
 
     # -- filling ---------------------------------------------------------------------------
 
@@ -399,7 +399,7 @@ class SkillRegistry(_Reads):
             )
         return self._add_root(skills_dir, f"env:{env_name}")
 
-    def add_mcp(self, source: McpSkillSource) -> RefreshResult:
+    def add_mcp(self, source: McpSkillSource | RestoredMcpSource) -> RefreshResult:
         """Register the skills an MCP server lists as ``<namespace>@<name>`` (see
         ``agentsim.skills.mcp``); a server that cannot be reached raises ``ConfigError``."""
         old = self._snap

@@ -566,3 +566,32 @@ def test_mcp_skills_keep_to_the_catalog_budget_and_are_found_by_search(tmp_path:
         assert [h["name"] for h in hits] == ["tide-tables"]
     finally:
         registry.close()
+
+
+@pytest.mark.slow
+def test_a_fork_sees_the_parents_mcp_skill_version_after_the_server_changed_it(
+    tmp_path: Path,
+) -> None:
+    flag = tmp_path / "flag"
+    root = served_skills(tmp_path / "served", flag)
+    md = root / "greet" / "SKILL.md"
+    v1 = sha(md)
+    with SkillsHttpServer(root) as server:
+        exp = experiment(tmp_path, url=server.url, ticks=3, defaults="remote@greet")
+        exp.write_text(
+            exp.read_text().replace("flush_every: 1}", "flush_every: 1, checkpoint_every: 1}")
+        )
+        parent = tmp_path / "parent"
+        assert main(["run", str(exp), "--out", str(parent), "--no-preflight"]) == 0
+        # The server's skill changes after the run.
+        helpers.touch(md, md.read_text().replace("GREET-BODY-V1", "GREET-BODY-V2"))
+        child = tmp_path / "child"
+        argv = ["run", "--fork", str(parent), "--at", "2", "--out", str(child), "--no-preflight"]
+        assert main(argv) == 0
+    prompt = open_run(child).agent("people-00000").prompt_at(2)
+    text = prompt.system + prompt.user
+    assert "GREET-BODY-V1" in text and "GREET-BODY-V2" not in text
+    assert "[command not run: namespace 'remote' is not trusted]" in text and not flag.exists()
+    rows = [json.loads(x) for x in (child / "skills" / "versions.jsonl").read_text().splitlines()]
+    restored = [r for r in rows if r.get("restored_from") and r["skill_id"] == "remote@greet"]
+    assert [r["files"] for r in restored] == [{"SKILL.md": v1}]
