@@ -595,3 +595,6 @@ def test_a_fork_sees_the_parents_mcp_skill_version_after_the_server_changed_it(
     rows = [json.loads(x) for x in (child / "skills" / "versions.jsonl").read_text().splitlines()]
     restored = [r for r in rows if r.get("restored_from") and r["skill_id"] == "remote@greet"]
     assert [r["files"] for r in restored] == [{"SKILL.md": v1}]
+    # With the server gone, an interview still has the agent's recorded skills.
+    argv = ["interview", str(parent), "--agent", "people-00000", "How was your day?", "--json"]
+    assert main(argv) == 0
