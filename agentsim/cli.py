@@ -4,6 +4,7 @@
                  [--ticks N] [--json] [--trace full|summary|off]
     agentsim run --resume RUN
     agentsim run --fork RUN --at TICK [EXPERIMENT.yaml] [--set KEY=VALUE ...] [--out DIR]
+    agentsim study STUDY.yaml [--out DIR] | agentsim study --resume STUDY_DIR
     agentsim skills list|show|validate|new
     agentsim inspect RUN [--agent ID] [--tick T] [--json]
     agentsim interview RUN --agent ID "question"
@@ -230,6 +231,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     resume = args.resume is not None
     fork = None
+    sample = 0  # a study's sampled replicate keeps its model seeds when resumed alone
     if args.at is not None and args.fork is None:
         raise ConfigError("--at", "needs --fork RUN", "add --fork RUN (the run to fork)")
     if args.sets and args.fork is None:
@@ -261,6 +263,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         ws = RunWorkspace.open_existing(run_dir, lock=False)
         RunLock.check_free(run_dir)
         manifest = ws.read_manifest()
+        sample = int(manifest.get("sample") or 0)
         if str(manifest.get("status")).startswith("completed"):
             raise ConfigError("--resume", f"run {run_dir} already completed; nothing to resume")
         base = Path(manifest.get("source_dir", "."))
@@ -317,6 +320,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         capacity_check=not args.skip_capacity_check,
         fork=fork,
         notice=functools.partial(_notice, progress),
+        sample=sample,
     )
     previous = {sig: signal.signal(sig, on_stop_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -527,6 +531,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_env_commands(sub)
     add_inspect_commands(sub)
     add_view_command(sub)
+    from agentsim.study.cli import add_study_command
+
+    add_study_command(sub)
     return parser
 
 
@@ -537,13 +544,24 @@ def _version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["study"]:
+        # `agentsim study` parses its own arguments: its sub-commands have options of their own.
+        from agentsim.study.cli import main as study_main
+
+        return _guarded(study_main, argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 0
+    return _guarded(args.func, args)
+
+
+def _guarded(func: Any, arg: Any) -> int:
+    """Run a command; our errors become their message and exit code."""
     try:
-        code: int = args.func(args)
+        code: int = func(arg)
         sys.stdout.flush()  # here, where a closed pipe is caught, not at the exit
     except BrokenPipeError:
         _quiet_stdout()

@@ -202,6 +202,17 @@ _DECLARED: tuple[EventType, ...] = (
                 "left out)",
                 optional=True,
             ),
+            _f(
+                "skills",
+                dict[str, dict[str, dict[str, int]]],
+                "(new) trigger counts, group -> skill id -> `visible` (agent-steps whose "
+                "catalog listed it), `activated` (agent-steps in which it became active), "
+                "`scripts` (script calls that ran), `hooks_shown` (hook outputs with text "
+                "shown to the model), `suggested` (calls their `SUGGESTED:` lines proposed), "
+                "`followed` (of those, calls the step made with the same arguments); zero "
+                "counts left out",
+                optional=True,
+            ),
         ),
     ),
     EventType(

@@ -55,6 +55,7 @@ from agentsim.errors import EnvError, ModelError, SkillError
 from agentsim.events import event
 from agentsim.llm import prompt_blocks
 from agentsim.llm.base import ChatModel, Completion, ToolCall
+from agentsim.llm.scripted import suggested_calls
 from agentsim.llm.textcalls import find_calls, split_thinking
 from agentsim.skills.hooks import HookDecision, HookOutcome, render_skill_hooks
 from agentsim.skills.runtime import AgentSkillRuntime
@@ -183,9 +184,10 @@ class Agent:
 
     def _prompt_head(
         self, read_only: bool, tool_text: str | None = None
-    ) -> tuple[tuple[str, ...], str]:
-        """(system parts, the agent's part): one catalog render for both. ``tool_text``:
-        the ``<tool_calls>`` block (``model.tool_calls: text``)."""
+    ) -> tuple[tuple[str, ...], str, tuple[str, ...]]:
+        """(system parts, the agent's part, the skill ids the catalog lists): one catalog
+        render for both parts. ``tool_text``: the ``<tool_calls>`` block
+        (``model.tool_calls: text``)."""
         cat = self.skills.catalog(self._situation())
         profile = self._head
         if profile is None:
@@ -217,7 +219,7 @@ class Agent:
                 "more_skills": cat.agent_text or None,
             },
         )
-        return tuple(system), mine
+        return tuple(system), mine, cat.shown
 
     def user_prompt(
         self,
@@ -424,7 +426,10 @@ class Agent:
         tools = self._tools(inp.env, read_only=read_only)
         mode = settings.tool_calls
         tool_text = _described(tools) if mode == "text" else None
-        system_parts, mine = self._prompt_head(read_only, tool_text)
+        system_parts, mine, shown = self._prompt_head(read_only, tool_text)
+        if not (read_only or st.counted):
+            st.counted = True
+            _count_seen(st, shown, hooks)
         system = "\n".join(system_parts)
         mem_tokens = settings.memory_prompt_tokens
         turn = self.user_prompt(
@@ -572,6 +577,8 @@ class Agent:
         ``TOOL_RESULTS``). Every failure becomes an ``error: ...`` text for the model."""
         st.call_result, st.call_skill = "ok", ""
         text = await self._call(st, call, read_only=read_only)
+        if st.suggested:
+            _count_followed(st, call)
         tool = call.name if call.name in _HANDLERS else UNKNOWN_TOOL
         key = (tool, st.call_skill, st.call_result)
         results = st.out.tool_results
@@ -838,6 +845,35 @@ class Agent:
         self._pending_prompts = []
         # The checkpoint this comes from flushed (with force) a skills record of this state.
         self._skills_written = (self.skills.active, self.step_count)
+
+
+def _count_seen(st: StepScratch, shown: tuple[str, ...], hooks: Sequence[HookOutcome]) -> None:
+    """Count what the step's first model round was shown: the skills its catalog listed,
+    and each hook output with text (with the calls its ``SUGGESTED:`` lines propose)."""
+    st.out.catalog = shown
+    seen = st.out.hooks_seen
+    for h in hooks:
+        if not (h.ok and h.text.strip()):
+            continue
+        counts = seen.setdefault(h.skill_id, [0, 0, 0])
+        counts[0] += 1
+        for tool, args in suggested_calls(h.text):
+            counts[1] += 1
+            st.suggested.append((h.skill_id, tool, args))
+
+
+def _count_followed(st: StepScratch, call: ToolCall) -> None:
+    """A call the step made that a shown hook output suggested (same tool, same arguments)
+    counts as followed, once per suggestion."""
+    try:
+        args = json.loads(call.arguments or "{}")
+    except ValueError:
+        return
+    for i, (skill, tool, wanted) in enumerate(st.suggested):
+        if tool == call.name and wanted == args:
+            st.out.hooks_seen[skill][2] += 1
+            del st.suggested[i]
+            return
 
 
 def _decide_outcome(st: StepScratch) -> None:

@@ -153,6 +153,11 @@ class StepOutcome:
     tool_results: dict[tuple[str, str, str], int] = field(default_factory=dict)
     # Tool calls the model wrote as text in its answer and the step ran (``model.tool_calls``).
     recovered_calls: int = 0
+    # The skill ids the step's catalog listed (the catalog's own tuple, shared), and per
+    # skill id [hook outputs shown, calls they suggested, suggested calls the step made]:
+    # what ``tick_end``'s ``skills`` counts (trigger rates).
+    catalog: tuple[str, ...] = ()
+    hooks_seen: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -171,8 +176,16 @@ class StepScratch:
     call_skill: str = ""
     # What skill scripts printed during the step: to the trace, never to the terminal.
     logs: list[dict[str, str]] = field(default_factory=list)
+    # Whether the step's catalog and hook outputs were counted (on its first model round),
+    # and the calls shown hook outputs suggested that the step has not made yet:
+    # (skill id, tool, arguments).
+    counted: bool = False
+    suggested: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
 
 
-def step_seed(seed: int, agent_id: str, tick: int) -> int:
-    """The model seed of one agent's step: stable across executors and resumes."""
-    return derive_seed(seed, agent_id, str(tick)) & 0x7FFFFFFF
+def step_seed(seed: int, agent_id: str, tick: int, *, sample: int = 0) -> int:
+    """The model seed of one agent's step: stable across executors and resumes. ``sample``
+    (a study's sampled replicate, >= 1) draws another seed for the same step; 0 is the
+    run's own."""
+    where = str(tick) if not sample else f"{tick}:sample-{sample}"
+    return derive_seed(seed, agent_id, where) & 0x7FFFFFFF

@@ -325,7 +325,9 @@ class AgentHost:
                         inp,
                         model=self._model_of(agent.agent_id),
                         settings=self._settings_of(agent.agent_id),
-                        seed=step_seed(self.spec.seed, agent.agent_id, inp.tick),
+                        seed=step_seed(
+                            self.spec.seed, agent.agent_id, inp.tick, sample=self.spec.sample
+                        ),
                     )
             except Exception as exc:  # a bug in one agent's step must not stop the run
                 if limit.expired():
@@ -489,6 +491,7 @@ class AgentHost:
         res.outcomes = {out.outcome: 1}
         res.acted = int(out.acted)
         res.tool_results = out.tool_results
+        res.catalog, res.hooks_seen = out.catalog, out.hooks_seen
         res.group = agent.group
         res.model = self._model_name(aid)
         res.action = "" if out.skipped or out.outcome == "error" else out.action

@@ -78,6 +78,8 @@ class HostSpec:
     host_id: int
     run_dir: str
     seed: int
+    # A study's sampled replicate: the model seeds differ by sample (0: the run's own).
+    sample: int = 0
     skills: SkillSources
     model: ModelConfig
     settings: AgentSettings
@@ -145,6 +147,10 @@ class TickResult:
     group: str = ""
     model: str = ""
     action: str = ""
+    # The skill ids its step's catalog listed, and per skill [hook outputs shown, calls
+    # they suggested, suggested calls made] (``StepOutcome.catalog`` and ``hooks_seen``).
+    catalog: tuple[str, ...] = ()
+    hooks_seen: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

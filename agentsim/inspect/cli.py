@@ -111,6 +111,11 @@ def _overview_text(d: dict[str, Any], out: TextIO) -> None:
                 f"    {sid:<38} {u['activations']:>11,} {u['script_calls']:>13,} "
                 f"{u['script_failures']:>7,}\n"
             )
+    for sid, visible in d.get("never_fires", {}).items():
+        w(
+            f"  never fires  {sid}: listed in {visible:,} catalogs, never activated or called "
+            "(trigger rates: agentsim report)\n"
+        )
     for sid, u in d["skills"].items():
         if u.get("script_truncated"):
             w(

@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agentsim.errors import RunError
 from agentsim.inspect import _plots
 from agentsim.inspect.run import Run, open_run
 from agentsim.inspect.summary import RunOverview, summarize
+from agentsim.run.metrics import SKILL_COUNTS
 
 __all__ = [
     "TICK_METRICS",
@@ -28,6 +30,7 @@ __all__ = [
     "Report",
     "ReportData",
     "Series",
+    "SkillTrigger",
     "collect_report_data",
     "tick_metrics",
     "write_report",
@@ -88,6 +91,47 @@ class Marker:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SkillTrigger:
+    """How often one skill fired for one agent group, over the run (from ``tick_end``'s
+    ``skills``): agent-steps whose catalog listed it (``visible``), agent-steps that
+    activated it (``activated``), script calls that ran (``scripts``), hook outputs with
+    text shown to the model (``hooks_shown``), the calls those suggested (``suggested``) and
+    the suggested calls the steps made (``followed``). ``model`` is the group's model
+    (``default`` for ``model:``; empty when the run's configuration cannot be read)."""
+
+    skill: str
+    group: str
+    model: str = ""
+    visible: int = 0
+    activated: int = 0
+    scripts: int = 0
+    hooks_shown: int = 0
+    suggested: int = 0
+    followed: int = 0
+
+    @property
+    def activation_rate(self) -> float | None:
+        """Activated agent-steps per visible agent-step (None when never visible)."""
+        return self.activated / self.visible if self.visible else None
+
+    def never_fires(self, defaults: Collection[str] = ()) -> bool:
+        """Listed in the catalog, but never activated nor its script called, and not one of
+        ``defaults`` (the skills active from the start, which need no activation)."""
+        return (
+            self.visible > 0 and not (self.activated or self.scripts) and self.skill not in defaults
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "skill": self.skill,
+            "group": self.group,
+            "model": self.model,
+            **{k: getattr(self, k) for k in SKILL_COUNTS},
+            "activation_rate": self.activation_rate,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ReportData:
     """Everything the plots show. Module series are ``None`` when the run has no such module.
 
@@ -103,6 +147,9 @@ class ReportData:
       written before ``social_opinions`` carried them)
     - ``measures``: per measure the skills recorded (``ctx.record``), per agent group, the
       mean value (``mean``) and how many agents recorded it (``n``) at each tick
+    - ``triggers``: per skill and agent group, how often it was visible, activated and used
+      (``SkillTrigger``), by skill id then group; ``activated_by``: per skill id, the agents
+      that activated it during the run (default activations at setup left out)
     """
 
     activity: Series
@@ -116,6 +163,8 @@ class ReportData:
     opinion_groups: Mapping[str, Series] | None = None
     opinion_group_bins: Mapping[str, Series] | None = None
     measures: Mapping[str, Mapping[str, Series]] = field(default_factory=dict)
+    triggers: tuple[SkillTrigger, ...] = ()
+    activated_by: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,6 +191,11 @@ class _Acc:
     social: dict[int, Mapping[str, Any]] = field(default_factory=dict)
     # measure name -> group -> tick -> [sum, count]
     measures: dict[str, dict[str, dict[int, list[float]]]] = field(default_factory=dict)
+    # (skill id, group) -> the ``SKILL_COUNTS`` summed over the ticks
+    triggers: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    # skill id -> the agents that activated it (as indexes into ``agent_index``)
+    activators: dict[str, set[int]] = field(default_factory=dict)
+    agent_index: dict[str, int] = field(default_factory=dict)
 
     def add(self, ev: Mapping[str, Any]) -> None:
         """Count one event (of any type, in log order)."""
@@ -151,6 +205,7 @@ class _Acc:
         if kind == "tick_end":
             self.tick_end[tick] = ev
             self.times[tick] = str(ev.get("time", ""))
+            self._add_triggers(ev.get("skills"))
         elif kind == "agent_action":
             self.actions[tick] += 1
         elif kind == "skill_activated":
@@ -158,6 +213,8 @@ class _Acc:
                 self.defaults[str(ev.get("skill"))] += 1
             else:
                 self.skills[str(ev.get("skill"))][tick] += 1
+                index = self.agent_index.setdefault(str(ev.get("agent_id")), len(self.agent_index))
+                self.activators.setdefault(str(ev.get("skill")), set()).add(index)
         elif kind == "city_occupancy":
             self.city[tick] = ev
         elif kind == "social_opinions":
@@ -181,6 +238,16 @@ class _Acc:
             time, n, out = self.answers.get(key, (str(ev.get("time", "")), 0, 0))
             ok = ev.get("status", "ok") == "ok"  # runs before the status: every row ok
             self.answers[key] = (time, n + ok, out + (not ok))
+
+    def _add_triggers(self, skills: Any) -> None:
+        """Sum one ``tick_end``'s ``skills`` (group -> skill id -> counts)."""
+        if not isinstance(skills, Mapping):
+            return  # a log written before tick_end carried them
+        for group, per in skills.items():
+            for sid, counts in (per if isinstance(per, Mapping) else {}).items():
+                slot = self.triggers.setdefault((str(sid), str(group)), [0] * len(SKILL_COUNTS))
+                for i, key in enumerate(SKILL_COUNTS):
+                    slot[i] += int(_num(counts.get(key, 0)))
 
 
 def _bin_labels(n: int) -> list[str]:
@@ -358,6 +425,20 @@ def _report_data(acc: _Acc) -> ReportData:
             }
             for name, groups in sorted(acc.measures.items())
         },
+        triggers=tuple(
+            SkillTrigger(
+                skill=sid,
+                group=group,
+                visible=c[0],
+                activated=c[1],
+                scripts=c[2],
+                hooks_shown=c[3],
+                suggested=c[4],
+                followed=c[5],
+            )
+            for (sid, group), c in sorted(acc.triggers.items())
+        ),
+        activated_by={sid: len(agents) for sid, agents in sorted(acc.activators.items())},
     )
 
 
@@ -434,6 +515,51 @@ def _behaviour_md(ov: RunOverview) -> list[str]:
     if notes:
         out += ["", *(f"**Note:** {_cell(n)}" + "  " for n in notes)]
     return [*out, ""]
+
+
+def _pct(part: int, whole: int) -> str:
+    return f" ({part / whole:.0%})" if whole else ""
+
+
+def _triggers_md(data: ReportData) -> list[str]:
+    """Per skill and group: visible, activated, used; the skills that never fire."""
+    out = ["", "## Skill trigger rates", ""]
+    if not data.triggers:
+        return [*out, "Not recorded (no agent step saw a catalog, or an older log)."]
+    defaults = set(data.default_activations)
+    out += [
+        "Per skill and agent group, over the run: **visible**, agent-steps whose catalog "
+        "listed the skill; **activated**, agent-steps that activated it (share of visible); "
+        "**agents**, agents of any group that activated it; **scripts**, its script calls; "
+        "**hooks shown**, its hook outputs with text shown to the model; **followed**, the "
+        "calls those outputs suggested (`SUGGESTED:` lines) that the step made. A skill "
+        "**never fires** for a group whose catalog listed it when no step activated it or "
+        "called its script (default skills, active from the start, excepted): its "
+        "description may not say when to use it.",
+        "",
+        "| skill | group | model | visible | activated | agents | scripts | hooks shown "
+        "| followed | |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    never: dict[str, list[str]] = {}
+    for t in data.triggers:
+        flag = ""
+        if t.never_fires(defaults):
+            flag = "never fires"
+            never.setdefault(t.skill, []).append(t.group)
+        elif t.skill in defaults:
+            flag = "default"
+        followed = f"{t.followed:,} of {t.suggested:,}" if t.suggested else "-"
+        out.append(
+            f"| {_cell(t.skill)} | {_cell(t.group)} | {_cell(t.model or '-')} | {t.visible:,} "
+            f"| {t.activated:,}{_pct(t.activated, t.visible)} "
+            f"| {data.activated_by.get(t.skill, 0):,} | {t.scripts:,} | {t.hooks_shown:,} "
+            f"| {followed} | {flag} |"
+        )
+    if never:
+        listed = "; ".join(f"{sid} ({', '.join(groups)})" for sid, groups in never.items())
+        out += ["", f"**Never fires:** {_cell(listed)}."]
+    return out
 
 
 def _summary_md(ov: RunOverview, images: Mapping[str, Path], data: ReportData) -> str:
@@ -529,6 +655,7 @@ def _summary_md(ov: RunOverview, images: Mapping[str, Path], data: ReportData) -
         ]
     else:
         out.append("No skill was activated or called.")
+    out += _triggers_md(data)
     out += ["", "## Hot reloads", ""]
     if ov.hot_reloads:
         out += [
@@ -548,12 +675,32 @@ def _summary_md(ov: RunOverview, images: Mapping[str, Path], data: ReportData) -
     return "\n".join(out).rstrip() + "\n"
 
 
+def _group_models(run: Run) -> dict[str, str]:
+    """Group -> the name of its model (``default`` for ``model:``), from ``config.yaml``;
+    {} when it cannot be read."""
+    try:
+        groups = run.config_dict().get("agents")
+    except RunError:
+        return {}
+    return {
+        str(g["group"]): str(g.get("model") or "default")
+        for g in (groups if isinstance(groups, list) else [])
+        if isinstance(g, Mapping) and "group" in g
+    }
+
+
 def write_report(run: Run | str | Path, *, out_dir: Path | None = None) -> Report:
     """Write ``summary.md`` and the PNG plots (default folder: ``RUN/report``)."""
     r = run if isinstance(run, Run) else open_run(run)
     acc = _Acc()
     overview = summarize(r, each_event=acc.add)  # one read of the log for both
     data = _report_data(acc)
+    if data.triggers:
+        models = _group_models(r)
+        data = replace(
+            data,
+            triggers=tuple(replace(t, model=models.get(t.group, "")) for t in data.triggers),
+        )
     fork = _fork_marker(r.manifest(), acc.times)
     if fork is not None:
         data = replace(data, markers=tuple(sorted((*data.markers, fork), key=lambda m: m.tick)))

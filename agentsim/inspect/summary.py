@@ -138,6 +138,9 @@ class RunOverview:
     by_group: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     by_model: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     behaviour: tuple[str, ...] = ()
+    # Skill id -> agent-steps whose catalog listed it, for each skill that no step activated
+    # or called (default skills left out): its description may never fire.
+    never_fires: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def tokens(self) -> int:
@@ -187,6 +190,7 @@ class RunOverview:
             "tool_calls_by_skill": {k: dict(v) for k, v in self.tool_calls_by_skill.items()},
             "by_group": {k: dict(v) for k, v in self.by_group.items()},
             "by_model": {k: dict(v) for k, v in self.by_model.items()},
+            "never_fires": dict(self.never_fires),
         }
 
 
@@ -212,6 +216,9 @@ class EventCounts:
     outcomes: Mapping[str, int] = field(default_factory=dict)
     tool_calls: Mapping[str, int] = field(default_factory=dict)
     sandbox: str | None = None  # from run_start
+    # Skill id -> agent-steps whose catalog listed it, for the skills listed but never
+    # activated nor called (default skills left out); from tick_end's ``skills``.
+    never_fires: Mapping[str, int] = field(default_factory=dict)
 
 
 def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
@@ -232,6 +239,7 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
     shadowed: dict[str, str] = {}
     broken: list[Mapping[str, Any]] = []
     sandbox: str | None = None
+    triggers: dict[str, list[int]] = {}  # skill id -> [visible, activated, scripts]
     for ev in events:
         last_time = ev.get("time") or last_time
         kind = str(ev.get("type"))
@@ -247,6 +255,7 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
                 part = ev.get(k)
                 if isinstance(part, dict):
                     dicts[k].update({str(n): v for n, v in part.items() if isinstance(v, int)})
+            _add_triggers(triggers, ev.get("skills"))
         elif kind == "skill_activated":
             use = skills.setdefault(str(ev.get("skill")), SkillUse())
             use.activations += 1
@@ -295,7 +304,26 @@ def summarize_events(events: Iterable[Mapping[str, Any]]) -> EventCounts:
         outcomes=dict(dicts["outcomes"]),
         tool_calls=dict(dicts["tool_calls"]),
         sandbox=sandbox,
+        never_fires={
+            sid: visible
+            for sid, (visible, activated, scripts) in sorted(triggers.items())
+            if visible
+            and not (activated or scripts)
+            and not (sid in skills and skills[sid].default_activations)
+        },
     )
+
+
+def _add_triggers(acc: dict[str, list[int]], by_group: Any) -> None:
+    """Sum one ``tick_end``'s ``skills`` (group -> skill id -> counts) over the groups."""
+    if not isinstance(by_group, dict):
+        return
+    for per in by_group.values():
+        for sid, counts in (per if isinstance(per, dict) else {}).items():
+            slot = acc.setdefault(str(sid), [0, 0, 0])
+            for i, key in enumerate(("visible", "activated", "scripts")):
+                v = counts.get(key, 0) if isinstance(counts, dict) else 0
+                slot[i] += v if isinstance(v, int) else 0
 
 
 def _nested(metrics: Mapping[str, Any], key: str) -> dict[str, Mapping[str, Any]]:
@@ -430,6 +458,7 @@ def summarize(
         skills_shadowed=counts.skills_shadowed,
         skills_broken=counts.skills_broken,
         sandbox=counts.sandbox,
+        never_fires=counts.never_fires,
         hot_reloads=counts.hot_reloads,
         checkpoints=tuple(t for t, _ in run.checkpoints()),
         lineage=tuple(run.lineage()),

@@ -40,7 +40,7 @@ _ACTIVE = BLOCKS["active_skills"]
 _SKILL_CONTENT = BLOCKS["skill_content"]
 _PERSONA = BLOCKS["persona"]
 
-__all__ = ["ScriptedModel"]
+__all__ = ["ScriptedModel", "suggested_calls"]
 
 _Choice = tuple[str, dict[str, Any]]
 
@@ -123,6 +123,12 @@ def _suggestions(text: str) -> Iterator[_Choice]:
             if args is not None:
                 yield name, args
         pos = text.find(_SUGGESTED, end)
+
+
+def suggested_calls(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """The calls a skill's output proposes: its ``SUGGESTED: <tool> <json object>`` lines,
+    as (tool name, arguments), in order."""
+    return list(_suggestions(text))
 
 
 def _result_suggestions(content: str) -> Iterator[_Choice]:

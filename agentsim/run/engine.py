@@ -17,7 +17,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +133,8 @@ class Engine:
         fork: ForkPoint | None = None,
         notice: Callable[[str], None] | None = None,
         capacity_check: bool = False,
+        checkpoint_at: Collection[int] = (),
+        sample: int = 0,
     ) -> None:
         self.config = config
         self.run_dir = run_dir
@@ -147,6 +149,12 @@ class Engine:
         # ``agentsim run`` refuses a run whose agents will not fit the machine's memory or
         # the run folder's disk (``agentsim.run.capacity``) unless told to start anyway.
         self.capacity_check = capacity_check
+        # Ticks to checkpoint at besides every output.checkpoint_every (a study forks its
+        # treatment arms from them); a checkpoint writes no event, so the events stay the same.
+        self.checkpoint_at = frozenset(checkpoint_at)
+        # A sampled replicate (a study's ``replicates: {samples: N}``): the model seeds of
+        # the steps differ by sample, everything the experiment seed makes stays the same.
+        self.sample = sample
         # Where loading problems are told as they are found (``agentsim run``: stderr):
         # refused and shadowed skills at the start, skills an edit broke at each tick.
         self.notice = notice
@@ -195,6 +203,7 @@ class Engine:
                 # Absolute: a host in another process (Ray) has another working folder.
                 run_dir=str(self.run_dir.absolute()),
                 seed=cfg.seed,
+                sample=self.sample,
                 skills=self._world.skills,
                 model=cfg.model,
                 settings=self._world.settings,
@@ -409,7 +418,9 @@ class Engine:
                     seed=cfg.seed,
                     executor=self.executor.kind,
                 )
-                lineage = {"parent": self.parent} if self.parent is not None else {}
+                lineage: dict[str, Any] = {"parent": self.parent} if self.parent else {}
+                if self.sample:
+                    lineage["sample"] = self.sample
                 ws.update_manifest(source_dir=str(cfg.source_dir.resolve()), **lineage)
                 ws.write_config(cfg.resolved_dict())
             if self.fork is not None:
@@ -535,13 +546,18 @@ class Engine:
             n = ticks - k
             if every:
                 n = min(n, every - self.clock.tick % every)
+            later = [t - self.clock.tick for t in self.checkpoint_at if t > self.clock.tick]
+            if later:
+                n = min(n, *later)
             if self.max_ticks is not None:
                 n = min(n, self.max_ticks - done)
             self._pos = (si, k)
             ran = await self._schedule.run_ticks(self, n)
             k, done = k + ran, done + ran
             self._pos = (si, k)
-            if every and ran and self.clock.tick % every == 0:
+            if ran and (
+                (every and self.clock.tick % every == 0) or self.clock.tick in self.checkpoint_at
+            ):
                 await self.checkpoint()
             if self._model_gave_up():
                 return "failed"
@@ -893,8 +909,16 @@ class Engine:
     # -- checkpoints -----------------------------------------------------------------------
 
     async def checkpoint(self) -> Path:
-        """Write ``checkpoints/tick-<N>/`` atomically (see ``agentsim.run.checkpoints``)."""
+        """Write ``checkpoints/tick-<N>/`` atomically (see ``agentsim.run.checkpoints``).
+
+        A checkpoint at one of ``checkpoint_at``'s ticks is kept once written: forks start
+        from it, at the end of the run step that reached the tick, so a later one at the
+        same tick (a stop after the steps that follow) does not replace it; a resume from it
+        does those steps again, as the run without the stop did."""
         assert self.ws is not None
+        kept = self.ws.root / "checkpoints" / f"tick-{self.clock.tick:08d}"
+        if self.clock.tick in self.checkpoint_at and kept.is_dir():
+            return kept
         agents = await self.executor.get_state()  # hosts flush their agents' files first
         engine = {
             "pos": list(self._pos),

@@ -41,7 +41,7 @@ from agentsim.run.checkpoints import (
 from agentsim.run.workspace import RunWorkspace
 from agentsim.store.layout import store_dir
 
-__all__ = ["ForkPoint", "apply_sets", "fork_config", "open_fork"]
+__all__ = ["ForkPoint", "apply_sets", "check_shared", "fork_config", "open_fork", "set_value"]
 
 # What a fork must share with its parent: the ticks before the fork made them.
 _SHARED = ("seed", "clock", "agents", "environment")
@@ -103,34 +103,40 @@ def apply_sets(data: dict[str, Any], sets: Sequence[str]) -> dict[str, Any]:
         key, eq, raw = item.partition("=")
         if not eq or not key:
             raise ConfigError("--set", f"{item!r} is not KEY=VALUE", "write e.g. --set seed=2")
-        parts = key.split(".")
-        node: Any = data
-        for i, part in enumerate(parts):
-            last = i == len(parts) - 1
-            where = ".".join(parts[: i + 1])
-            if isinstance(node, list):
-                if not part.isdigit() or int(part) >= len(node):
-                    raise ConfigError(
-                        f"--set {key}",
-                        f"{where}: there is no item {part!r} (the list has {len(node)})",
-                        f"use an index from 0 to {len(node) - 1}",
-                    )
-                if last:
-                    node[int(part)] = _value(raw)
-                else:
-                    node = node[int(part)]
-            elif isinstance(node, dict):
-                if last:
-                    node[part] = _value(raw)
-                else:
-                    node = node.setdefault(part, {})
-            else:
-                raise ConfigError(
-                    f"--set {key}",
-                    f"{'.'.join(parts[:i])} is a value, not a mapping or list",
-                    "set the value itself",
-                )
+        set_value(data, key, _value(raw))
     return data
+
+
+def set_value(data: dict[str, Any], key: str, value: Any, *, option: str = "--set") -> None:
+    """Set the dotted path ``key`` of ``data`` to ``value``, as ``--set KEY=VALUE`` does
+    (a study's ``set:`` too); errors name ``option`` and the key."""
+    parts = key.split(".")
+    node: Any = data
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        where = ".".join(parts[: i + 1])
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise ConfigError(
+                    f"{option} {key}",
+                    f"{where}: there is no item {part!r} (the list has {len(node)})",
+                    f"use an index from 0 to {len(node) - 1}",
+                )
+            if last:
+                node[int(part)] = value
+            else:
+                node = node[int(part)]
+        elif isinstance(node, dict):
+            if last:
+                node[part] = value
+            else:
+                node = node.setdefault(part, {})
+        else:
+            raise ConfigError(
+                f"{option} {key}",
+                f"{'.'.join(parts[:i])} is a value, not a mapping or list",
+                "set the value itself",
+            )
 
 
 def _value(raw: str) -> Any:
@@ -167,11 +173,12 @@ def fork_config(
         text = yaml.safe_dump(data, sort_keys=False)
         source = f"{source} with --set"
     config = parse_experiment(text, source=source, base_dir=base, environ=environ)
-    _check_shared(point, config)
+    check_shared(point, config)
     return config
 
 
-def _check_shared(point: ForkPoint, config: ExperimentConfig) -> None:
+def check_shared(point: ForkPoint, config: ExperimentConfig) -> None:
+    """``ConfigError`` unless ``config`` keeps what made the ticks before the fork."""
     parent = point.config.resolved_dict()
     child = config.resolved_dict()
     for key in _SHARED:
@@ -212,10 +219,12 @@ def copy_history(point: ForkPoint, ws: RunWorkspace) -> None:
     # Whole files: the resume that follows cuts each back to its size at the checkpoint.
     shutil.copyfile(parent / "events.jsonl", root / "events.jsonl")
     if (parent / "agents").is_dir():
-        shutil.copytree(parent / "agents", ws.agents_dir, dirs_exist_ok=True)
+        shutil.copytree(
+            parent / "agents", ws.agents_dir, dirs_exist_ok=True, copy_function=_copy_present
+        )
     store = store_dir(parent)
     if store.is_dir():
-        shutil.copytree(store, store_dir(root), dirs_exist_ok=True)
+        shutil.copytree(store, store_dir(root), dirs_exist_ok=True, copy_function=_copy_present)
     si = point.position[0]
     for i, step in enumerate(point.config.steps()[:si]):
         if isinstance(step, SurveyStep):
@@ -227,6 +236,17 @@ def copy_history(point: ForkPoint, ws: RunWorkspace) -> None:
     cdir = root / "checkpoints"
     cdir.mkdir(exist_ok=True)
     shutil.copytree(point.checkpoint.path, cdir / point.checkpoint.path.name)
+
+
+def _copy_present(src: str, dst: str) -> str:
+    """Copy one file, unless the parent, still running (a study forks while its control
+    goes on), removed it meanwhile (a skill's file replaced by an atomic write): the resume
+    that follows puts every agent's ``state/`` back as the checkpoint saved it and cuts the
+    shards back, so a file the parent made after the checkpoint is not needed."""
+    try:
+        return str(shutil.copy2(src, dst))
+    except FileNotFoundError:
+        return dst
 
 
 def own_checkpoint(point: ForkPoint, ws: RunWorkspace, config_hash: str) -> Checkpoint:

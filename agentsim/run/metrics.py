@@ -27,12 +27,14 @@ from agentsim.run.problems import count_problems, new_problems
 
 __all__ = [
     "DISTINCT_CAP",
+    "SKILL_COUNTS",
     "add_answers",
     "add_model_failures",
     "add_tick",
     "merge_model_stats",
     "new_metrics",
     "public_metrics",
+    "skill_counts",
 ]
 
 DISTINCT_CAP = 1000
@@ -171,6 +173,9 @@ def add_tick(
     summary["errors"] = sum(found.values())
     summary["gate_retries"] = retries
     summary.update(_add_behaviour(metrics, results))
+    skills = skill_counts(results)
+    if skills:
+        summary["skills"] = skills
     # Steps answer in any order within a tick: a tick without one answer continues the
     # streak, a tick with one ends it.
     failed = found["agent_degraded"]
@@ -249,6 +254,48 @@ def _add_behaviour(metrics: dict[str, Any], results: Sequence[TickResult]) -> di
         "outcomes": {k: outcomes[k] for k in OUTCOMES if outcomes.get(k)},
         "acted": acted,
         "tool_calls": {k: tools[k] for k in TOOL_RESULTS if tools.get(k)},
+    }
+
+
+SKILL_COUNTS = ("visible", "activated", "scripts", "hooks_shown", "suggested", "followed")
+"""What ``tick_end``'s ``skills`` counts per group and skill (trigger rates): agent-steps
+whose catalog listed the skill, agent-steps in which it became active (its
+``skill_activated`` events, defaults at setup left out), script calls that ran
+(``execute_skill_script``, not refused), hook outputs with text shown to the model, the
+calls their ``SUGGESTED:`` lines proposed, and those the step made."""
+
+
+def skill_counts(results: Sequence[TickResult]) -> dict[str, dict[str, dict[str, int]]]:
+    """The tick's ``SKILL_COUNTS`` by group and skill id (sorted; zero counts left out)."""
+    acc: dict[str, dict[str, list[int]]] = {}
+    for r in results:
+        if not (r.catalog or r.hooks_seen or r.tool_results or r.events):
+            continue
+        group = acc.setdefault(r.group, {})
+        for sid in r.catalog:
+            group.setdefault(sid, [0] * 6)[0] += 1
+        for (tool, sid, result), n in r.tool_results.items():
+            if sid and tool == "execute_skill_script" and result != "refused":
+                group.setdefault(sid, [0] * 6)[2] += n
+        activated = {
+            str(ev.get("skill"))
+            for ev in r.events
+            if ev.get("type") == "skill_activated" and not ev.get("default")
+        }
+        for sid in activated:
+            group.setdefault(sid, [0] * 6)[1] += 1
+        for sid, (shown, suggested, followed) in r.hooks_seen.items():
+            counts = group.setdefault(sid, [0] * 6)
+            counts[3] += shown
+            counts[4] += suggested
+            counts[5] += followed
+    return {
+        g: {
+            sid: {k: n for k, n in zip(SKILL_COUNTS, counts, strict=True) if n}
+            for sid, counts in sorted(per.items())
+        }
+        for g, per in sorted(acc.items())
+        if per
     }
 
 

@@ -190,12 +190,25 @@ def _skill_files(path: Path) -> list[Path]:
     return found
 
 
+def _default_paths() -> list[Path]:
+    """What ``validate`` checks without a path: the built-in skills and ./custom/skills."""
+    builtin, custom = default_roots()
+    found = [p for p in (builtin, custom) if p is not None and p.is_dir() and _candidates(p)]
+    if not found:
+        raise _BadInput(
+            "no skills to check here (no built-in skills, no ./custom/skills); pass a skill "
+            "folder, a SKILL.md, or a folder of skills"
+        )
+    return found
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
-    files = [md for raw in args.paths for md in _skill_files(Path(raw))]
+    paths = [Path(raw) for raw in args.paths] or _default_paths()
+    files = [md for path in paths for md in _skill_files(path)]
     results = []
     counts: Counter[str] = Counter()
     for md in files:
-        parsed = load_skill_md(md, strict=args.strict)
+        parsed = load_skill_md(md, strict=args.strict, portable=args.portable)
         diags = parsed.diagnostics
         if parsed.manifest is not None:  # its scripts compile and their imports exist
             desc = SkillDescriptor.create("custom", str(Path(md).parent), parsed.manifest)
@@ -227,15 +240,21 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
     else:
         noted = f", {notes} notes (agentsim extensions)" if notes else ""
-        print(f"{len(files)} skills checked: {errors} errors, {warnings} warnings{noted}")
+        failed = sum(not r["ok"] for r in results)
+        verdict = ""
+        if args.portable:
+            verdict = f"; {len(files) - failed} portable, {failed} not"
+        print(f"{len(files)} skills checked: {errors} errors, {warnings} warnings{noted}{verdict}")
     return 1 if errors else 0
 
 
+# The portable form: agentsim's own keys under metadata, so other clients accept the skill.
 _SKILL_TEMPLATE = """\
 ---
 name: {name}
 description: Use when ... (say in one or two sentences when an agent should pick this skill).
-script: scripts/{module}.py
+metadata:
+  agentsim.script: scripts/{module}.py
 ---
 # {title}
 
@@ -298,7 +317,7 @@ def _cmd_new(args: argparse.Namespace) -> int:
     (folder / test_rel).write_text(
         _TEST_TEMPLATE.format(name=name, module=module, rel=test_rel), encoding="utf-8"
     )
-    parsed = load_skill_md(folder)
+    parsed = load_skill_md(folder, portable=True)
     for diag in parsed.diagnostics:
         print(f"  {diag}")
     print(f"created {folder}; edit its description, then run: agentsim skills validate {folder}")
@@ -338,15 +357,22 @@ def add_skills_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
     p = sub.add_parser("validate", help="check skill folders or SKILL.md files")
     p.add_argument(
         "paths",
-        nargs="+",
+        nargs="*",
         metavar="PATH",
-        help="a skill folder, a SKILL.md file or a folder of skills",
+        help="a skill folder, a SKILL.md file or a folder of skills (default: the built-in "
+        "skills and ./custom/skills)",
     )
     p.add_argument(
         "--strict",
         action="store_true",
         help="also check portability to other Agent Skills clients (agentsim's own keys are "
         "noted, not errors)",
+    )
+    p.add_argument(
+        "--portable",
+        action="store_true",
+        help="fail a skill that other Agent Skills clients would refuse: agentsim's own keys "
+        "belong under metadata as agentsim.<key> string values",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_run(_cmd_validate))

@@ -14,6 +14,7 @@ the vocabulary skills speak of in ``requires: [tool:ask_env]`` and that
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import unicodedata
@@ -41,6 +42,8 @@ from agentsim._paths import is_inside
 from agentsim.skills.frontmatter import (
     Diagnostic,
     KeyLines,
+    KeyPath,
+    Severity,
     decode_skill_md,
     read_frontmatter,
     read_skill_bytes,
@@ -331,9 +334,12 @@ _MAPPINGS = {
 }
 
 
-def _message(err: ErrorDetails, literal: str | None = None) -> str:
+def _message(err: ErrorDetails, literal: str | None = None, *, label: str | None = None) -> str:
+    """The message of one pydantic error; ``label`` names a value moved from ``metadata``."""
     loc, kind, value = err["loc"], err["type"], err["input"]
-    label = _label(loc)
+    if label is not None and kind == "string_type":
+        return f"{label} must be a string, got {_kind(value)} {value!r}"
+    label = label or _label(loc)
     ctx = err.get("ctx", {})
     top = loc[0] if loc else ""
     if kind == "missing":
@@ -373,7 +379,7 @@ def _message(err: ErrorDetails, literal: str | None = None) -> str:
     if kind == "string_too_long":
         return f"{label} is {len(value)} characters long, over the limit of {ctx['max_length']}"
     if top == "timeout" and kind == "greater_than":
-        return f"timeout must be a positive number of seconds, got {value!r}"
+        return f"{label} must be a positive number of seconds, got {value!r}"
     if kind in ("greater_than", "greater_than_equal"):
         sign, bound = (">", ctx["gt"]) if kind == "greater_than" else (">=", ctx["ge"])
         return f"{label} must be {sign} {bound}, got {value!r}"
@@ -389,6 +395,150 @@ def _line(lines: KeyLines, loc: tuple[str | int, ...], default: int) -> int:
     return default
 
 
+_UNKNOWN = "unknown frontmatter key"
+
+# -- the portable form: agentsim's keys under ``metadata`` as ``agentsim.<key>`` strings ------
+
+PREFIX = "agentsim."
+"""The prefix of agentsim's own keys under ``metadata`` (``agentsim.script``, ...)."""
+
+# Keys whose value is text: the metadata string is the value as it is. Every other key's
+# string is JSON text (``"5"``, ``"true"``, ``'["a", "b"]'``, ``'{"type": "object"}'``).
+_TEXT_KEYS = frozenset({"script", "version", "isolation", "status"})
+
+
+def metadata_key(path: KeyPath) -> str:
+    """The ``metadata`` key of an agentsim key path: ``("hooks", "pre_step")`` ->
+    ``agentsim.hooks.pre_step``."""
+    return PREFIX + ".".join(map(str, path))
+
+
+def metadata_value(key: str, value: Any) -> str:
+    """A top-level value of agentsim key ``key`` as the string it takes under ``metadata``."""
+    if key in _TEXT_KEYS or key == "hooks":
+        return str(value)
+    # default=str: YAML reads an unquoted date as a date, which JSON has no type for.
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+_METADATA_KEYS = tuple(
+    metadata_key(("hooks", h)) if key == "hooks" else metadata_key((key,))
+    for key in AGENTSIM_KEYS
+    for h in (HOOK_TYPES if key == "hooks" else ("",))
+)
+
+
+def _line_of(lines: KeyLines, path: KeyPath) -> int:
+    return lines.get(path) or 2
+
+
+def _lift(
+    data: dict[Any, Any], lines: KeyLines, source: str
+) -> tuple[dict[Any, Any], dict[KeyPath, KeyPath], list[Diagnostic]]:
+    """Move the ``agentsim.*`` entries of ``metadata`` to the top level.
+
+    Returns the frontmatter as if written in the top-level form, where each moved key came
+    from (its path -> its path under ``metadata``) and the problems found. A key given both
+    ways with different values is an error naming both; with equal values it is read once.
+    """
+    meta = data.get("metadata")
+    if not isinstance(meta, dict) or not any(
+        isinstance(k, str) and k.startswith(PREFIX) for k in meta
+    ):
+        return data, {}, []
+    diags: list[Diagnostic] = []
+    rest: dict[Any, Any] = {}
+    lifted: dict[KeyPath, Any] = {}
+    origin: dict[KeyPath, KeyPath] = {}
+
+    def error(key: str, message: str, severity: Severity = "error") -> None:
+        line = _line_of(lines, ("metadata", key))
+        diags.append(Diagnostic(file=source, line=line, message=message, severity=severity))
+
+    for key, value in meta.items():
+        if not isinstance(key, str) or not key.startswith(PREFIX) or not isinstance(value, str):
+            rest[key] = value  # not ours, or not a string: the model says what is wrong
+            continue
+        path: KeyPath = tuple(key[len(PREFIX) :].split("."))
+        top = str(path[0])
+        if top not in AGENTSIM_KEYS:
+            rest[key] = value
+            close = difflib.get_close_matches(key, _METADATA_KEYS, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "see docs/skills.md"
+            error(
+                key, f"unknown agentsim metadata key {key!r} (kept as metadata); {hint}", "warning"
+            )
+            continue
+        if top == "hooks" and (len(path) != 2 or path[1] not in HOOK_TYPES):
+            each = " or ".join(metadata_key(("hooks", h)) for h in HOOK_TYPES)
+            error(key, f"metadata key {key!r} names no hook; write one key per hook: {each}")
+            continue
+        if top != "hooks" and len(path) != 1:
+            error(
+                key,
+                f"metadata key {key!r} has parts after {metadata_key((top,))!r}; "
+                f"write {metadata_key((top,))}: with the whole value",
+            )
+            continue
+        if top in _TEXT_KEYS or top == "hooks":
+            parsed: Any = value
+        else:
+            try:
+                parsed = json.loads(value)
+            except json.JSONDecodeError as exc:
+                error(
+                    key,
+                    f"metadata.{key} is not JSON text ({exc.msg}), got {value!r}; agentsim "
+                    'reads non-text values as JSON: numbers like "5", booleans as "true" or '
+                    """"false", lists like '["a", "b"]', mappings like '{"type": "object"}'""",
+                )
+                continue
+        lifted[path] = parsed
+        origin[path] = ("metadata", key)
+
+    out = {k: v for k, v in data.items() if k != "metadata"}
+    if rest:
+        out["metadata"] = rest
+    top_hooks = data.get("hooks")
+    where: KeyPath
+    for path, value in lifted.items():
+        if len(path) == 2:  # a hook: merged into the top-level hooks:
+            if top_hooks is not None and not isinstance(top_hooks, dict):
+                continue  # the top-level hooks: is not a mapping; the model says so
+            given_top, given = (top_hooks or {}), (top_hooks or {}).get(path[1])
+            where, label = path, f"hooks.{path[1]}"
+            has = path[1] in given_top
+        else:
+            has, given, where, label = path[0] in data, data.get(str(path[0])), path, str(path[0])
+        if has:
+            if given != value:
+                mkey = str(origin[path][1])
+                line = _line_of(lines, origin[path])
+                diags.append(
+                    Diagnostic(
+                        file=source,
+                        line=line,
+                        message=f"{label!r} is given twice with different values: {label}: "
+                        f"{given!r} (line {_line_of(lines, where)}) and metadata {mkey}: "
+                        f"{meta[mkey]!r} (line {line}); keep one of them",
+                    )
+                )
+            del origin[path]  # read once, from the top-level key
+        elif len(path) == 2:
+            out["hooks"] = {**(out.get("hooks") or {}), path[1]: value}
+        else:
+            out[str(path[0])] = value
+    return out, origin, diags
+
+
+def _moved(loc: tuple[str | int, ...], origin: dict[KeyPath, KeyPath]) -> KeyPath | None:
+    """Where under ``metadata`` the value at ``loc`` was written, if it was moved."""
+    for n in (2, 1):
+        if loc[:n] in origin:
+            return (*origin[loc[:n]], *loc[n:])
+    return None
+
+
 def _validate(
     data: dict[Any, Any],
     lines: KeyLines,
@@ -396,7 +546,9 @@ def _validate(
     source: str,
     folder_name: str | None,
 ) -> tuple[SkillManifest | None, list[Diagnostic]]:
-    diags: list[Diagnostic] = []
+    data, origin, diags = _lift(data, lines, source)
+    if any(d.severity == "error" for d in diags):
+        return None, diags
     known: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     ok = True
@@ -418,7 +570,7 @@ def _validate(
                 file=source,
                 line=line,
                 severity="warning",
-                message=f"unknown frontmatter key {key!r} (kept as extra); {hint}",
+                message=f"{_UNKNOWN} {key!r} (kept as extra); {hint}",
             )
         )
     try:
@@ -427,21 +579,55 @@ def _validate(
         )
     except ValidationError as exc:
         for err in exc.errors(include_url=False):
-            line = _line(lines, err["loc"], 2)
-            literal = lines.literal(tuple(err["loc"]))
-            diags.append(Diagnostic(file=source, line=line, message=_message(err, literal)))
+            moved = _moved(err["loc"], origin)
+            if moved is not None:
+                line = _line(lines, moved, 2)
+                message = _message(err, label="metadata." + _label(moved[1:]))
+            else:
+                line = _line(lines, err["loc"], 2)
+                message = _message(err, lines.literal(tuple(err["loc"])))
+            diags.append(Diagnostic(file=source, line=line, message=message))
         # In file order, whatever the order of the model's fields.
         return None, sorted(diags, key=lambda d: d.line)
     return (manifest if ok else None), diags
 
 
-def _portability(data: dict[Any, Any], lines: KeyLines, source: str) -> list[Diagnostic]:
-    """What another Agent Skills client may not accept (``skills validate --strict``)."""
+def _move_hint(key: str, value: Any) -> str:
+    """How to write top-level agentsim key ``key`` under ``metadata``."""
+    if key == "hooks" and isinstance(value, dict):
+        keys = [metadata_key(("hooks", h)) for h in value if isinstance(h, str)]
+        return f"write each hook under metadata instead: {', '.join(keys)}"
+    text = metadata_value(key, value)
+    if len(text) > 60:
+        shown = "<the value as JSON>"
+    elif '"' in text and "'" not in text:
+        shown = f"'{text}'"  # YAML's single quotes keep JSON's double quotes as they are
+    else:
+        shown = json.dumps(text, ensure_ascii=False)
+    return f"write it under metadata instead, as {metadata_key((key,))}: {shown}"
+
+
+def _portability(
+    data: dict[Any, Any], lines: KeyLines, source: str, *, portable: bool
+) -> list[Diagnostic]:
+    """What another Agent Skills client may not accept: ``skills validate --strict`` notes
+    agentsim's own top-level keys; ``--portable`` makes them errors (the reference validator
+    refuses every top-level key the specification does not define)."""
     out = []
     flow = {path[0] for path, _ in lines.flow() if path}
     for key, value in data.items():
         line = lines.get((str(key),)) or 2
-        if key in AGENTSIM_KEYS:
+        if key in AGENTSIM_KEYS and portable:
+            out.append(
+                Diagnostic(
+                    file=source,
+                    line=line,
+                    message=f"{key!r} is agentsim's own key at the top level, where other "
+                    f"Agent Skills clients refuse it as an unexpected field; "
+                    f"{_move_hint(key, value)}",
+                )
+            )
+        elif key in AGENTSIM_KEYS:
             how = " (and in flow style, which the reference validator refuses)"
             out.append(
                 Diagnostic(
@@ -473,6 +659,24 @@ def _portability(data: dict[Any, Any], lines: KeyLines, source: str) -> list[Dia
     return out
 
 
+def _dashes(text: str, body_line: int, source: str) -> list[Diagnostic]:
+    """'---' inside the frontmatter: the reference validator cuts the file at the first two
+    '---' it finds anywhere, so a value holding one is cut short there."""
+    found = []
+    for i, row in enumerate(text.split("\n")[1 : body_line - 2], start=2):
+        if "---" in row:
+            found.append(
+                Diagnostic(
+                    file=source,
+                    line=i,
+                    message="this frontmatter line holds '---', where other clients end the "
+                    "frontmatter (the reference validator cuts the file at the first '---' "
+                    "after the opening one); write it another way, like '--' or an em dash",
+                )
+            )
+    return found
+
+
 _BOM = "SKILL.md starts with a UTF-8 byte-order mark"
 
 
@@ -485,13 +689,13 @@ def _strict_bom(diag: Diagnostic) -> Diagnostic:
     )
 
 
-def _flow_style(lines: KeyLines, source: str) -> list[Diagnostic]:
+def _flow_style(lines: KeyLines, source: str, *, portable: bool) -> list[Diagnostic]:
     """Flow-style collections (``[a, b]``, ``{k: v}``): the reference validator refuses them."""
     return [
         Diagnostic(
             file=source,
             line=line,
-            severity="warning",
+            severity="error" if portable else "warning",
             message=f"{_label(path) or 'the frontmatter'} is written in flow style ([...] or "
             "{...}), which the Agent Skills reference validator refuses; write it in block "
             "style, one '- item' or 'key: value' per line",
@@ -503,22 +707,30 @@ def _flow_style(lines: KeyLines, source: str) -> list[Diagnostic]:
     ]
 
 
+Mode = Literal["agentsim", "strict", "portable"]
+
+
 def _parse(
-    text: str, source: str, folder_name: str | None, strict: bool
+    text: str, source: str, folder_name: str | None, mode: Mode
 ) -> tuple[ParsedSkill, KeyLines]:
     front = read_frontmatter(text, source=source)
     diags = list(front.diagnostics)
     manifest = None
+    portable = mode == "portable"
     if front.data is not None:
         manifest, problems = _validate(
             front.data, front.lines, source=source, folder_name=folder_name
         )
+        if portable:  # each unknown key is an error of ``_portability`` instead
+            problems = [p for p in problems if not p.message.startswith(_UNKNOWN)]
         diags += problems
-        if strict:
-            found = _portability(front.data, front.lines, source)
-            found += _flow_style(front.lines, source)
+        if mode != "agentsim":
+            found = _portability(front.data, front.lines, source, portable=portable)
+            found += _flow_style(front.lines, source, portable=portable)
+            if portable:
+                found += _dashes(text, front.body_line, source)
             diags += sorted(found, key=lambda d: d.line)
-    if strict:
+    if mode != "agentsim":
         diags = [_strict_bom(d) if d.message.startswith(_BOM) else d for d in diags]
     parsed = ParsedSkill(
         manifest=manifest, body=front.body, body_line=front.body_line, diagnostics=tuple(diags)
@@ -526,13 +738,24 @@ def _parse(
     return parsed, front.lines
 
 
+def _mode(strict: bool, portable: bool) -> Mode:
+    return "portable" if portable else "strict" if strict else "agentsim"
+
+
 def parse_skill_md(
-    text: str, *, source: str, folder_name: str | None = None, strict: bool = False
+    text: str,
+    *,
+    source: str,
+    folder_name: str | None = None,
+    strict: bool = False,
+    portable: bool = False,
 ) -> ParsedSkill:
     """Parse SKILL.md ``text``. ``source`` names the file in diagnostics; when
     ``folder_name`` is given, the skill's name must equal it. ``strict`` adds what is not
-    portable under the Agent Skills specification (agentsim's own keys as notes)."""
-    return _parse(text, source, folder_name, strict)[0]
+    portable under the Agent Skills specification (agentsim's own keys as notes);
+    ``portable`` makes every such problem an error, agentsim's own top-level keys too (they
+    belong under ``metadata`` as ``agentsim.<key>``)."""
+    return _parse(text, source, folder_name, _mode(strict, portable))[0]
 
 
 def _failed(diag: Diagnostic) -> ParsedSkill:
@@ -549,7 +772,7 @@ class SkillFile:
     scripts: tuple[str, ...] = ()
 
 
-def read_skill(md: str, *, strict: bool = False) -> SkillFile:
+def read_skill(md: str, *, strict: bool = False, portable: bool = False) -> SkillFile:
     """``load_skill_md`` for the path of a SKILL.md, with what a registry keeps of it."""
     got = read_skill_bytes(md)
     if isinstance(got, Diagnostic):
@@ -559,7 +782,7 @@ def read_skill(md: str, *, strict: bool = False) -> SkillFile:
     if isinstance(text, Diagnostic):
         return SkillFile(parsed=_failed(text), stat=st)
     folder = os.path.dirname(md)
-    parsed, lines = _parse(text, md, os.path.basename(folder), strict)
+    parsed, lines = _parse(text, md, os.path.basename(folder), _mode(strict, portable))
     if parsed.manifest is None:
         return SkillFile(parsed=parsed, stat=st)
     declared = parsed.manifest.declared_files()
@@ -580,7 +803,9 @@ def read_skill(md: str, *, strict: bool = False) -> SkillFile:
     return SkillFile(parsed=parsed, stat=st, scripts=scripts)
 
 
-def load_skill_md(path: str | os.PathLike[str], *, strict: bool = False) -> ParsedSkill:
+def load_skill_md(
+    path: str | os.PathLike[str], *, strict: bool = False, portable: bool = False
+) -> ParsedSkill:
     """Read and parse a SKILL.md file, or a skill folder holding one.
 
     Besides ``parse_skill_md``'s checks: the file is a regular file of at most 1 MiB of
@@ -590,7 +815,7 @@ def load_skill_md(path: str | os.PathLike[str], *, strict: bool = False) -> Pars
     p = Path(path)
     if p.is_dir():
         p = p / "SKILL.md"
-    return read_skill(str(p), strict=strict).parsed
+    return read_skill(str(p), strict=strict, portable=portable).parsed
 
 
 class _Dumper(yaml.SafeDumper):

@@ -199,7 +199,8 @@ def test_every_built_in_skill_passes_strict(capsys: pytest.CaptureFixture[str]) 
     data = json.loads(out)
     assert code == 0 and data["errors"] == 0 and data["warnings"] == 0
     assert data["checked"] == len([p for p in REPO_SKILLS.iterdir() if (p / "SKILL.md").is_file()])
-    assert {d["severity"] for r in data["results"] for d in r["diagnostics"]} == {"note"}
+    # Written in the portable form: agentsim's keys sit under metadata, nothing to note.
+    assert [d for r in data["results"] for d in r["diagnostics"]] == []
 
 
 def test_the_untouched_scaffold_passes_strict(
@@ -208,7 +209,7 @@ def test_the_untouched_scaffold_passes_strict(
     assert run(capsys, "skills", "new", "city-walk", "--dir", str(tmp_path))[0] == 0
     code, out, _ = run(capsys, "skills", "validate", "--strict", str(tmp_path / "city-walk"))
     assert code == 0 and out.startswith("ok   ")
-    assert "note: 'script' is an agentsim extension" in out
+    assert out.splitlines()[-1] == "1 skills checked: 0 errors, 0 warnings"
 
 
 def test_validate_strict_reports_every_portability_problem_at_once(
