@@ -151,12 +151,13 @@ _DECLARED: tuple[EventType, ...] = (
     EventType(
         name="skill_broken",
         writer="sim",
-        doc="a hot reload found a skill's SKILL.md broken by an edit; its last good version "
-        "stays active until the file is fixed (counted as a problem)",
+        doc="a hot reload found a skill's SKILL.md broken by an edit (or, for a skill from an "
+        "MCP server, a file not matching its digest, or the server not answering); its last "
+        "good version stays active until the file is fixed (counted as a problem)",
         fields=(
             _SKILL,
-            _f("file", str, "the SKILL.md"),
-            _f("line", int, "the line of the problem, 1-based"),
+            _f("file", str, "the SKILL.md (an MCP skill's `skill://` URI)"),
+            _f("line", int, "the line of the problem, 1-based (0: not a line of the file)"),
             _f("message", str, "what is wrong and how to fix it"),
         ),
     ),

@@ -37,6 +37,7 @@ __all__ = [
     "EnvModuleConfig",
     "ExecutorConfig",
     "GroupSkills",
+    "McpSkillServerConfig",
     "ModelConfig",
     "OutputConfig",
     "PricesConfig",
@@ -203,12 +204,69 @@ class AgentGroup(StrictModel):
 # --- skills, model, agent loop, environment, executor, output -----------------------------
 
 
+_RESERVED_NAMESPACES = ("agent", "custom", "built-in")
+
+
+class McpSkillServerConfig(StrictModel):
+    """One server offering the MCP skills extension (``skills.mcp``): ``url`` (streamable
+    HTTP) or ``command`` (a stdio server started by the run), and the ``namespace`` its
+    skills take. Its skills are untrusted: ``scripts: true`` lets their scripts and hooks
+    run, always under ``process`` isolation."""
+
+    url: str | None = Field(default=None, pattern=_URL_RE)
+    command: tuple[str, ...] | None = Field(default=None, min_length=1)
+    namespace: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
+    scripts: bool = False
+    timeout: float = Field(default=30, gt=0, le=_MAX_SECONDS)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> McpSkillServerConfig:
+        if (self.url is None) == (self.command is None):
+            raise fail(
+                "needs exactly one of 'url' or 'command'",
+                "give url: http://HOST:PORT/mcp (streamable HTTP) or command: [PROGRAM, ARG, ...]"
+                " (a stdio server)",
+            )
+        if self.namespace in _RESERVED_NAMESPACES:
+            raise fail(
+                f"namespace {self.namespace!r} is reserved for skills folders",
+                "pick a name of its own for this server's skills (e.g. its host or publisher)",
+                field="namespace",
+            )
+        return self
+
+
 class SkillsConfig(StrictModel):
     paths: tuple[str, ...] = ()
     builtin: bool = True
     catalog_budget_tokens: StrictInt = Field(default=2000, ge=64, le=_MAX_TOKENS)
     trusted_namespaces: tuple[str, ...] = ("built-in",)
     hot_reload: bool = True
+    mcp: tuple[McpSkillServerConfig, ...] = ()
+    # Where skill files fetched from MCP servers are kept, by digest (default: the user's
+    # cache folder, ``$XDG_CACHE_HOME/agentsim/mcp-skills``).
+    mcp_cache: str | None = None
+
+    @model_validator(mode="after")
+    def _mcp_namespaces(self) -> SkillsConfig:
+        seen: set[str] = set()
+        for i, server in enumerate(self.mcp):
+            if server.namespace in seen:
+                raise fail(
+                    f"namespace {server.namespace!r} is used by two MCP servers",
+                    "give each server a namespace of its own",
+                    field=f"mcp.{i}.namespace",
+                )
+            seen.add(server.namespace)
+            if server.namespace in self.trusted_namespaces:
+                raise fail(
+                    f"MCP skills are untrusted, but namespace {server.namespace!r} is listed in"
+                    " trusted_namespaces",
+                    "remove it from trusted_namespaces (scripts: true on the server lets its"
+                    " scripts run, under process isolation)",
+                    field=f"mcp.{i}.namespace",
+                )
+        return self
 
 
 class PricesConfig(StrictModel):

@@ -657,6 +657,8 @@ class AgentHost:
         self.flush(force=True)
         for model in (self.model, *self.named_models.values()):
             await as_chat_model(model).aclose()
+        if self._owns_registry:  # its MCP connections (a shared one is the engine's)
+            self.registry.close()
 
 
 async def _activate_defaults(

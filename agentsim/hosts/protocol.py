@@ -20,6 +20,7 @@ from agentsim.config.profiles import AgentSpec
 from agentsim.env.base import EnvView, Intent
 from agentsim.env.loader import ModuleCode
 from agentsim.instruments import Instrument
+from agentsim.skills.mcp import McpServer, McpSkillSource, RestoredMcpSource
 from agentsim.skills.registry import SkillRegistry
 
 __all__ = [
@@ -45,9 +46,16 @@ class SkillSources:
     trusted_namespaces: tuple[str, ...] = ("built-in",)
     # The run's environment modules: a skill requiring another is hidden. None: not known.
     modules: tuple[str, ...] | None = None
+    # Servers of the MCP skills extension, after the folders; where their files are kept.
+    mcp: tuple[McpServer, ...] = ()
+    mcp_cache: str | None = None
+    # A fork's: servers whose skills it restored from its parent (the folders), not listed.
+    mcp_restored: tuple[tuple[McpServer, tuple[str, ...]], ...] = ()
 
 
 def build_registry(src: SkillSources) -> SkillRegistry:
+    """The registry of ``src``; an MCP server that cannot be reached raises ``ConfigError``
+    (the registry's connections are then closed). ``SkillRegistry.close()`` ends them."""
     reg = SkillRegistry()
     if src.builtin:
         reg.scan_builtin(Path(src.builtin))
@@ -55,6 +63,14 @@ def build_registry(src: SkillSources) -> SkillRegistry:
         reg.scan_custom(Path(path))
     for skills_dir, module in src.env:
         reg.scan_env_skills(Path(skills_dir), module)
+    try:
+        for server in src.mcp:
+            reg.add_mcp(McpSkillSource(server, src.mcp_cache))
+        for server, folders in src.mcp_restored:
+            reg.add_mcp(RestoredMcpSource(server, folders))
+    except BaseException:
+        reg.close()
+        raise
     return reg
 
 

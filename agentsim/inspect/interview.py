@@ -240,6 +240,7 @@ async def interview(
                 )
         finally:
             # Not host.close(): that flushes the agents, and an interviewed agent never is.
+            host.registry.close()
             if model is None:
                 await the_model.aclose()
     problems = tuple(

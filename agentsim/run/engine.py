@@ -74,6 +74,7 @@ from agentsim.run.workspace import RunWorkspace, atomic_write_text, check_run_di
 from agentsim.run.world import World, build_world
 from agentsim.skills.catalog import RunProvides, unmet_requirements
 from agentsim.skills.frontmatter import Diagnostic
+from agentsim.skills.mcp import McpSkillDescriptor
 from agentsim.skills.provenance import ProvenanceRecorder, RestorePlan, plan_restore, restore
 from agentsim.skills.registry import RegistrySnapshot
 from agentsim.skills.scan import check_scripts, namespace_rank
@@ -405,6 +406,7 @@ class Engine:
                 await self._connect(resume=True)
             except BaseException:
                 self.ws.release()  # nothing was written: the folder is free for the next try
+                self._close_skills()
                 await self.executor.close()
                 raise
             self._may_write = False
@@ -412,16 +414,21 @@ class Engine:
             check_run_dir(self.run_dir)
             if self.capacity_check:  # before the agents are built: they may not fit
                 self._check_capacity(sum(g.count or 0 for g in cfg.agents))
-            self._prepare()
-            if self.capacity_check:
-                self._check_capacity(len(self.agents))
-            self._check_caches()
-            if self.preflight:
-                await self._preflight()
+            try:
+                self._prepare()
+                if self.capacity_check:
+                    self._check_capacity(len(self.agents))
+                self._check_caches()
+                if self.preflight:
+                    await self._preflight()
+            except BaseException:
+                self._close_skills()
+                raise
             try:
                 await self._connect(resume=False)
                 self.ws = RunWorkspace.create(self.run_dir)
             except BaseException:
+                self._close_skills()
                 await self.executor.close()
                 raise
         ws = self.ws
@@ -783,7 +790,8 @@ class Engine:
             return
         restore(plan, root)
         self._world = dataclasses.replace(world, skills=plan.remap_sources(world.skills))
-        self.registry = build_registry(self._world.skills)
+        before, self.registry = self.registry, build_registry(self._world.skills)
+        before.close()  # its connections to MCP skills servers
 
     def _record_skills(self) -> None:
         """Record the run's skills as in effect from the current tick (``RUN/skills``; a
@@ -804,7 +812,11 @@ class Engine:
         """What contains ``process`` isolation on this machine (for ``run_start``); said on
         stderr now when nothing does and a skill of the run asks for it."""
         found = sandbox()
-        if any(d.manifest.isolation == "process" for d in self.registry.list_all()):
+        if any(
+            d.manifest.isolation == "process"
+            or (isinstance(d, McpSkillDescriptor) and d.scripts_allowed)
+            for d in self.registry.list_all()
+        ):
             warn_unsandboxed(found)
         return found.describe()
 
@@ -1202,6 +1214,14 @@ class Engine:
         except OSError:
             if status != "failed":
                 raise
+        finally:
+            self._close_skills()
+
+    def _close_skills(self) -> None:
+        """Close the registry's connections to MCP skills servers (if it was built)."""
+        registry = getattr(self, "registry", None)
+        if registry is not None:
+            registry.close()
 
 
 # Write errors that freeing space (or raising a limit) cures, and those that permissions

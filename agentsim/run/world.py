@@ -19,6 +19,7 @@ from agentsim.env.base import AgentInfo, EnvModule
 from agentsim.errors import ConfigError
 from agentsim.events import EVENTS, EventType
 from agentsim.hosts.host import SkillSources
+from agentsim.skills.mcp import McpServer
 from agentsim.skills.scan import builtin_skills_dir
 
 __all__ = [
@@ -84,6 +85,18 @@ def skill_sources(
         catalog_budget_tokens=cfg.catalog_budget_tokens,
         trusted_namespaces=cfg.trusted_namespaces,
         modules=tuple(sorted(modules)),
+        mcp=tuple(
+            McpServer(
+                namespace=server.namespace,
+                url=server.url,
+                command=server.command or (),
+                scripts=server.scripts,
+                timeout=server.timeout,
+                field=f"skills.mcp.{i}",
+            )
+            for i, server in enumerate(cfg.mcp)
+        ),
+        mcp_cache=str(config.resolve_path(cfg.mcp_cache).absolute()) if cfg.mcp_cache else None,
     )
 
 

@@ -483,11 +483,24 @@ class RestorePlan:
     def remap_sources(self, sources: _S) -> _S:
         """``sources`` (a ``SkillSources``: ``builtin``, ``custom``, ``env``) with each root
         the parent recorded skills from replaced by its restored copy (after ``restore``)."""
+        # An MCP server whose skills the parent recorded: the fork uses the restored
+        # versions (its folders) and lists the server no more.
+        servers: tuple[Any, ...] = getattr(sources, "mcp", ())
+        listed, restored = [], []
+        for server in servers:
+            ns = server.namespace
+            copies = tuple(sorted(c for (n, _root), c in self.restored.items() if n == ns))
+            if copies:
+                restored.append((server, copies))
+            else:
+                listed.append(server)
+        mcp = {"mcp": tuple(listed), "mcp_restored": tuple(restored)} if servers else {}
         return dataclasses.replace(
             sources,  # type: ignore[type-var]
             builtin=self.remap("built-in", sources.builtin) if sources.builtin else None,
             custom=tuple(self.remap("custom", r) for r in sources.custom),
             env=tuple((self.remap(f"env:{m}", d), m) for d, m in sources.env),
+            **mcp,
         )
 
 

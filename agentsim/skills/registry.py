@@ -17,6 +17,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentsim.errors import SkillError, SkillNotFoundError
 from agentsim.skills.frontmatter import Diagnostic
@@ -30,6 +31,9 @@ from agentsim.skills.scan import (
     read_file,
     scan_root,
 )
+
+if TYPE_CHECKING:
+    from agentsim.skills.mcp import McpSkillSource, RestoredMcpSource
 
 __all__ = ["RefreshResult", "RegistrySnapshot", "SkillDescriptor", "SkillOverlay", "SkillRegistry"]
 
@@ -362,10 +366,12 @@ def _prefixed(scan: RootScan, names: list[str]) -> tuple[str, ...]:
 class SkillRegistry(_Reads):
     """The registry a process shares. Construct empty, then call the ``scan_*`` methods."""
 
-    __slots__ = ("_snap",)
+    __slots__ = ("_snap", "_sources")
 
     def __init__(self) -> None:
         self._snap = _snapshot(0, (), (), (), DocCache())
+        # Roots that are not folders (MCP servers), by namespace; not pickled.
+        self._sources: dict[str, McpSkillSource | RestoredMcpSource] = {}
 
     # -- filling ---------------------------------------------------------------------------
 
@@ -393,6 +399,21 @@ class SkillRegistry(_Reads):
             )
         return self._add_root(skills_dir, f"env:{env_name}")
 
+    def add_mcp(self, source: McpSkillSource | RestoredMcpSource) -> RefreshResult:
+        """Register the skills an MCP server lists as ``<namespace>@<name>`` (see
+        ``agentsim.skills.mcp``); a server that cannot be reached raises ``ConfigError``."""
+        old = self._snap
+        scan, added, _, _ = source.scan()
+        self._sources[source.namespace] = source
+        generation = old.generation + 1
+        self._snap = _build((*old.scans, scan), generation, old.docs)
+        return RefreshResult(generation=generation, added=_prefixed(scan, added))
+
+    def close(self) -> None:
+        """Close the connections to MCP servers (a stdio server's process ends)."""
+        for source in self._sources.values():
+            source.close()
+
     def refresh(self) -> RefreshResult:
         """List every root again and stat each SKILL.md and declared script; re-read only
         what changed; swap in a new snapshot if anything did (the generation moves only
@@ -405,7 +426,11 @@ class SkillRegistry(_Reads):
         broken: list[str] = []
         moved = False
         for prev in old.scans:
-            scan, a, c, r = scan_root(prev.root, prev.namespace, prev)
+            source = self._sources.get(prev.namespace)
+            if source is not None:
+                scan, a, c, r = source.scan(prev)
+            else:
+                scan, a, c, r = scan_root(prev.root, prev.namespace, prev)
             scans.append(scan)
             added += _prefixed(scan, a)
             changed += _prefixed(scan, c)
@@ -465,6 +490,7 @@ class SkillRegistry(_Reads):
 
     def __setstate__(self, state: RegistrySnapshot) -> None:
         self._snap = state
+        self._sources = {}
 
 
 class SkillOverlay(_Reads):

@@ -356,7 +356,7 @@ class AgentSkillRuntime:
 
         if "!`" not in body:
             return _ARG.sub(sub, body) if "$" in body else body
-        trusted = desc.namespace in self._space.trusted_namespaces
+        trusted = self._space.runs_commands(desc)
         out: list[str] = []
         pos = 0
         for m in _CMD.finditer(body):
@@ -448,6 +448,9 @@ class AgentSkillRuntime:
                 f"skill {desc.manifest.name!r} is not active; call activate_skill first",
                 refused=True,
             )
+        refusal = self._space.script_refusal(desc)
+        if refusal is not None:
+            return _failed(refusal, refused=True)
         rel = script or desc.manifest.script
         if rel is None:
             return _failed(
@@ -539,7 +542,7 @@ class AgentSkillRuntime:
         for sid in sorted(s for s in self._active if s in res.descriptors):
             desc = res.descriptors[sid]
             rel = desc.hook_script(hook_type)
-            if rel is not None:
+            if rel is not None and self._space.script_refusal(desc) is None:
                 calls.append((desc, os.path.join(desc.path, rel)))
         plan = tuple(calls)
         if plans is None:

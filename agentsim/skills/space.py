@@ -24,6 +24,7 @@ from agentsim.skills.catalog import (
     unmet_requirements,
 )
 from agentsim.skills.context import safe_env
+from agentsim.skills.mcp import McpSkillDescriptor
 from agentsim.skills.scripts.runner import Isolation, ScriptRunner
 
 if TYPE_CHECKING:
@@ -118,7 +119,27 @@ class SkillSpace:
         experiment trusts that namespace (``skills.trusted_namespaces``)."""
         if desc.namespace == AGENT_NAMESPACE and AGENT_NAMESPACE not in self.trusted_namespaces:
             return "process"
+        if isinstance(desc, McpSkillDescriptor):
+            return "process"  # served by an MCP server: untrusted, whatever it declares
         return desc.manifest.isolation
+
+    def runs_commands(self, desc: SkillDescriptor) -> bool:
+        """Whether the ``!`cmd``` lines of ``desc``'s body run: its namespace is trusted,
+        and it is not a skill an MCP server served (those never run commands)."""
+        return desc.namespace in self.trusted_namespaces and not isinstance(
+            desc, McpSkillDescriptor
+        )
+
+    def script_refusal(self, desc: SkillDescriptor) -> str | None:
+        """Why ``desc``'s scripts and hooks may not run here, or None: a skill an MCP
+        server served runs them only where the experiment allows it for that server."""
+        if isinstance(desc, McpSkillDescriptor) and not desc.scripts_allowed:
+            return (
+                f"skill {desc.skill_id} comes from an MCP server, and this experiment does not "
+                f"let that server's scripts run (scripts: true on its skills.mcp entry allows "
+                "them, under process isolation)"
+            )
+        return None
 
     def swap_view(self, view: SkillView) -> None:
         """Install a refreshed registry snapshot; agents see it from their next call on."""
