@@ -95,7 +95,9 @@ class _ProgressLine:
     and resume included) and shows the elapsed time and an estimate of the time left."""
 
     def __init__(self, stream: TextIO, *, max_ticks: int | None) -> None:
-        self._stream = stream
+        from agentsim.skills.scripts.inprocess import unwrapped
+
+        self._stream = stream = unwrapped(stream)
         self._tty = stream.isatty()
         self._max_ticks = max_ticks
         self._started = time.monotonic()
@@ -165,7 +167,9 @@ def _notice(progress: _ProgressLine | None, line: str) -> None:
     """A loading problem on stderr, on a line of its own (not inside the progress line): on
     the progress line's own stream, taken when the run started, so that no stream a skill
     script's print capture put on ``sys.stderr`` meanwhile can take it."""
-    stream = sys.stderr
+    from agentsim.skills.scripts.inprocess import unwrapped
+
+    stream = unwrapped(sys.stderr)
     if progress is not None:
         progress.end()
         stream = progress.stream

@@ -75,6 +75,7 @@ __all__ = [
     "package_name",
     "run_main",
     "stamp_of",
+    "unwrapped",
 ]
 
 
@@ -223,6 +224,15 @@ class _Switch:
     def __getattr__(self, name: str) -> Any:
         # encoding, isatty, fileno, buffer...: whatever the wrapped stream offers.
         return getattr(self._inner, name)
+
+
+def unwrapped(stream: TextIO) -> TextIO:
+    """``stream`` without the per-call print capture this module puts on ``sys.stdout`` /
+    ``sys.stderr``: for the runner's own lines (notices, progress), which must reach the
+    user whatever a script call left in the current context."""
+    while isinstance(stream, _Switch):
+        stream = stream._inner
+    return stream
 
 
 def _install() -> None:
