@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from agentsim.llm.prompt_blocks import BLOCKS
 
-__all__ = ["WORD", "StepView", "answer", "profile_of", "uniform"]
+__all__ = ["WORD", "StepView", "answer", "opinion_asked", "opinion_of", "profile_of", "uniform"]
 
 WORD = re.compile(r"[a-z0-9]+")
 
@@ -86,12 +86,25 @@ def answer(step: StepView, question: str, seed: int) -> str:
     return f"{opener} I'm {first}; that shapes how I see it."
 
 
-def _opinion_answer(step: StepView, profile: Mapping[str, Any], question: str) -> str:
-    # The observation's current value beats the profile's starting one.
+def opinion_asked(question: str) -> bool:
+    """Whether ``question`` asks for the agent's opinion (what the offline model answers
+    from its opinion value)."""
+    low = question.lower()
+    return bool(set(WORD.findall(low)) & _OPINION_WORDS) or "feel about" in low
+
+
+def opinion_of(step: StepView) -> float | None:
+    """The agent's opinion value, -1..1: the observation's current one, else the profile's
+    starting one; None when the prompt has neither."""
     m = _OPINION_VALUE.search(step.observation)
-    value = float(m[1]) if m else None
-    if value is None and isinstance(profile.get("opinion"), int | float):
-        value = float(profile["opinion"])
+    if m:
+        return float(m[1])
+    start = profile_of(step.system).get("opinion")
+    return float(start) if isinstance(start, int | float) else None
+
+
+def _opinion_answer(step: StepView, profile: Mapping[str, Any], question: str) -> str:
+    value = opinion_of(step)
     i = question.lower().find(" about ")
     on = f"On {question[i + 7 :].strip().rstrip('?.! ')}, " if i >= 0 else ""
     if value is None:

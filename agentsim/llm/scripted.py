@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import random
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,7 +29,7 @@ from typing import Any
 
 from agentsim._tokens import estimate_tokens
 from agentsim.instruments import instance_of
-from agentsim.llm._interview import WORD, answer, profile_of, uniform
+from agentsim.llm._interview import WORD, answer, opinion_asked, opinion_of, profile_of, uniform
 from agentsim.llm.base import (
     ANSWER_FORMAT,
     ChatModel,
@@ -382,7 +383,9 @@ class ScriptedModel(ChatModel):
             if m.get("role") == "user"
         )
         question = next((q for q in asked if q is not None), "")
-        value = instance_of(form["schema"], random.Random(f"{seed}:{question}"))
+        value = _opinion_on_scale(messages, form["schema"], question)
+        if value is None:
+            value = instance_of(form["schema"], random.Random(f"{seed}:{question}"))
         text = json.dumps(value, ensure_ascii=False, sort_keys=True)
         chars = sum(len(str(m.get("content") or "")) for m in messages)
         usage = Usage(prompt_tokens=(chars + 3) // 4, completion_tokens=estimate_tokens(text))
@@ -592,3 +595,24 @@ def _phrase(c: _Call) -> str:
     if c.name == "deactivate_skill":
         return f"dropped {name}"
     return ""  # reads and searches are not worth a mention
+
+
+def _opinion_on_scale(
+    messages: Sequence[Message], schema: Mapping[str, Any], question: str
+) -> int | float | None:
+    """An opinion question asked on a bounded scale (likert, or a number with both bounds)
+    of an agent whose prompt shows its opinion (-1..1): that opinion on the scale, as the
+    free-text answer states it; None otherwise (the value is drawn from the seed)."""
+    inner = schema.get("properties", {}).get("answer") if isinstance(schema, Mapping) else None
+    if not isinstance(inner, Mapping) or not opinion_asked(question):
+        return None
+    low, high = inner.get("minimum"), inner.get("maximum")
+    if not isinstance(low, int | float) or not isinstance(high, int | float):
+        return None
+    value = opinion_of(_Step(messages, frozenset()))
+    if value is None:
+        return None
+    share = (min(max(value, -1.0), 1.0) + 1.0) / 2.0
+    if inner.get("type") == "integer":
+        return min(max(round(low + share * (high - low)), math.ceil(low)), math.floor(high))
+    return round(low + share * (high - low), 2)

@@ -1,0 +1,192 @@
+"""A study's estimate and its budget: ``agentsim study --estimate`` against the study it
+estimates, a budget shared out among the runs that stops the study with exit code 4, and a
+resume with a raised budget that completes it."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentsim.cli import main
+from agentsim.config.experiment import BudgetConfig
+from agentsim.errors import ConfigError
+from agentsim.study.budget import RunSpending, budget_with_sets, share
+from agentsim.study.spec import load_study
+from tests.unit.helpers import REPO
+
+EXAMPLE = REPO / "experiments/studies/rumour.yaml"
+
+
+def _manifest(study_dir: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((study_dir / "manifest.json").read_text("utf-8"))
+    return data
+
+
+def _own_spending(study_dir: Path) -> tuple[int, int]:
+    """(calls, tokens) the study's runs made themselves: a fork's inherited history, which
+    its parent made, counted once."""
+    calls = tokens = 0
+    for row in _manifest(study_dir)["runs"]:
+        if not (study_dir / row["dir"] / "metrics.json").is_file():
+            continue  # not started
+        sp = json.loads((study_dir / row["dir"] / "metrics.json").read_text("utf-8"))["spending"]
+        c, t = sp["calls"], sp["prompt_tokens"] + sp["completion_tokens"]
+        if row["fork_of"] is not None:
+            at = row["fork_of"]
+            cp = study_dir / "runs" / at["run"] / "checkpoints" / f"tick-{at['tick']:08d}"
+            base = json.loads((cp / "engine.json").read_text("utf-8"))["metrics"]["spending"]
+            c -= base["calls"]
+            t -= base["prompt_tokens"] + base["completion_tokens"]
+        calls, tokens = calls + c, tokens + t
+    return calls, tokens
+
+
+def _example_copy(tmp_path: Path, budget: str) -> Path:
+    (tmp_path / "town-rumour.yaml").write_bytes((EXAMPLE.parent / "town-rumour.yaml").read_bytes())
+    text = EXAMPLE.read_text("utf-8").replace("concurrency: 2", f"concurrency: 2\n{budget}")
+    path = tmp_path / "rumour.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.slow
+def test_the_estimate_of_the_example_study_is_within_its_stated_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["study", str(EXAMPLE), "--estimate", "--json"]) == 0
+    est = json.loads(capsys.readouterr().out)
+    assert set(est["arms"]) == {"announcement", "rumour"}
+    assert [a["runs"] for a in est["arms"].values()] == [3, 3]
+    # The fork arm is estimated from its fork tick on: fewer calls than the control's.
+    assert est["arms"]["rumour"]["each"]["calls"] < est["arms"]["announcement"]["each"]["calls"]
+    assert not (tmp_path / "out").exists()
+    assert main(["study", str(EXAMPLE), "--out", str(tmp_path / "out")]) == 0
+    calls, tokens = _own_spending(tmp_path / "out")
+    total = est["total"]
+    # docs/studies.md states the bounds: calls within 25%, tokens within 35% (offline).
+    assert abs(total["calls"] / calls - 1) <= 0.25, (total["calls"], calls)
+    estimated_tokens = total["prompt_tokens"] + total["output_tokens"]
+    assert abs(estimated_tokens / tokens - 1) <= 0.35, (estimated_tokens, tokens)
+    # The readable table names each arm and the total.
+    assert main(["study", str(EXAMPLE), "--estimate"]) == 0
+    table = capsys.readouterr().out
+    assert "announcement" in table and "rumour" in table and "total" in table
+    assert "wall time at concurrency 2" in table
+
+
+@pytest.mark.slow
+def test_a_study_budget_stops_the_study_and_a_raised_one_completes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    study = _example_copy(tmp_path, "budget: {tokens: 12000000}")
+    out = tmp_path / "out"
+    assert main(["study", str(study), "--out", str(out)]) == 4
+    err = capsys.readouterr().err
+    assert "budget.tokens=" in err and "would be passed" in err
+    assert f"agentsim study --resume {out} --set budget.KEY=VALUE" in err
+    manifest = _manifest(out)
+    assert manifest["state"] == "stopped"
+    assert manifest["budget_stop"].startswith("run announcement-r")
+    states = {r["id"]: r["state"] for r in manifest["runs"]}
+    assert "complete" not in states.values()
+    assert "stopped" in states.values()
+    # What the runs spent stays within the study's budget.
+    _, spent = _own_spending(out)
+    assert spent <= 12_000_000
+    # Each stopped run kept a checkpoint and said why in its own manifest.
+    for row in manifest["runs"]:
+        if row["state"] == "stopped":
+            run = json.loads((out / row["dir"] / "manifest.json").read_text("utf-8"))
+            assert run["budget_stop"]["limit"] == "tokens"
+            assert any((out / row["dir"] / "checkpoints").iterdir())
+    code = main(["study", "--resume", str(out), "--set", "budget.tokens=60000000"])
+    assert code == 0
+    manifest = _manifest(out)
+    assert manifest["budget"] == {"tokens": 60000000}
+    assert manifest["state"] == "complete"
+    assert "budget_stop" not in manifest
+    assert {r["state"] for r in manifest["runs"]} == {"complete"}
+    assert _own_spending(out)[1] <= 60_000_000
+
+
+def test_a_share_is_in_proportion_to_the_ticks_each_run_has_left(tmp_path: Path) -> None:
+    study = load_study(EXAMPLE)
+    control = next(r for r in study.runs if r.id == "announcement-r1")
+    fork = next(r for r in study.runs if r.id == "rumour-r1")
+    budget = BudgetConfig(tokens=5_400_000, money=54.0, wall_time=timedelta(hours=1))
+    nothing = RunSpending()
+    # 3 controls x 12 ticks + 3 forks x 6 ticks = 54 ticks waiting.
+    grant = share(
+        budget,
+        run=control,
+        own=nothing,
+        inherited=nothing,
+        others_spent=nothing,
+        reserved={},
+        waiting_ticks=54,
+        study_seconds=600.0,
+    )
+    assert grant.empty is None
+    assert grant.budget == {"tokens": 1_200_000, "money": 12.0, "wall_time": "3000s"}
+    # A fork: half the ticks, on top of what it inherited from its parent; what others
+    # spent and what the runs under way hold back is not its to spend.
+    grant = share(
+        budget,
+        run=fork,
+        own=RunSpending(tokens=100_000, money=1.0),
+        inherited=RunSpending(tokens=500_000, money=5.0),
+        others_spent=RunSpending(tokens=2_000_000, money=20.0),
+        reserved={"tokens": 1_000_000, "money": 10.0},
+        waiting_ticks=18,
+        study_seconds=0.0,
+    )
+    # Left: 5.4M - 2M - 1M - 0.1M = 2.3M; its share 6/18 of it.
+    assert grant.budget["tokens"] == 500_000 + 100_000 + 2_300_000 * 6 // 18
+    assert grant.budget["money"] == pytest.approx(5.0 + 1.0 + 23.0 * 6 / 18)
+    spent = share(
+        budget,
+        run=control,
+        own=nothing,
+        inherited=nothing,
+        others_spent=RunSpending(tokens=5_400_000),
+        reserved={},
+        waiting_ticks=12,
+        study_seconds=0.0,
+    )
+    assert spent.empty == "tokens"
+    late = share(
+        BudgetConfig(wall_time=timedelta(minutes=10)),
+        run=control,
+        own=nothing,
+        inherited=nothing,
+        others_spent=nothing,
+        reserved={},
+        waiting_ticks=12,
+        study_seconds=600.0,
+    )
+    assert late.empty == "wall_time"
+
+
+def test_a_resume_changes_only_the_budget_and_checks_it() -> None:
+    assert budget_with_sets({"tokens": 5}, ["budget.money=2.5", "budget.wall_time=2h"]) == {
+        "tokens": 5,
+        "money": 2.5,
+        "wall_time": "2h",
+    }
+    with pytest.raises(ConfigError, match="a study's resume only changes its budget"):
+        budget_with_sets(None, ["seed=3"])
+    with pytest.raises(ConfigError, match=r"budget .* is not valid"):
+        budget_with_sets(None, ["budget.tokens=0"])
+
+
+def test_study_options_that_do_not_go_together_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["study", str(EXAMPLE), "--set", "budget.tokens=5"]) == 2
+    assert "--set: only changes a resumed study's budget" in capsys.readouterr().err
+    assert main(["study", "--resume", str(tmp_path), "--estimate"]) == 2
+    assert "--estimate: takes a study file" in capsys.readouterr().err
