@@ -333,7 +333,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         # A budget projects the run's first tick from an estimate, and every run started
         # with one reports the estimate's error at its end (``estimate.json``).
         estimate = _make_estimate(config, args, show=args.estimate)
-    executor = _make_executor(config)
+    from agentsim.hosts import executor_for
+
+    executor = executor_for(config)
     stop = threading.Event()
     signals: list[int] = []  # the signals that asked the run to stop, in order
 
@@ -541,20 +543,6 @@ def _print_estimate(config: Any, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(est.to_dict(), indent=2))
     return 0
-
-
-def _make_executor(config: Any) -> Any:
-    if config.executor.kind == "ray":
-        from agentsim.hosts.ray_executor import RayExecutor
-
-        return RayExecutor(
-            address=config.executor.address,
-            heartbeat_timeout=config.executor.heartbeat_timeout,
-            connect_timeout=config.executor.connect_timeout,
-        )
-    from agentsim.hosts.local import LocalExecutor
-
-    return LocalExecutor()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -688,12 +688,12 @@ def child_main() -> int:
                 Path(job["fork"]["run"]), int(job["fork"]["tick"]), engine_keys=ENGINE_STATE
             )
             check_shared(fork, config)
-        from agentsim.cli import _make_executor
+        from agentsim.hosts import executor_for
 
         engine = Engine(
             config,
             run_dir=Path(job["run_dir"]),
-            executor=_make_executor(config),
+            executor=executor_for(config),
             progress=progress,
             stop=stop,
             fork=fork,

@@ -1,6 +1,7 @@
-"""The package's arrows point one way: cli -> run -> hosts -> agent -> skills / llm / env,
-``config`` is a leaf (it reads ``env``'s pure helpers only), and
-``events`` (the declaration of every event, used by all of them) imports none of them.
+"""The package's arrows point one way: cli -> study -> run -> hosts -> agent -> skills / llm /
+env (``view`` reads studies and runs; ``inspect`` reads runs), ``config`` is a leaf (it
+reads ``env``'s pure helpers only), and ``events`` (the declaration of every event, used by
+all of them) imports none of them.
 
 Every ``import`` in the package (module level or inside a function) is checked, so a new
 upward import fails here with the file and line that made it."""
@@ -17,7 +18,13 @@ import agentsim
 PACKAGE = Path(agentsim.__file__).parent
 
 # What each layer may not import (besides itself).
-UP_FROM_AGENT = ("agentsim.run", "agentsim.hosts", "agentsim.cli", "agentsim.inspect")
+UP_FROM_AGENT = (
+    "agentsim.run",
+    "agentsim.hosts",
+    "agentsim.cli",
+    "agentsim.inspect",
+    "agentsim.study",
+)
 FORBIDDEN = {
     "config": (
         *UP_FROM_AGENT,
@@ -32,8 +39,10 @@ FORBIDDEN = {
     "llm": (*UP_FROM_AGENT, "agentsim.agent", "agentsim.skills"),
     "env": (*UP_FROM_AGENT, "agentsim.agent"),
     "agent": UP_FROM_AGENT,
-    "hosts": ("agentsim.run", "agentsim.cli", "agentsim.inspect"),
-    "run": ("agentsim.cli", "agentsim.inspect"),
+    "hosts": ("agentsim.run", "agentsim.cli", "agentsim.inspect", "agentsim.study"),
+    "run": ("agentsim.cli", "agentsim.inspect", "agentsim.study"),
+    "inspect": ("agentsim.cli", "agentsim.study", "agentsim.view"),
+    "study": ("agentsim.cli", "agentsim.view"),
     "testing": UP_FROM_AGENT,
     "events": (
         "agentsim.config",
@@ -48,6 +57,7 @@ FORBIDDEN = {
         "agentsim.cli",
         "agentsim.inspect",
         "agentsim.view",
+        "agentsim.study",
     ),
 }
 
