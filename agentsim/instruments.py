@@ -305,6 +305,11 @@ def _bounds_text(low: Any, high: Any) -> str:
 _FENCE = re.compile(r"^```[A-Za-z]*\s*(.*?)\s*```$", re.S)
 
 
+def _no_constant(name: str) -> Any:
+    # JSON has no NaN or Infinity; Python's reader takes them, and NaN passes every bound.
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
 def _json_in(text: str) -> tuple[bool, Any]:
     """(found, value): the text as JSON (inside a code fence, if any), else the first JSON
     object or array in it."""
@@ -313,10 +318,10 @@ def _json_in(text: str) -> tuple[bool, Any]:
     if fenced:
         body = fenced.group(1)
     try:
-        return True, json.loads(body)
+        return True, json.loads(body, parse_constant=_no_constant)
     except ValueError:
         pass
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(parse_constant=_no_constant)
     for i, ch in enumerate(body):
         if ch in "{[":
             try:

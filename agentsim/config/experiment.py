@@ -203,11 +203,23 @@ class ExperimentConfig(StrictModel):
                     field=f"models.{name}",
                 )
         modules = {m.name: m for m in self.environment}
+        asked: dict[str, int] = {}
         for i, item in enumerate(self.workflow or ()):
             step = item.step
             if isinstance(step, RunStep):
                 continue
             where = f"workflow.{i}.{step.kind}"
+            if isinstance(step, SurveyStep) and step.name is not None:
+                # Each asking keeps its answers in surveys/NAME.jsonl: a second asking under
+                # the same name would replace the first's.
+                if step.name in asked:
+                    raise fail(
+                        f"the name {step.name!r} is already used by workflow.{asked[step.name]}",
+                        f"give each asking its own name, e.g. {step.name}-before and "
+                        f"{step.name}-after",
+                        field=f"{where}.name",
+                    )
+                asked[step.name] = i
             if isinstance(step, InterveneStep) and step.env is not None:
                 _check_intervention(step, modules, where)
             sel = step.agents

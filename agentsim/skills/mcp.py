@@ -39,7 +39,7 @@ from urllib.parse import unquote, urlsplit
 
 from agentsim.errors import ConfigError
 from agentsim.skills.frontmatter import Diagnostic
-from agentsim.skills.manifest import path_problem, read_skill
+from agentsim.skills.manifest import SkillManifest, path_problem, read_skill
 from agentsim.skills.scan import RootScan, ScannedSkill, SkillDescriptor, scan_root
 
 if TYPE_CHECKING:
@@ -86,6 +86,15 @@ class McpServer:
 
     def describe(self) -> str:
         return f"MCP skills server {self.namespace!r} ({self.target})"
+
+
+def _untrusted(manifest: SkillManifest) -> SkillManifest:
+    """A served skill's manifest without what only the experiment may grant: environment
+    variables passed to its scripts (``env``: API keys) and network access (``network``).
+    Its scripts, where ``scripts: true`` allows them, run sandboxed with neither."""
+    if not manifest.env and not manifest.network:
+        return manifest
+    return manifest.model_copy(update={"env": (), "network": False})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -535,7 +544,7 @@ class McpSkillSource:
                     skill_id=f"{self.namespace}@{manifest.name}",
                     namespace=self.namespace,
                     path=str(folder),
-                    manifest=manifest,
+                    manifest=_untrusted(manifest),
                     body_line=got.parsed.body_line,
                     server=self.server.target,
                     uri=item.uri,
@@ -624,7 +633,7 @@ class RestoredMcpSource:
                         skill_id=skill.skill_id,
                         namespace=skill.namespace,
                         path=skill.path,
-                        manifest=skill.manifest,
+                        manifest=_untrusted(skill.manifest),
                         body_line=skill.body_line,
                         server=self.server.target,
                         uri=f"skill://{skill.manifest.name}/SKILL.md",

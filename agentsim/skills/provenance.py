@@ -29,6 +29,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
@@ -37,6 +38,10 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from agentsim.errors import AgentsimError, RunError
+from agentsim.skills.manifest import path_problem
+
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+_PLAIN = re.compile(r"(?!\.\.?$)[A-Za-z0-9_.@:-]+")
 
 __all__ = [
     "OBJECTS",
@@ -200,12 +205,30 @@ class SkillVersion:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SkillVersion:
+        """A row as read from ``versions.jsonl``, checked: a run folder may come from
+        someone else, and a fork writes files and a diff reads objects by these names, so a
+        path that leaves its folder, a digest that is not one, or an agent id that is not a
+        plain name is a ``ValueError`` (and a source whose last part is not a folder name
+        is refused by ``restore``)."""
+        skill_id, tick = str(d["skill_id"]), int(d["tick"])
+        files = {str(k): str(v) for k, v in (d.get("files") or {}).items()}
+        for rel, digest in files.items():
+            if _DIGEST.fullmatch(digest) is None:
+                raise ValueError(f"{digest!r} (of {rel!r}) is not a SHA-256 digest")
+            why = path_problem(rel)
+            if why is None and any(part in ("", ".") for part in rel.split("/")):
+                why = f"{rel!r} is not a plain relative path"
+            if why is not None:
+                raise ValueError(f"file {why}")
+        agent_id = None if d.get("agent_id") is None else str(d["agent_id"])
+        if agent_id is not None and _PLAIN.fullmatch(agent_id) is None:
+            raise ValueError(f"agent_id {agent_id!r} is not a plain name")
         return cls(
-            skill_id=str(d["skill_id"]),
+            skill_id=skill_id,
             source=str(d.get("source") or ""),
-            tick=int(d["tick"]),
-            files={str(k): str(v) for k, v in (d.get("files") or {}).items()},
-            agent_id=None if d.get("agent_id") is None else str(d["agent_id"]),
+            tick=tick,
+            files=files,
+            agent_id=agent_id,
             removed=bool(d.get("removed", False)),
             restored_from=d.get("restored_from"),
         )
@@ -544,6 +567,17 @@ def plan_restore(
     )
 
 
+def _folder_name(row: SkillVersion) -> str:
+    """The skill's folder name (its source's last part), refused unless a plain name."""
+    name = os.path.basename(row.source)
+    if name in ("", ".", ".."):
+        raise RunError(
+            f"skill {row.skill_id}'s recorded source {row.source!r} does not end in a folder "
+            "name; the parent's skills/versions.jsonl was edited or damaged"
+        )
+    return name
+
+
 def _write_skill(prov: Provenance, row: SkillVersion, folder: Path) -> None:
     for rel, digest in row.files.items():
         target = folder / rel
@@ -567,7 +601,7 @@ def restore(plan: RestorePlan, run_dir: str | os.PathLike[str]) -> list[SkillVer
         here.mkdir(parents=True, exist_ok=True)
         plan.restored[(namespace, root)] = str(here.absolute())
         for row in skills:
-            _write_skill(prov, row, here / os.path.basename(row.source))
+            _write_skill(prov, row, here / _folder_name(row))
             rows.append(  # the source stays the folder it came from (the copy is in RESTORED)
                 SkillVersion(
                     skill_id=row.skill_id,
@@ -582,7 +616,7 @@ def restore(plan: RestorePlan, run_dir: str | os.PathLike[str]) -> list[SkillVer
         if own.is_dir():
             shutil.rmtree(own)  # the parent's folder as it ended: replaced by what it was
         for row in skills:
-            folder = own / os.path.basename(row.source)
+            folder = own / _folder_name(row)
             _write_skill(prov, row, folder)
             rows.append(
                 SkillVersion(

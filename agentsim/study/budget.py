@@ -58,8 +58,9 @@ def _spending(spending: Mapping[str, Any], seconds: float = 0.0) -> RunSpending:
 
 def inherited_by(study_dir: Path, run: PlannedRun) -> RunSpending:
     """What a fork's counts start from: its parent's spending at the fork tick (kept in the
-    parent's checkpoint there), which the fork's ``metrics.json`` includes but the study
-    paid once, in the parent. Nothing for a run that is not a fork."""
+    parent's checkpoint there) and its wall clock then, which the fork's ``metrics.json``
+    includes but the study paid once, in the parent. Nothing for a run that is not a
+    fork."""
     if run.fork_of is None:
         return RunSpending()
     parent, tick = run.fork_of
@@ -68,7 +69,7 @@ def inherited_by(study_dir: Path, run: PlannedRun) -> RunSpending:
         metrics = json.loads(cp.read_text("utf-8")).get("metrics") or {}
     except (OSError, ValueError):
         return RunSpending()
-    return _spending(metrics.get("spending") or {})
+    return _spending(metrics.get("spending") or {}, float(metrics.get("wall_seconds", 0.0)))
 
 
 def spent_by(study_dir: Path, run: PlannedRun) -> RunSpending:
@@ -140,7 +141,9 @@ def share(
         left_s = budget.wall_time.total_seconds() - study_seconds
         if left_s < 1:
             return Grant(budget={}, empty="wall_time")
-        out["wall_time"] = f"{int(own.seconds + left_s)}s"
+        # A run's clock goes on from where it was: a resumed run's own, a fork's parent's
+        # at the fork tick (a fork's metrics start from its parent's).
+        out["wall_time"] = f"{int(max(own.seconds, inherited.seconds) + left_s)}s"
     return Grant(budget=out, empty=None)
 
 

@@ -68,6 +68,11 @@ def test_an_answer_is_read_from_its_text(form: Instrument, text: str, value: Any
         (CHOICE, '{"answer": "maybe"}', "choice: 'maybe' is not one of"),
         (NUMBER, '{"answer": -1}', "number: -1 is less than the minimum of 0"),
         (NUMBER, "nan", "number: the answer is not JSON"),
+        # JSON has no NaN or Infinity (Python's reader takes them; NaN passes every bound).
+        (NUMBER, '{"answer": NaN}', "number: the answer is not JSON"),
+        (NUMBER, '```json\n{"answer": Infinity}\n```', "number: the answer is not JSON"),
+        (NUMBER, 'My answer: {"answer": -Infinity}', "number: the answer is not JSON"),
+        (JSON, '{"reason": "shade", "score": NaN}', "json: the answer is not JSON"),
         (JSON, '{"reason": "shade"}', "json: 'score' is a required property"),
         (JSON, '{"reason": "shade", "score": "high"}', "json: 'high' is not of type 'integer'"),
         (JSON, "", "json: the answer is not JSON"),

@@ -185,6 +185,11 @@ ERRORS = [
     ("both-ticks-and-workflow", BASE + "ticks: 3\nworkflow: [{run: {ticks: 2}}]\n", "ticks",
      r"needs exactly one of 'ticks' or 'workflow'"),
     ("empty-workflow", BASE + "workflow: []\n", "workflow", r"'workflow' must not be empty"),
+    ("survey-name-twice",
+     BASE + "workflow: [{survey: {name: op, question: q}}, {run: {ticks: 1}}, "
+     "{interview: {name: op, question: r}}]\n", "workflow.2.interview.name",
+     r"the name 'op' is already used by workflow.0; give each asking its own name, e.g. "
+     r"op-before and op-after"),
     ("step-two-keys", BASE + "workflow: [{run: {ticks: 2}, survey: {question: q}}]\n",
      "workflow.0", r"exactly one key, got 2 \(run, survey\); split it"),
     ("step-no-key", BASE + "workflow: [{}]\n", "workflow.0", r"exactly one key, got 0"),

@@ -520,3 +520,38 @@ def test_an_interview_gives_the_agent_its_recorded_skill_versions(tmp_path: Path
     assert res.answer == "A calm day."
     text = "".join(str(m["content"]) for m in model.requests[0].messages)
     assert "MOTTO BODY V1." in text and "V2" not in text
+
+
+def test_a_crafted_versions_file_cannot_reach_outside_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A run folder may come from someone else: its rows name files a fork writes and objects
+    # a diff reads, so a path that leaves its folder, a digest that is a path or an agent id
+    # that is not a plain name is refused, and nothing is written outside.
+    skills = tmp_path / "skills"
+    _motto(skills, "V1")
+    config = _config(tmp_path, skills, ticks=1, count=1)
+    run = tmp_path / "run"
+    asyncio.run(Engine(config, run_dir=run).run())
+    versions = run / "skills" / "versions.jsonl"
+    good = versions.read_text()
+    row = json.loads(good.splitlines()[0])
+    digest = next(iter(row["files"].values()))
+    crafted = [
+        ({**row, "files": {"../../../escaped.txt": digest}}, "leaves the skill folder"),
+        ({**row, "files": {"/etc/escaped.txt": digest}}, "is absolute"),
+        ({**row, "files": {"SKILL.md": "../../../../etc/passwd"}}, "is not a SHA-256 digest"),
+        ({**row, "agent_id": "../../x"}, "is not a plain name"),
+    ]
+    for bad, why in crafted:
+        versions.write_text(good + json.dumps(bad) + "\n")
+        code, _, err = _cli(capsys, "skills", "diff", str(run), str(run))
+        assert code == 2
+        assert f"{versions}:{len(good.splitlines()) + 1}: not a skill version row" in err
+        assert why in err
+        code, _, err = _cli(
+            capsys, "run", "--fork", str(run), "--at", "1", "--out", str(tmp_path / "fork")
+        )
+        assert code == 2 and why in err
+        assert not (tmp_path / "fork").exists()
+    assert not (tmp_path / "escaped.txt").exists()

@@ -147,6 +147,18 @@ def test_a_share_is_in_proportion_to_the_ticks_each_run_has_left(tmp_path: Path)
     # Left: 5.4M - 2M - 1M - 0.1M = 2.3M; its share 6/18 of it.
     assert grant.budget["tokens"] == 500_000 + 100_000 + 2_300_000 * 6 // 18
     assert grant.budget["money"] == pytest.approx(5.0 + 1.0 + 23.0 * 6 / 18)
+    # A fork's clock starts at its parent's at the fork tick: it gets what is left on top.
+    clock = share(
+        BudgetConfig(wall_time=timedelta(minutes=60)),
+        run=fork,
+        own=nothing,
+        inherited=RunSpending(seconds=1200.0),
+        others_spent=nothing,
+        reserved={},
+        waiting_ticks=6,
+        study_seconds=1200.0,
+    )
+    assert clock.budget == {"wall_time": "3600s"}
     spent = share(
         budget,
         run=control,
