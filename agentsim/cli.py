@@ -27,7 +27,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -200,30 +200,21 @@ def _clock(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-def _tick_count(text: str) -> int:
-    """``--ticks``: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(
-            f"{text} is not a whole number of ticks >= 1; give e.g. --ticks 10"
-        )
-    return value
+def _whole(noun: str, example: str) -> Callable[[str], int]:
+    """An option's type: a whole number >= 1 of ``noun``; the error gives ``example``."""
 
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise argparse.ArgumentTypeError(
+                f"{text} is not a whole number of {noun} >= 1; give e.g. {example}"
+            )
+        return value
 
-def _agent_count(text: str) -> int:
-    """``--pilot-agents``: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(
-            f"{text} is not a whole number of agents >= 1; give e.g. --pilot-agents 8"
-        )
-    return value
+    return parse
 
 
 def _at_tick(text: str) -> int:
@@ -577,7 +568,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="Ray cluster address (default: RAY_ADDRESS, else start a local cluster of this "
         "run's own)",
     )
-    run.add_argument("--ticks", type=_tick_count, metavar="N", help="stop after N ticks (N >= 1)")
+    run.add_argument(
+        "--ticks",
+        type=_whole("ticks", "--ticks 10"),
+        metavar="N",
+        help="stop after N ticks (N >= 1)",
+    )
     run.add_argument("--resume", metavar="RUN", help="continue a run from its last checkpoint")
     run.add_argument(
         "--fork",
@@ -623,14 +619,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--pilot-agents",
-        type=_agent_count,
+        type=_whole("agents", "--pilot-agents 8"),
         default=8,
         metavar="N",
         help="agents the estimate's pilot steps (default 8)",
     )
     run.add_argument(
         "--pilot-ticks",
-        type=_tick_count,
+        type=_whole("ticks", "--pilot-ticks 3"),
         default=3,
         metavar="N",
         help="ticks the estimate's pilot runs (default 3)",
