@@ -5,7 +5,8 @@
     agentsim run --estimate [--then-run] EXPERIMENT.yaml [--json]
     agentsim run --resume RUN [--set budget.KEY=VALUE ...]
     agentsim run --fork RUN --at TICK [EXPERIMENT.yaml] [--set KEY=VALUE ...] [--out DIR]
-    agentsim study STUDY.yaml [--out DIR] | agentsim study --resume STUDY_DIR
+    agentsim study STUDY.yaml [--out DIR] [--estimate] | agentsim study --resume STUDY_DIR
+    agentsim study report STUDY_DIR [--out DIR]
     agentsim skills list|show|validate|new
     agentsim inspect RUN [--agent ID] [--tick T] [--json]
     agentsim interview RUN --agent ID "question"
