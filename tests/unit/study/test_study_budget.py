@@ -71,6 +71,13 @@ def test_the_estimate_of_the_example_study_is_within_its_stated_error(
     assert abs(total["calls"] / calls - 1) <= 0.25, (total["calls"], calls)
     estimated_tokens = total["prompt_tokens"] + total["output_tokens"]
     assert abs(estimated_tokens / tokens - 1) <= 0.35, (estimated_tokens, tokens)
+    # `agentsim study report` compares the arms of the study that was run.
+    capsys.readouterr()
+    assert main(["study", "report", str(tmp_path / "out")]) == 0
+    summary = (tmp_path / "out" / "report" / "summary.md").read_text("utf-8")
+    assert "## survey opinion (likert): mean answer" in summary
+    assert "| `rumour` | 3 |" in summary and "(paired t, 3 pairs)" in summary
+    assert (tmp_path / "out" / "report" / "plots" / "survey-opinion.png").is_file()
     # The readable table names each arm and the total.
     assert main(["study", str(EXAMPLE), "--estimate"]) == 0
     table = capsys.readouterr().out
