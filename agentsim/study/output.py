@@ -190,7 +190,17 @@ def plot_item(cmp: Comparison, it: ItemResult, path: Path) -> Path:
             **style,
         )
         band = [(t, e) for t, e in pts if e.low is not None and e.high is not None]
-        if band:
+        if len(band) == 1:  # a band over one tick has no width: its interval as a bar
+            (t, e), y = band[0], _finite(band[0][1].mean)
+            ax.errorbar(
+                [t],
+                [y],
+                yerr=[[y - _finite(e.low)], [_finite(e.high) - y]],
+                color=line.get_color(),
+                capsize=6,
+                alpha=0.6,
+            )
+        elif band:
             ax.fill_between(
                 [t for t, _ in band],
                 [_finite(e.low) for _, e in band],
