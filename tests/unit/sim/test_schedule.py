@@ -163,8 +163,9 @@ def test_a_module_that_declares_nothing_is_a_barrier(
     cfg = config(tmp_path, ticks=4, lead=4)
     steps = Steps(cfg, slow="people-00002")
     run(cfg, tmp_path / "run", steps)
-    # No call of tick t + 1 before every agent's call of tick t has answered.
-    assert max(steps.lead) == 0 and steps.lead.count(0) == len(steps.lead)
+    # No call of tick t + 1 before every agent's call of tick t has answered. (A second
+    # call of tick t may come after the slowest agent's call of t answered: lead -1.)
+    assert max(steps.lead) == 0 and len(steps.lead) > cfg.ticks * 6
     run(with_schedule(cfg, "barrier"), tmp_path / "barrier", Steps(cfg, slow="people-00002"))
     assert_same_runs(tmp_path / "run", tmp_path / "barrier")
 
