@@ -140,7 +140,7 @@ def _trust_text(exp: ExperimentSkills, desc: SkillDescriptor) -> str:
     if trust["trusted"]:
         text = "trusted: its !`cmd` lines run"
     elif exp.server_of(desc) is not None:
-        text = "untrusted (an MCP server's): its !`cmd` lines never run"
+        text = "untrusted (from an MCP server): its !`cmd` lines never run"
     else:
         text = "namespace not trusted: its !`cmd` lines do not run"
     if trust["scripts"] == "none":
@@ -514,7 +514,11 @@ def add_skills_commands(
     skills = subparsers.add_parser("skills", help="list, show, validate or create skills")
     sub = skills.add_subparsers(dest="skills_command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("list", parents=[common], help="registered skills and their health")
+    p = sub.add_parser(
+        "list",
+        parents=[common],
+        help="registered skills and their health (an experiment's, with --experiment)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--namespace", metavar="N", help="only this namespace (built-in, custom, ...)")
     p.add_argument("--tag", metavar="T", help="only skills with this tag")

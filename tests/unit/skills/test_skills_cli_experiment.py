@@ -87,11 +87,11 @@ def test_list_shows_the_mcp_skills_with_their_origin_trust_and_groups(
         "custom@greet     Greet by folder. [disabled for group staff]",
         f"    folder {folder}; namespace not trusted: its !`cmd` lines do not run; no scripts",
         "remote@forecast  Check the forecast before going out. [default for group people]",
-        f"    MCP server skills.mcp.0 ({url}); untrusted (an MCP server's): its !`cmd` lines "
+        f"    MCP server skills.mcp.0 ({url}); untrusted (from an MCP server): its !`cmd` lines "
         "never run; scripts not allowed (scripts: true on skills.mcp.0 allows them)",
         "remote@greet     Greet the people you meet. [shadowed by custom@greet] [disabled for "
         "group staff]",
-        f"    MCP server skills.mcp.0 ({url}); untrusted (an MCP server's): its !`cmd` lines "
+        f"    MCP server skills.mcp.0 ({url}); untrusted (from an MCP server): its !`cmd` lines "
         "never run; no scripts",
         "",
         "3 skills: custom 1 (1 active, 0 deprecated); remote 2 (2 active, 0 deprecated); "
@@ -202,7 +202,7 @@ def test_show_gives_an_mcp_skills_origin_trust_and_body(
     assert lines[1].startswith(f"path:        {tmp_path / 'cache' / 'skills'}")
     assert lines[2:6] == [
         f"origin:      MCP server skills.mcp.0 ({url})",
-        "trust:       untrusted (an MCP server's): its !`cmd` lines never run; no scripts",
+        "trust:       untrusted (from an MCP server): its !`cmd` lines never run; no scripts",
         "offered to:  group people [disabled for group staff]",
         "description: Greet the people you meet.",
     ]
