@@ -195,6 +195,7 @@ def test_show_gives_an_mcp_skills_origin_trust_and_body(
         json_code, json_out, _ = run(
             capsys, "skills", "show", "greet", "--experiment", str(exp), "--json"
         )
+        unknown = run(capsys, "skills", "show", "remote@greetings", "--experiment", str(exp))
         url = server.url
     assert (code, err) == (0, "")
     lines = out.splitlines()
@@ -208,6 +209,13 @@ def test_show_gives_an_mcp_skills_origin_trust_and_body(
     ]
     assert "also named 'greet': custom@greet" in lines
     assert lines[-1] == "Hi. !`date`"  # the body as served; a run never runs its command
+    assert unknown == (
+        2,
+        "",
+        "agentsim skills: skill 'remote@greetings' is not registered (close matches: "
+        f"remote@greet, remote@forecast); run `agentsim skills list --experiment {exp}` to "
+        "see its skills\n",
+    )
     # The bare name resolves as in a run: the folder skill wins it.
     assert json_code == 0
     data = json.loads(json_out)
@@ -307,8 +315,9 @@ def test_experiment_with_folder_options_or_a_missing_file_is_exit_2(
     missing = tmp_path / "nope.yaml"
     code, out, err = run(capsys, "skills", "show", "x", "--experiment", str(missing))
     assert (code, out) == (2, "")
-    assert err.startswith("error: ") and str(missing) in err
-    assert "Traceback" not in err
+    assert err == (
+        f"error: experiment file {missing} does not exist; check the path and the current folder\n"
+    )
 
 
 @pytest.mark.slow
