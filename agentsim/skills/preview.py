@@ -139,8 +139,7 @@ class ExperimentSkills:
                     sid = self.registry.resolve(name).skill_id
                 except SkillNotFoundError:  # a run of the experiment refuses it at its start
                     continue
-                if sid in out:
-                    out[sid]["default_for"].append(group.group)
+                out[sid]["default_for"].append(group.group)
         return out
 
     def catalogs(self) -> Mapping[str, tuple[int, RenderedCatalog]]:

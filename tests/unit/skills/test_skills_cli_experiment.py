@@ -274,7 +274,8 @@ def test_an_over_budget_catalog_hidden_and_trusted_skills_from_folders(
     exp = tmp_path / "exp.yaml"
     exp.write_text(
         EXPERIMENT.format(
-            default="helper",
+            # A default that names no skill: the run refuses it at its start; the list goes on.
+            default="helper, no-such-skill",
             skills="catalog_budget_tokens: 200, trusted_namespaces: [built-in, custom]",
         )
     )
