@@ -38,6 +38,7 @@ from agentsim.errors import AgentsimError, ConfigError
 
 if TYPE_CHECKING:
     from agentsim.run.engine import Progress
+    from agentsim.skills.preview import ExperimentSkills
 
 __all__ = ["main"]
 
@@ -658,7 +659,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _experiment_skills(path: str) -> Any:
+def _experiment_skills(path: str) -> ExperimentSkills:
     """``agentsim skills list|show --experiment FILE``: its skills, as its run builds them."""
     from agentsim.config.experiment import load_experiment
     from agentsim.run.world import experiment_skills
