@@ -7,7 +7,7 @@
     agentsim run --fork RUN --at TICK [EXPERIMENT.yaml] [--set KEY=VALUE ...] [--out DIR]
     agentsim study STUDY.yaml [--out DIR] [--estimate] | agentsim study --resume STUDY_DIR
     agentsim study report STUDY_DIR [--out DIR]
-    agentsim skills list|show|validate|new
+    agentsim skills list|show|validate|new  (list / show [--experiment EXPERIMENT.yaml])
     agentsim inspect RUN [--agent ID] [--tick T] [--json]
     agentsim interview RUN --agent ID "question"
     agentsim report RUN
@@ -38,6 +38,7 @@ from agentsim.errors import AgentsimError, ConfigError
 
 if TYPE_CHECKING:
     from agentsim.run.engine import Progress
+    from agentsim.skills.preview import ExperimentSkills
 
 __all__ = ["main"]
 
@@ -648,7 +649,7 @@ def build_parser() -> argparse.ArgumentParser:
     from agentsim.skills.cli import add_skills_commands
     from agentsim.view.cli import add_view_command
 
-    add_skills_commands(sub)
+    add_skills_commands(sub, experiment=_experiment_skills)
     add_env_commands(sub)
     add_inspect_commands(sub)
     add_view_command(sub)
@@ -656,6 +657,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_study_command(sub)
     return parser
+
+
+def _experiment_skills(path: str) -> ExperimentSkills:
+    """``agentsim skills list|show --experiment FILE``: its skills, as its run builds them."""
+    from agentsim.config.experiment import load_experiment
+    from agentsim.run.world import experiment_skills
+
+    return experiment_skills(load_experiment(Path(path)))
 
 
 def _version() -> str:

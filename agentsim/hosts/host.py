@@ -40,13 +40,14 @@ from agentsim.hosts.protocol import (
     TickInput,
     TickResult,
     build_registry,
+    build_space,
 )
 from agentsim.instruments import Instrument
 from agentsim.llm.base import ChatModel, as_chat_model
 from agentsim.llm.stats import ModelStats
 from agentsim.skills.provenance import ProvenanceRecorder
 from agentsim.skills.registry import SkillOverlay, SkillRegistry
-from agentsim.skills.runtime import AgentSkillRuntime, SkillSpace
+from agentsim.skills.runtime import AgentSkillRuntime
 from agentsim.skills.scripts import ScriptRunner
 from agentsim.store.layout import HostStore
 
@@ -95,12 +96,8 @@ class AgentHost:
         # A host refreshes only a registry of its own; a shared one is the engine's to refresh.
         self._owns_registry = registry is None
         self.registry = registry if registry is not None else build_registry(spec.skills)
-        self.space = SkillSpace(
-            self.registry.snapshot(),
-            runner=ScriptRunner(check_every_call=False),
-            catalog_budget_tokens=spec.skills.catalog_budget_tokens,
-            trusted_namespaces=spec.skills.trusted_namespaces,
-            env_modules=spec.skills.modules,
+        self.space = build_space(
+            spec.skills, self.registry, runner=ScriptRunner(check_every_call=False)
         )
         self.stats = ModelStats()
         run_dir = Path(spec.run_dir)

@@ -22,6 +22,8 @@ from agentsim.env.loader import ModuleCode
 from agentsim.instruments import Instrument
 from agentsim.skills.mcp import McpServer, McpSkillSource, RestoredMcpSource
 from agentsim.skills.registry import SkillRegistry
+from agentsim.skills.scripts.runner import ScriptRunner
+from agentsim.skills.space import SkillSpace
 
 __all__ = [
     "Answer",
@@ -32,6 +34,7 @@ __all__ = [
     "TickInput",
     "TickResult",
     "build_registry",
+    "build_space",
 ]
 
 
@@ -72,6 +75,21 @@ def build_registry(src: SkillSources) -> SkillRegistry:
         reg.close()
         raise
     return reg
+
+
+def build_space(
+    src: SkillSources, registry: SkillRegistry, *, runner: ScriptRunner | None = None
+) -> SkillSpace:
+    """The ``SkillSpace`` the agents of a process with skills from ``src`` share, over
+    ``registry``'s current snapshot: their catalog budget, trusted namespaces and the run's
+    environment modules (what the catalogs, trust and isolation of their skills follow)."""
+    return SkillSpace(
+        registry.snapshot(),
+        runner=runner,
+        catalog_budget_tokens=src.catalog_budget_tokens,
+        trusted_namespaces=src.trusted_namespaces,
+        env_modules=src.modules,
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

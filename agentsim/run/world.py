@@ -19,7 +19,9 @@ from agentsim.env.base import AgentInfo, EnvModule
 from agentsim.errors import ConfigError
 from agentsim.events import EVENTS, EventType
 from agentsim.hosts.host import SkillSources
+from agentsim.hosts.protocol import build_registry, build_space
 from agentsim.skills.mcp import McpServer
+from agentsim.skills.preview import ExperimentSkills, GroupSkillLists
 from agentsim.skills.scan import builtin_skills_dir
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "build_world",
     "custom_skill_roots",
     "declared_events",
+    "experiment_skills",
     "skill_sources",
 ]
 
@@ -134,6 +137,26 @@ def build_world(
         skills=skill_sources(config, modules, check=check_paths),
         settings=settings,
         events=declared_events(modules),
+    )
+
+
+def experiment_skills(config: ExperimentConfig) -> ExperimentSkills:
+    """The skills a run of ``config`` would register and offer its agents, built as the run
+    builds them (its world's skill sources, the registry with each MCP server listed and its
+    files fetched into the same cache, the space its hosts share). Raises ``ConfigError`` as
+    the run's start does: a ``skills.paths`` entry that is not a folder, an MCP server that
+    cannot be used (naming ``skills.mcp.<i>``). Close the result (``with``) to end the
+    connections to its servers."""
+    world = build_world(config, trace="off", check_paths=True)
+    registry = build_registry(world.skills)
+    return ExperimentSkills(
+        experiment=config.source,
+        registry=registry,
+        space=build_space(world.skills, registry),
+        groups=tuple(
+            GroupSkillLists(g.group, g.skills.default, g.skills.disabled) for g in config.agents
+        ),
+        servers=world.skills.mcp,
     )
 
 

@@ -3,6 +3,13 @@
 ``add_skills_commands`` plugs the subcommand into the top-level ``agentsim`` parser;
 ``main`` runs it standalone (``python -m agentsim.skills.cli skills list``). Exit codes:
 0 fine, 1 validation errors, 2 bad input (unknown skill, missing path, bad name).
+
+``list`` and ``show`` take ``--experiment FILE`` when the parser is given a way to read an
+experiment's skills (``agentsim``'s own parser passes ``agentsim.run.world``'s, which builds
+them as a run does: this layer may not import the run); they then show what that
+experiment's agents would see, MCP servers' skills included, with each skill's origin and
+trust. A server that cannot be used is a ``ConfigError`` (exit 2 from ``agentsim``), as at
+the start of a run.
 """
 
 from __future__ import annotations
@@ -10,19 +17,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import stat
 import sys
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from agentsim.errors import SkillNotFoundError
 from agentsim.skills.manifest import Diagnostic, load_skill_md, name_problem
+from agentsim.skills.preview import ExperimentSkills
 from agentsim.skills.provenance import add_diff_parser
 from agentsim.skills.registry import SkillDescriptor, SkillRegistry
 from agentsim.skills.scan import builtin_skills_dir, check_scripts, list_skill_files
 
-__all__ = ["add_skills_commands", "default_roots", "main"]
+__all__ = ["ExperimentReader", "add_skills_commands", "default_roots", "main"]
+
+ExperimentReader = Callable[[str], ExperimentSkills]
+"""Reads an experiment file's skills as its run would (``--experiment FILE``)."""
 
 
 class _BadInput(Exception):
@@ -75,8 +89,129 @@ def _summary(
     }
 
 
+@contextmanager
+def _skills(
+    args: argparse.Namespace,
+) -> Iterator[tuple[SkillRegistry, ExperimentSkills | None]]:
+    """The registry the command looks at: the folders' (``--builtin`` / ``--custom``), or
+    the experiment's (``--experiment``: with what it knows of the run, closed after)."""
+    path: str | None = getattr(args, "experiment", None)
+    if path is None:
+        yield _registry(args), None
+        return
+    if args.builtin is not None or args.custom is not None:
+        raise _BadInput(
+            "--experiment takes its skill folders from the experiment file; drop --builtin "
+            "and --custom"
+        )
+    reader: ExperimentReader = args.read_experiment
+    with reader(path) as found:
+        yield found.registry, found
+
+
+def _count(n: int) -> str:
+    return f"{n} skill{'' if n == 1 else 's'}"
+
+
+def _groups(names: list[str]) -> str:
+    return f"group{'s' if len(names) > 1 else ''} {', '.join(names)}"
+
+
+def _offer_flags(offer: dict[str, Any]) -> str:
+    flags = ""
+    if offer["unavailable"] is not None:
+        flags += f" [not offered: {offer['unavailable']}]"
+    if offer["disabled_for"]:
+        flags += f" [disabled for {_groups(offer['disabled_for'])}]"
+    if offer["default_for"]:
+        flags += f" [default for {_groups(offer['default_for'])}]"
+    return flags
+
+
+def _origin_text(exp: ExperimentSkills, desc: SkillDescriptor) -> str:
+    server = exp.server_of(desc)
+    if server is None:
+        return f"folder {desc.path}"
+    return f"MCP server {server.field} ({server.target})"
+
+
+def _trust_text(exp: ExperimentSkills, desc: SkillDescriptor) -> str:
+    trust = exp.trust(desc)
+    if trust["trusted"]:
+        text = "trusted: its !`cmd` lines run"
+    elif exp.server_of(desc) is not None:
+        text = "untrusted (from an MCP server): its !`cmd` lines never run"
+    else:
+        text = "namespace not trusted: its !`cmd` lines do not run"
+    if trust["scripts"] == "none":
+        return f"{text}; no scripts"
+    if trust["scripts"] == "refused":
+        server = exp.server_of(desc)
+        field = server.field if server is not None else "skills.mcp"
+        return f"{text}; scripts not allowed (scripts: true on {field} allows them)"
+    return f"{text}; scripts run under {trust['isolation']} isolation"
+
+
+def _experiment_summary(
+    exp: ExperimentSkills, everything: tuple[SkillDescriptor, ...]
+) -> dict[str, Any]:
+    """The groups' catalogs and the MCP servers, for ``list --experiment``."""
+    budget = exp.space.catalog_budget_tokens
+    groups = [
+        {
+            "group": group,
+            "offered": offered,
+            "catalog_tokens": catalog.tokens,
+            "budget_tokens": budget,
+            "fits": catalog.head == offered,
+            "shared_head": catalog.head,
+        }
+        for group, (offered, catalog) in exp.catalogs().items()
+    ]
+    per_namespace = Counter(d.namespace for d in everything)
+    servers = [
+        {
+            "server": server.field,
+            "namespace": server.namespace,
+            "url": server.url,
+            "command": list(server.command) or None,
+            "scripts": server.scripts,
+            "skills": per_namespace[server.namespace],
+        }
+        for server in exp.servers
+    ]
+    return {"experiment": exp.experiment, "groups": groups, "servers": servers}
+
+
+def _print_experiment_summary(summary: dict[str, Any]) -> None:
+    for g in summary["groups"]:
+        offered, tokens, budget = g["offered"], g["catalog_tokens"], g["budget_tokens"]
+        if g["fits"]:
+            print(
+                f"group {g['group']}: {_count(offered)} offered; its catalog lists them all in "
+                f"{tokens:,} of {budget:,} tokens"
+            )
+        else:
+            print(
+                f"group {g['group']}: {_count(offered)} offered, over the catalog budget of "
+                f"{budget:,} tokens: {g['shared_head']} listed for every agent, the other "
+                f"{offered - g['shared_head']} picked per agent or found with search_skills"
+            )
+    for s in summary["servers"]:
+        target = s["url"] if s["url"] is not None else shlex.join(s["command"])
+        scripts = "scripts allowed (process isolation)" if s["scripts"] else "scripts not allowed"
+        print(
+            f"MCP server {s['server']} ({target}): {_count(s['skills'])} as {s['namespace']}@..., "
+            f"untrusted, {scripts}"
+        )
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
-    registry = _registry(args)
+    with _skills(args) as (registry, exp):
+        return _list(args, registry, exp)
+
+
+def _list(args: argparse.Namespace, registry: SkillRegistry, exp: ExperimentSkills | None) -> int:
     everything = registry.list_all()
     shown = tuple(
         d
@@ -87,9 +222,16 @@ def _cmd_list(args: argparse.Namespace) -> int:
     )
     summary = _summary(everything, registry.diagnostics)
     shadowed = registry.snapshot().shadowed()
+    offers = exp.offers() if exp is not None else {}
+    about = _experiment_summary(exp, everything) if exp is not None else {}
     if args.json:
+        skills = [d.to_dict() for d in shown]
+        if exp is not None:
+            for d, row in zip(shown, skills, strict=True):
+                row.update(origin=exp.origin(d), trust=exp.trust(d), offers=offers[d.skill_id])
         out = {
-            "skills": [d.to_dict() for d in shown],
+            **about,
+            "skills": skills,
             "summary": summary,
             # skill id -> the id that wins its bare name
             "shadowed": shadowed,
@@ -102,12 +244,16 @@ def _cmd_list(args: argparse.Namespace) -> int:
         flag = " [deprecated]" if desc.manifest.status == "deprecated" else ""
         if desc.skill_id in shadowed:
             flag += f" [shadowed by {shadowed[desc.skill_id]}]"
+        if exp is not None:
+            flag += _offer_flags(offers[desc.skill_id])
         text = (
             desc.manifest.description
             if len(desc.manifest.description) <= 80
             else desc.manifest.description[:77] + "..."
         )
         print(f"{desc.skill_id:<{width}}  {text}{flag}")
+        if exp is not None:
+            print(f"    {_origin_text(exp, desc)}; {_trust_text(exp, desc)}")
     if not shown:
         print("no skills match" if everything else "no skills found")
     parts = [
@@ -118,24 +264,42 @@ def _cmd_list(args: argparse.Namespace) -> int:
         f"\n{summary['total']} skills: {'; '.join(parts) or 'none'}; "
         f"{summary['errors']} errors, {summary['warnings']} warnings"
     )
+    if about:
+        _print_experiment_summary(about)
     for diag in registry.diagnostics:
         print(f"  {diag}")
     return 0
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    registry = _registry(args)
+    with _skills(args) as (registry, exp):
+        return _show(args, registry, exp)
+
+
+def _show(args: argparse.Namespace, registry: SkillRegistry, exp: ExperimentSkills | None) -> int:
     try:
         desc = registry.resolve(args.id)
     except SkillNotFoundError as exc:
+        if exp is not None:  # point at the experiment's list, not the folders'
+            hint = f"run `agentsim skills list --experiment {args.experiment}` to see its skills"
+            exc = SkillNotFoundError(exc.name, exc.close, hint)
         raise _BadInput(str(exc)) from None
     body = registry.read_skill_doc(desc.skill_id)
     files = list_skill_files(desc.path)
+    offer = exp.offers()[desc.skill_id] if exp is not None else {}
     if args.json:
-        print(json.dumps({"skill": desc.to_dict(), "body": body, "files": files}, indent=2))
+        out: dict[str, Any] = {"skill": desc.to_dict(), "body": body, "files": files}
+        if exp is not None:
+            out.update(origin=exp.origin(desc), trust=exp.trust(desc), offers=offer)
+        print(json.dumps(out, indent=2))
         return 0
     print(f"{desc.skill_id}  ({desc.manifest.status}, isolation {desc.manifest.isolation})")
     print(f"path:        {desc.path}")
+    if exp is not None:
+        print(f"origin:      {_origin_text(exp, desc)}")
+        print(f"trust:       {_trust_text(exp, desc)}")
+        offered = _groups(offer["offered_to"]) if offer["offered_to"] else "no group"
+        print(f"offered to:  {offered}{_offer_flags(offer)}")
     print(f"description: {desc.manifest.description}")
     if desc.manifest.script:
         print(f"script:      {desc.manifest.script}")
@@ -331,13 +495,33 @@ def _roots_options() -> argparse.ArgumentParser:
     return common
 
 
-def add_skills_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
-    """Register ``skills list|show|validate|new`` on the top-level parser's subparsers."""
+def _experiment_option(parser: argparse.ArgumentParser, reader: ExperimentReader | None) -> None:
+    if reader is None:
+        return
+    parser.add_argument(
+        "--experiment",
+        metavar="FILE",
+        help="the skills that experiment's agents would see: its folders, disabled lists and "
+        "MCP servers (fetched now, into its cache), with each skill's origin and trust",
+    )
+    parser.set_defaults(read_experiment=reader)
+
+
+def add_skills_commands(
+    subparsers: argparse._SubParsersAction[Any], *, experiment: ExperimentReader | None = None
+) -> None:
+    """Register ``skills list|show|validate|new`` on the top-level parser's subparsers;
+    with ``experiment`` (how to read an experiment file's skills), ``list`` and ``show``
+    take ``--experiment FILE``."""
     common = _roots_options()
     skills = subparsers.add_parser("skills", help="list, show, validate or create skills")
     sub = skills.add_subparsers(dest="skills_command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("list", parents=[common], help="registered skills and their health")
+    p = sub.add_parser(
+        "list",
+        parents=[common],
+        help="registered skills and their health (an experiment's, with --experiment)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--namespace", metavar="N", help="only this namespace (built-in, custom, ...)")
     p.add_argument("--tag", metavar="T", help="only skills with this tag")
@@ -347,11 +531,13 @@ def add_skills_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
         choices=("active", "deprecated"),
         help="only active or deprecated skills",
     )
+    _experiment_option(p, experiment)
     p.set_defaults(func=_run(_cmd_list))
 
     p = sub.add_parser("show", parents=[common], help="one skill: fields, files and body")
     p.add_argument("id", help="skill id (namespace@name) or bare name")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    _experiment_option(p, experiment)
     p.set_defaults(func=_run(_cmd_show))
 
     p = sub.add_parser("validate", help="check skill folders or SKILL.md files")
