@@ -12,11 +12,13 @@ next one is projected to cost passes a limit; the engine then stops at that boun
 a checkpoint (exit code 4, ``agentsim.cli``). The check is at boundaries only: a tick is
 never cut in the middle (its steps would be lost and the checkpoint could not hold a half
 tick), so a tick that costs more than any before it can pass the budget by that
-difference.
+difference. ``ticks_within`` is the same projection over several ticks: how many the
+budget pays for, so that the schedule may run them in one go (agents running ahead).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -34,6 +36,7 @@ __all__ = [
     "new_spending",
     "over_budget",
     "prices_of",
+    "ticks_within",
     "usage_by_model",
 ]
 
@@ -252,6 +255,20 @@ def _seconds(s: float) -> str:
 _FORMATS = {"tokens": _tokens, "money": _money, "wall_time": _seconds}
 
 
+def _limits(
+    budget: BudgetConfig, spending: Mapping[str, Any], wall_seconds: float, step: Projection
+) -> list[tuple[str, float, float, float]]:
+    """Each limit ``budget`` sets: its name, the cap, what is spent and what ``step`` needs."""
+    spent_tokens = spending["prompt_tokens"] + spending["completion_tokens"]
+    wall = budget.wall_time.total_seconds() if budget.wall_time is not None else None
+    checks = [
+        ("tokens", budget.tokens, spent_tokens, step.tokens),
+        ("money", budget.money, spending["cost"], step.cost),
+        ("wall_time", wall, wall_seconds, step.seconds),
+    ]
+    return [(name, float(cap), float(s), float(m)) for name, cap, s, m in checks if cap is not None]
+
+
 def over_budget(
     budget: BudgetConfig | None,
     spending: Mapping[str, Any],
@@ -262,24 +279,36 @@ def over_budget(
     """The first limit that what is spent plus ``next_step`` would pass, or None."""
     if budget is None:
         return None
-    spent_tokens = spending["prompt_tokens"] + spending["completion_tokens"]
-    checks: list[tuple[str, float | None, float, float]] = [
-        ("tokens", budget.tokens, spent_tokens, next_step.tokens),
-        ("money", budget.money, spending["cost"], next_step.cost),
-        (
-            "wall_time",
-            budget.wall_time.total_seconds() if budget.wall_time is not None else None,
-            wall_seconds,
-            next_step.seconds,
-        ),
-    ]
-    for limit, cap, spent, more in checks:
-        if cap is not None and spent + more > cap:
-            return BudgetStop(
-                limit=limit,
-                budget=float(cap),
-                spent=float(spent),
-                next=float(more),
-                what=next_step.what,
-            )
+    for limit, cap, spent, more in _limits(budget, spending, wall_seconds, next_step):
+        if spent + more > cap:
+            return BudgetStop(limit=limit, budget=cap, spent=spent, next=more, what=next_step.what)
     return None
+
+
+def ticks_within(
+    budget: BudgetConfig | None,
+    spending: Mapping[str, Any],
+    *,
+    wall_seconds: float,
+    per_tick: Projection,
+    most: int,
+) -> int:
+    """How many ticks, up to ``most``, the budget pays for: the largest ``n`` for which
+    what is spent plus ``n`` times ``per_tick`` passes no limit (0: not even the next one;
+    ``over_budget`` with ``per_tick`` says why). A limit the projection costs nothing of
+    (no prices, say) holds any number of ticks."""
+    if budget is None:
+        return most
+    n = most
+    for _, cap, spent, more in _limits(budget, spending, wall_seconds, per_tick):
+        if more <= 0:
+            fits = most if spent <= cap else 0
+        else:
+            fits = max(0, min(most, math.floor((cap - spent) / more)))
+            # The division rounds: settle on the comparison ``over_budget`` makes.
+            while fits < most and spent + (fits + 1) * more <= cap:
+                fits += 1
+            while fits > 0 and spent + fits * more > cap:
+                fits -= 1
+        n = min(n, fits)
+    return n

@@ -47,6 +47,7 @@ from agentsim.run.budget import (
     new_spending,
     over_budget,
     prices_of,
+    ticks_within,
     usage_by_model,
 )
 from agentsim.run.capacity import check_capacity
@@ -158,6 +159,8 @@ class Engine:
         self.estimate = estimate
         # Set when the run stopped before passing its ``budget:`` (exit code 4).
         self.budget_stop: BudgetStop | None = None
+        # Under a budget, the tick the current ``run_ticks`` call was paid for up to.
+        self._paid_to: int | None = None
         self._estimate_cmp: dict[str, Any] | None = None
         self._prices = prices_of(config)
         self._t_start = time.perf_counter()
@@ -522,15 +525,16 @@ class Engine:
         spending: dict[str, Any] = self._metrics.setdefault("spending", new_spending())
         return spending
 
-    def _over_budget(self, what: str, *, answers: int = 0) -> bool:
-        """Whether the next tick (``answers`` 0) or a survey of ``answers`` agents would
-        pass ``budget:``; if so, the run's reason says so and it stops here."""
-        if self.config.budget is None:
-            return False
+    def _projection(self, what: str, *, answers: int = 0) -> Projection | None:
+        """What the next tick (``answers`` 0) or a survey of ``answers`` agents is expected
+        to cost: the most a tick cost so far, or the estimate's tick before any was measured
+        (None: neither, nothing is known yet)."""
         spent = self._spending()
         top = dict(spent["tick_max"])
         if not spent["ticks"] and self.estimate is not None:
             top = dict(self.estimate.per_tick)  # nothing measured yet: the estimate's
+        elif not spent["ticks"] and not answers:
+            return None
         if answers:
             calls = spent["answers"] or spent["calls"]
             usage = spent["answer_usage"] if spent["answers"] else spent
@@ -550,18 +554,46 @@ class Engine:
                 "cost": per * answers * per_token,
                 "seconds": top["seconds"],
             }
-        wall = self._metrics["wall_seconds"] + time.perf_counter() - self._t_start
+        return Projection(what, top["tokens"], top["cost"], top["seconds"])
+
+    def _wall(self) -> float:
+        """The run's wall time so far, resumes added up."""
+        return float(self._metrics["wall_seconds"]) + time.perf_counter() - self._t_start
+
+    def _over_budget(self, what: str, *, answers: int = 0) -> bool:
+        """Whether the next tick (``answers`` 0) or a survey of ``answers`` agents would
+        pass ``budget:``; if so, the run's reason says so and it stops here."""
+        if self.config.budget is None:
+            return False
+        nothing = Projection(what, 0.0, 0.0, 0.0)
         stop = over_budget(
             self.config.budget,
-            spent,
-            wall_seconds=wall,
-            next_step=Projection(what, top["tokens"], top["cost"], top["seconds"]),
+            self._spending(),
+            wall_seconds=self._wall(),
+            next_step=self._projection(what, answers=answers) or nothing,
         )
         if stop is None:
             return False
         self.budget_stop = stop
         self.reason = stop.message()
         return True
+
+    def _ticks_paid(self, most: int) -> int:
+        """How many of the next ``most`` ticks ``budget:`` pays for by the projection of
+        ``_over_budget`` (each tick as the most expensive so far): all of them without a
+        budget, one while nothing is known of what a tick costs."""
+        if self.config.budget is None:
+            return most
+        per_tick = self._projection(f"tick {self.clock.tick + 1}")
+        if per_tick is None:
+            return min(1, most)
+        return ticks_within(
+            self.config.budget,
+            self._spending(),
+            wall_seconds=self._wall(),
+            per_tick=per_tick,
+            most=most,
+        )
 
     def _limits(self) -> dict[str, float]:
         """The failure shares the run allows (``agentsim.run.problems.SHARE_LIMITS``)."""
@@ -625,7 +657,6 @@ class Engine:
         aligns again (a barrier) at each checkpoint, at a stop, and at the end of the
         step. ``done``: the run's ticks so far. Returns a status if the run stops here."""
         every = self.config.output.checkpoint_every
-        budget = self.config.budget is not None
         while k < ticks:
             if self.stop.is_set():
                 by = f" by {self.stop_cause}" if self.stop_cause else ""
@@ -637,8 +668,11 @@ class Engine:
             self._pos = (si, k)
             if self._over_budget(f"tick {self.clock.tick + 1}"):
                 return "stopped"
-            # Under a budget one tick at a time: no step of a tick it may not pay for starts.
-            n = 1 if budget else ticks - k
+            # Under a budget, as many ticks as it pays for (at least the next one, which it
+            # just did): no step of a tick it may not pay for starts, and agents may run
+            # ahead within them. ``should_stop`` ends the call early when a costlier tick
+            # lowers that count; near the limit this is one tick at a time.
+            n = max(1, self._ticks_paid(ticks - k))
             if every:
                 n = min(n, every - self.clock.tick % every)
             later = [t - self.clock.tick for t in self.checkpoint_at if t > self.clock.tick]
@@ -647,7 +681,12 @@ class Engine:
             if self.max_ticks is not None:
                 n = min(n, self.max_ticks - done)
             self._pos = (si, k)
-            ran = await self._schedule.run_ticks(self, n)
+            if self.config.budget is not None:
+                self._paid_to = self.clock.tick + n
+            try:
+                ran = await self._schedule.run_ticks(self, n)
+            finally:
+                self._paid_to = None
             k, done = k + ran, done + ran
             self._pos = (si, k)
             if ran and (
@@ -700,9 +739,19 @@ class Engine:
         return True
 
     def should_stop(self) -> bool:
-        """Whether the run stops after the tick just completed: interrupted, or its model
-        gave up (the workflow then says which)."""
-        return self.stop.is_set() or self._model_gave_up()
+        """Whether the schedule's call stops after the tick just completed: the run was
+        interrupted, or its model gave up (the workflow then says which), or the budget no
+        longer pays for the call's later ticks (the workflow projects again)."""
+        return self.stop.is_set() or self._model_gave_up() or self._paid_less()
+
+    def _paid_less(self) -> bool:
+        """Whether the budget no longer pays for every tick the current ``run_ticks`` call
+        was given (the tick just completed cost more than any before it): the call ends at
+        the next tick boundary every agent can reach and ``_run_ticks`` projects again."""
+        if self._paid_to is None:
+            return False
+        left = self._paid_to - self.clock.tick
+        return left > 0 and self._ticks_paid(left) < left
 
     def views(self) -> dict[str, EnvView]:
         return {name: m.view(self.clock) for name, m in self.modules.items()}

@@ -56,8 +56,9 @@ class Stepping(Protocol):
         ...
 
     def should_stop(self) -> bool:
-        """Whether the run stops after the tick just completed (interrupted, or its model
-        gave up); the engine records why."""
+        """Whether the call stops after the tick just completed (interrupted, its model
+        gave up, or the budget no longer pays for the call's later ticks); the engine
+        records why and decides whether the run goes on."""
         ...
 
 

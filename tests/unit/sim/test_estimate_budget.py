@@ -14,7 +14,13 @@ import pytest
 from agentsim.cli import main
 from agentsim.config.experiment import BudgetConfig, load_experiment
 from agentsim.inspect import open_run
-from agentsim.run.budget import BUDGET_EXIT_CODE, Projection, new_spending, over_budget
+from agentsim.run.budget import (
+    BUDGET_EXIT_CODE,
+    Projection,
+    new_spending,
+    over_budget,
+    ticks_within,
+)
 from agentsim.run.estimate import Estimate, estimate
 from agentsim.testing import scripted_answer
 from agentsim.testing.openai_server import OpenAITestServer
@@ -266,6 +272,39 @@ def test_a_budget_is_checked_before_each_tick_and_survey() -> None:
         "next": 60.0,
         "before": "survey midday",
     }
+
+
+def test_a_budget_pays_for_as_many_ticks_as_its_projection_fits() -> None:
+    spending = new_spending()
+    spending.update(prompt_tokens=900, completion_tokens=50, cost=5.6)
+    budget = BudgetConfig(tokens=2000, money=17.4)
+    tick = Projection("tick 3", tokens=40, cost=0.0, seconds=5)
+    # 950 + 26 x 40 = 1,990 fits, 27 would not; money costs nothing per tick.
+    assert ticks_within(budget, spending, wall_seconds=0, per_tick=tick, most=100) == 26
+    assert ticks_within(budget, spending, wall_seconds=0, per_tick=tick, most=8) == 8
+    assert ticks_within(None, spending, wall_seconds=0, per_tick=tick, most=8) == 8
+    # The count agrees with over_budget's own sums where dividing rounds either way.
+    for cost, spent, cap, n in [(0.04, 5.6, 17.4, 295), (0.075, 5.115, 23.115, 239)]:
+        spending["cost"] = spent
+        money = BudgetConfig(money=cap)
+        each = Projection("tick 3", tokens=0, cost=cost, seconds=0)
+        assert ticks_within(money, spending, wall_seconds=0, per_tick=each, most=10**6) == n
+        assert spent + n * cost <= cap < spent + (n + 1) * cost
+    # None at all: over_budget says which limit.
+    spending["cost"] = 0.0
+    over = Projection("tick 3", tokens=1100, cost=0.0, seconds=5)
+    assert ticks_within(budget, spending, wall_seconds=0, per_tick=over, most=8) == 0
+    stop = over_budget(budget, spending, wall_seconds=0, next_step=over)
+    assert stop is not None and stop.message().startswith(
+        "budget.tokens=2,000 tokens would be passed: 950 tokens spent, tick 3 needs about "
+        "1,100 tokens more"
+    )
+    # A limit already passed pays for nothing, even what costs nothing.
+    free = Projection("tick 3", tokens=0, cost=0.0, seconds=0)
+    assert ticks_within(budget, spending, wall_seconds=0, per_tick=free, most=8) == 8
+    assert (
+        ticks_within(BudgetConfig(tokens=900), spending, wall_seconds=0, per_tick=free, most=8) == 0
+    )
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,12 @@ from typing import Any
 import pytest
 
 from agentsim.agent.agent import step_seed
-from agentsim.config.experiment import ExperimentConfig, load_experiment, parse_experiment
+from agentsim.config.experiment import (
+    BudgetConfig,
+    ExperimentConfig,
+    load_experiment,
+    parse_experiment,
+)
 from agentsim.env import CityModule, EnvModule, SocialModule
 from agentsim.env.base import ALL, AgentSet
 from agentsim.hosts.local import LocalExecutor
@@ -344,3 +349,186 @@ def test_hot_reload_under_dependencies_reaches_each_agent_from_its_next_step(
         # Old until the agent's first step after the change, new from then on.
         assert seen[:2] == ["alpha v1"] * 2 and seen[-1] == "alpha v2", aid
         assert seen == sorted(seen), aid
+
+
+# -- a budget keeps the run-ahead ---------------------------------------------------------
+
+
+class Costly(Steps):
+    """``Steps`` whose agents (the slow one too) make ``extra[t]`` more calls at tick ``t``:
+    a tick that costs more tokens than the others, measured when the run gets there."""
+
+    def __init__(self, cfg: ExperimentConfig, extra: dict[int, int], **kw: Any) -> None:
+        super().__init__(cfg, **kw)
+        self.extra = extra
+        self.called: set[int] = set()  # the ticks some step called the model at
+
+    async def __call__(self, request: ChatRequest) -> Any:
+        _, tick = self.of[request.seed]
+        self.called.add(tick)
+        if len(request.calls) < self.extra.get(tick, 0):
+            self.lead.append(tick - min(self.finished.values()))
+            info = {"module": "city", "action": "place_info", "args": {"place": "park-1"}}
+            return tool_call("ask_env", info)
+        return await super().__call__(request)
+
+
+def _ticks(run_dir: Path) -> list[dict[str, Any]]:
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["type"] == "tick_end"]
+
+
+def _tokens_by_tick(run_dir: Path) -> list[int]:
+    return [e["prompt_tokens"] + e["completion_tokens"] for e in _ticks(run_dir)]
+
+
+def _events_to(run_dir: Path, ticks: int) -> list[str]:
+    """The run's events up to the end of tick ``ticks`` - 1: its whole ticks."""
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    ends = [i for i, line in enumerate(lines) if json.loads(line)["type"] == "tick_end"]
+    return lines[: ends[ticks - 1] + 1]
+
+
+def budgeted(cfg: ExperimentConfig, tokens: int) -> ExperimentConfig:
+    return cfg.model_copy(update={"budget": BudgetConfig(tokens=tokens)})
+
+
+@pytest.mark.slow
+def test_a_budget_keeps_the_run_ahead_and_stops_before_the_tick_it_cannot_pay(
+    tmp_path: Path,
+) -> None:
+    # The first tick is the costliest (three more calls a step), so from tick 1 on the
+    # projection of every tick is the first's and the budget pays for several at once.
+    cfg = config(tmp_path, ticks=8, lead=3)
+    free = Costly(cfg, {0: 3}, slow="people-00002")
+    assert run(cfg, tmp_path / "free", free).status == "completed"
+    cost = _tokens_by_tick(tmp_path / "free")
+    assert cost[0] > max(cost[1:])
+    # Enough for ticks 0-5 and not for tick 6 as projected (the first's cost): the run
+    # stops before tick 6, "tick 7" counted from 1.
+    limit = sum(cost[:6]) + cost[0] - 1
+    steps = Costly(cfg, {0: 3}, slow="people-00002")
+    summary = run(budgeted(cfg, limit), tmp_path / "run", steps)
+    assert summary.status == "stopped" and summary.ticks == 6
+    assert summary.reason == (
+        f"budget.tokens={limit:,} tokens would be passed: {sum(cost[:6]):,} tokens spent, "
+        f"tick 7 needs about {cost[0]:,} tokens more; stopped before it, with a checkpoint: "
+        "raise budget.tokens and resume (agentsim run --resume RUN --set budget.tokens=...)"
+    )
+    # Agents ran ahead of the slow one within the ticks paid for, never past max_lead,
+    # and no step of a tick it could not pay for started.
+    assert 1 <= max(steps.lead) <= 3 - 1
+    assert max(steps.called) == 5
+    assert (tmp_path / "run" / "checkpoints" / "tick-00000006").is_dir()
+    assert _events_to(tmp_path / "run", 6) == _events_to(tmp_path / "free", 6)
+    assert len(_ticks(tmp_path / "run")) == 6
+
+
+@pytest.mark.slow
+def test_a_budget_never_reached_writes_the_run_without_one(tmp_path: Path) -> None:
+    cfg = config(tmp_path, ticks=8, lead=3)
+    run(cfg, tmp_path / "free", Steps(cfg, slow="people-00002"))
+    steps = Steps(cfg, slow="people-00002")
+    summary = run(budgeted(cfg, 10**9), tmp_path / "run", steps)
+    assert summary.status == "completed" and summary.ticks == 8
+    assert 1 <= max(steps.lead) <= 3 - 1  # ahead of the slow agent, as without a budget
+    free = (tmp_path / "free" / "events.jsonl").read_bytes()
+    assert (tmp_path / "run" / "events.jsonl").read_bytes() == free
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("schedule", ["barrier", "dependencies"])
+def test_a_tick_costlier_than_its_projection_ends_the_run_ahead_at_a_whole_tick(
+    schedule: str, tmp_path: Path
+) -> None:
+    # Tick 3 costs far more than ticks 0-2, which the budget was projected by: once it is
+    # measured, the budget no longer pays for the ticks the schedule was given.
+    cfg = with_schedule(config(tmp_path, ticks=8, lead=3), schedule)
+    extra = {3: 8}
+    assert run(cfg, tmp_path / "free", Costly(cfg, extra, slow="people-00002")).ticks == 8
+    cost = _tokens_by_tick(tmp_path / "free")
+    assert cost[3] > 2 * max(cost[:3])
+    limit = sum(cost[:4]) + cost[3] - 1  # pays for ticks 0-3 and not tick 4 after tick 3
+    assert limit - cost[0] >= 4 * max(cost[:3])  # at tick 1, ticks 1-4 seemed paid for
+    steps = Costly(cfg, extra, slow="people-00002")
+    summary = run(budgeted(cfg, limit), tmp_path / "run", steps)
+    done = summary.ticks
+    stop = json.loads((tmp_path / "run" / "manifest.json").read_text())["budget_stop"]
+    assert summary.status == "stopped" and stop["before"] == f"tick {done + 1}"
+    assert stop["spent"] == sum(cost[:done]) and stop["next"] == max(cost[:done])
+    if schedule == "barrier":
+        assert done == 4 and max(steps.lead) <= 0  # one tick after another, as before
+    else:
+        # The ticks some agents had begun ahead (at most max_lead - 1 past tick 4) were
+        # finished by all: the stop is a whole tick, and nothing past it had started.
+        assert 4 <= done <= 4 + 3 - 1
+    assert max(steps.called) == done - 1
+    assert (tmp_path / "run" / "checkpoints" / f"tick-{done:08d}").is_dir()
+    assert _events_to(tmp_path / "run", done) == _events_to(tmp_path / "free", done)
+    # Raised, the budget lets the run go on to the run without one.
+    resumed = asyncio.run(
+        Engine(
+            budgeted(cfg, 10**9),
+            run_dir=tmp_path / "run",
+            executor=LocalExecutor(
+                model_factory=lambda spec: FunctionModel(Costly(cfg, extra, slow="people-00002"))
+            ),
+        ).run(resume=True)
+    )
+    assert resumed.status == "completed" and resumed.ticks == 8
+    free = (tmp_path / "free" / "events.jsonl").read_bytes()
+    assert (tmp_path / "run" / "events.jsonl").read_bytes() == free
+
+
+@pytest.mark.slow
+def test_agentsim_run_under_a_budget_and_dependencies_exits_4_at_a_whole_tick(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentsim.cli import main
+    from agentsim.run.budget import BUDGET_EXIT_CODE
+
+    def experiment(name: str, budget: str = "") -> str:
+        text = _YAML.format(
+            ticks=8,
+            count=6,
+            lead=3,
+            schedule="dependencies",
+            timeout=60,
+            every=0,
+            modules="  - {module: city}",
+        )
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(text + budget, "utf-8")
+        return str(path)
+
+    free = tmp_path / "free"
+    assert main(["run", experiment("free"), "--out", str(free)]) == 0
+    cost = _tokens_by_tick(free)
+    # A budget never reached: the run without one, byte for byte.
+    rich = tmp_path / "rich"
+    assert (
+        main(["run", experiment("rich", "budget: {tokens: 100000000}\n"), "--out", str(rich)]) == 0
+    )
+    assert (rich / "events.jsonl").read_bytes() == (free / "events.jsonl").read_bytes()
+    # One that pays for about five ticks: exit 4 at a whole tick, with a checkpoint.
+    limit = sum(cost[:5]) + 10
+    run_dir = tmp_path / "run"
+    capsys.readouterr()
+    exp = experiment("run", f"budget: {{tokens: {limit}}}\n")
+    assert main(["run", exp, "--out", str(run_dir)]) == BUDGET_EXIT_CODE
+    err = capsys.readouterr().err
+    manifest = json.loads((run_dir / "manifest.json").read_text("utf-8"))
+    stop, done = manifest["budget_stop"], manifest["ticks_done"]
+    assert manifest["status"] == "stopped" and 0 < done < 8
+    assert stop["before"] == f"tick {done + 1}" and stop["spent"] == sum(cost[:done])
+    assert stop["next"] == max(cost[:done])
+    assert (
+        f"error: budget.tokens={limit:,} tokens would be passed: {sum(cost[:done]):,} tokens "
+        f"spent, tick {done + 1} needs about {max(cost[:done]):,} tokens more; stopped before "
+        "it, with a checkpoint" in err
+    )
+    assert (run_dir / "checkpoints" / f"tick-{done:08d}").is_dir()
+    assert _events_to(run_dir, done) == _events_to(free, done)
+    assert len(_ticks(run_dir)) == done
+    assert main(["run", "--resume", str(run_dir), "--set", "budget.tokens=100000000"]) == 0
+    assert (run_dir / "events.jsonl").read_bytes() == (free / "events.jsonl").read_bytes()
