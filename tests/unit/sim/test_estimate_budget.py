@@ -524,6 +524,11 @@ def test_a_resume_counts_what_the_ticks_it_runs_again_spent(
     assert spending["lost"]["calls"] == written["calls"] - at_4["calls"]
     calls = written["calls"] - at_4["calls"]
     assert f"  thrown away by resumes: 1 tick, {calls:,} model calls, {lost:,} tokens" in io.out
+    assert main(["inspect", str(run)]) == 0
+    shown = capsys.readouterr().out
+    assert f"  thrown away  by resumes: 1 tick, {calls:,} model calls, {lost:,} tokens" in shown
+    assert main(["inspect", str(run), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["lost"] == spending["lost"]
     # Raised: goes on to the end, and what the resume threw away is still counted.
     assert main(["run", "--resume", str(run), "--set", f"budget.tokens={budget * 2}"]) == 0
     end = json.loads((run / "metrics.json").read_text("utf-8"))["spending"]
