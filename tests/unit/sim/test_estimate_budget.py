@@ -18,6 +18,8 @@ from agentsim.inspect import open_run
 from agentsim.run.budget import (
     BUDGET_EXIT_CODE,
     Projection,
+    add_lost,
+    lost_line,
     new_spending,
     over_budget,
     ticks_within,
@@ -537,3 +539,64 @@ def test_a_resume_counts_what_the_ticks_it_runs_again_spent(
     free = tmp_path / "free"
     assert main(["run", str(_small(tmp_path)), "--out", str(free)]) == 0
     assert (run / "events.jsonl").read_bytes() == (free / "events.jsonl").read_bytes()
+
+
+def test_what_resumes_threw_away_adds_up_and_counts_against_each_limit() -> None:
+    def spending(ticks: int, tokens: int, cost: float, answer_seconds: float) -> dict[str, Any]:
+        s = new_spending()
+        s.update(
+            ticks=ticks,
+            calls=ticks * 10,
+            prompt_tokens=tokens,
+            completion_tokens=tokens // 10,
+            cost=cost,
+            answer_seconds=answer_seconds,
+        )
+        return s
+
+    # The checkpoint at tick 2; the killed invocation wrote metrics.json after tick 4 and
+    # a survey between them.
+    at_2 = {"spending": spending(2, 1000, 0.5, 0.0), "tick_seconds": [1.0, 2.0]}
+    written = {"spending": spending(4, 3000, 1.5, 0.25), "tick_seconds": [1.0, 2.0, 3.0, 4.0]}
+    restored = json.loads(json.dumps(at_2))
+    lost = add_lost(restored, written)
+    assert lost == {
+        "calls": 20,
+        "prompt_tokens": 2000,
+        "cached_prompt_tokens": 0,
+        "completion_tokens": 200,
+        "cost": 1.0,
+        "seconds": 7.25,
+        "ticks": 2,
+    }
+    assert restored["spending"]["lost"] == lost
+    assert restored["spending"]["prompt_tokens"] == 1000  # the totals stay the run's own
+    # Resumed from tick 2 again after a kill at tick 3: both throw-aways count.
+    written = {
+        "spending": {**spending(3, 2000, 1.0, 0.0), "lost": lost},
+        "tick_seconds": [1.0, 2.0, 3.5],
+    }
+    twice = add_lost(json.loads(json.dumps(at_2)), written)
+    assert (twice["ticks"], twice["prompt_tokens"], twice["seconds"]) == (3, 3000, 10.75)
+    assert twice["cost"] == pytest.approx(1.5)
+    # A clean stop (its checkpoint is where metrics.json was last written): nothing lost.
+    clean = add_lost(json.loads(json.dumps(at_2)), at_2)
+    assert lost_line({"lost": clean}) is None and lost_line({}) is None
+    assert lost_line({"lost": twice}) == (
+        "3 ticks, 30 model calls, 3,300 tokens, cost 1.5000, 10.8 s (counted against "
+        "budget:, not in the totals)"
+    )
+    # Each limit counts it: money and wall time too.
+    state = restored["spending"]
+    nothing = Projection("tick 3", tokens=0, cost=0.0, seconds=0.0)
+    money = over_budget(BudgetConfig(money=1.2), state, wall_seconds=0, next_step=nothing)
+    assert money is not None and money.message().startswith(
+        "budget.money=1.2000 was passed: 1.5000 spent (1.0000 of it by work a resume threw "
+        "away) (the last tick cost more than any before it); stopped before tick 3"
+    )
+    assert money.to_dict()["lost"] == 1.0
+    wall = over_budget(BudgetConfig(wall_time="10s"), state, wall_seconds=3, next_step=nothing)
+    assert wall is not None and wall.spent == 10.25 and wall.lost == 7.25
+    assert (
+        over_budget(BudgetConfig(wall_time="11s"), state, wall_seconds=3, next_step=nothing) is None
+    )
