@@ -14,7 +14,7 @@ import pytest
 from agentsim.cli import main
 from agentsim.config.experiment import BudgetConfig
 from agentsim.errors import ConfigError
-from agentsim.study.budget import RunSpending, budget_with_sets, share
+from agentsim.study.budget import RunSpending, budget_with_sets, inherited_by, share, spent_by
 from agentsim.study.spec import load_study
 from tests.unit.helpers import REPO
 
@@ -305,3 +305,37 @@ def test_what_a_run_killed_before_its_first_checkpoint_spent_stays_counted(
     assert code == 0, capsys.readouterr().err
     manifest = _manifest(out)
     assert manifest["state"] == "complete" and manifest["runs"][0]["lost"]["tokens"] == spent
+
+
+def test_a_run_s_spending_counts_what_its_resumes_threw_away(tmp_path: Path) -> None:
+    study = load_study(EXAMPLE)
+    control = next(r for r in study.runs if r.id == "announcement-r1")
+    fork = next(r for r in study.runs if r.id == "rumour-r1")
+
+    def spending(tokens: int, cost: float, lost: int, lost_cost: float) -> dict[str, Any]:
+        return {
+            "prompt_tokens": tokens,
+            "completion_tokens": 0,
+            "cost": cost,
+            "lost": {"prompt_tokens": lost, "completion_tokens": 10, "cost": lost_cost},
+        }
+
+    for run, metrics in (
+        (control, spending(1000, 1.0, 90, 0.5)),
+        (fork, spending(5000, 3.0, 190, 1.0)),
+    ):
+        (tmp_path / run.dir).mkdir(parents=True)
+        (tmp_path / run.dir / "metrics.json").write_text(
+            json.dumps({"spending": metrics, "wall_seconds": 7.0}), "utf-8"
+        )
+    assert spent_by(tmp_path, control) == RunSpending(tokens=1100, money=1.5, seconds=7.0)
+    # A fork's inherited counts (its parent's at the fork tick) are its parent's spending,
+    # what the parent's resumes threw away before then included.
+    cp = tmp_path / "runs/announcement-r1/checkpoints/tick-00000006"
+    cp.mkdir(parents=True)
+    (cp / "engine.json").write_text(
+        json.dumps({"metrics": {"spending": spending(600, 0.5, 40, 0.25), "wall_seconds": 3.0}}),
+        "utf-8",
+    )
+    assert inherited_by(tmp_path, fork) == RunSpending(tokens=650, money=0.75, seconds=3.0)
+    assert spent_by(tmp_path, fork) == RunSpending(tokens=5200 - 650, money=3.25, seconds=7.0)
