@@ -338,6 +338,9 @@ class _Runner:
     # -- state ----------------------------------------------------------------------------
 
     def _write(self) -> None:
+        # The study's clock so far: a study process killed (its wall time spent) and
+        # resumed goes on from the last write, not from its previous invocation's end.
+        self.manifest["wall_seconds"] = round(self._study_seconds(), 3)
         for row in self.manifest["runs"]:
             row["state"] = self.states[row["id"]]
             for key, source in (("reason", self.reasons), ("problems", self.problems)):
@@ -669,6 +672,7 @@ class _Runner:
         if now - last < _PROGRESS_EVERY and msg.get("tick") != msg.get("total"):
             return
         self._last_line[run_id] = now
+        self._write()  # the study's clock, at most every _PROGRESS_EVERY seconds per run
         done = sum(s == "complete" for s in self.states.values())
         self._say(
             f"{run_id} tick {msg.get('tick')}/{msg.get('total')} "
