@@ -470,6 +470,11 @@ def _print_summary(summary: Any) -> None:
         print(f"  forked from: {p['run']} at tick {p['tick']}")
     if summary.done:
         print("  ran: " + "; ".join(summary.done))
+    from agentsim.run.budget import lost_line
+
+    lost = lost_line(m.get("spending") or {})
+    if lost:
+        print(f"  thrown away by resumes: {lost}")
     if summary.estimate:
         from agentsim.run.estimate import error_line
 

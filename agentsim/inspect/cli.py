@@ -62,6 +62,10 @@ def _overview_text(d: dict[str, Any], out: TextIO) -> None:
         from agentsim.run.estimate import error_line
 
         w(f"  estimate     {error_line(d['estimate_error']).partition(': ')[2]}\n")
+    if d.get("lost"):
+        from agentsim.run.budget import lost_line
+
+        w(f"  thrown away  by resumes: {lost_line({'lost': d['lost']})}\n")
     for p in d["lineage"]:
         gone = " (folder missing)" if p.get("missing") else ""
         w(f"  forked from  {p['run']} at tick {p['tick']}{gone}\n")

@@ -17,6 +17,7 @@ from typing import Any
 from agentsim.inspect.run import Run
 from agentsim.llm.stats import Prices
 from agentsim.run.behaviour import behaviour_lines
+from agentsim.run.budget import lost_line, lost_of
 from agentsim.run.problems import gate_retries, problem_of
 
 __all__ = ["EventCounts", "RunOverview", "SkillUse", "error_kind", "summarize", "summarize_events"]
@@ -141,6 +142,10 @@ class RunOverview:
     # Skill id -> agent-steps whose catalog listed it, for each skill that no step activated
     # or called (default skills left out): its description may never fire.
     never_fires: Mapping[str, int] = field(default_factory=dict)
+    # From metrics.json: what work that resumes threw away had spent (``spending.lost``:
+    # calls, tokens, cost, seconds, ticks; not in the totals above, which the events give;
+    # counted against the run's budget). {} when no resume threw work away.
+    lost: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def tokens(self) -> int:
@@ -191,6 +196,7 @@ class RunOverview:
             "by_group": {k: dict(v) for k, v in self.by_group.items()},
             "by_model": {k: dict(v) for k, v in self.by_model.items()},
             "never_fires": dict(self.never_fires),
+            "lost": dict(self.lost),
         }
 
 
@@ -470,4 +476,13 @@ def summarize(
         tool_calls_by_skill=_nested(metrics, "tool_calls_by_skill"),
         by_group=_nested(metrics, "by_group"),
         by_model=_nested(metrics, "by_model"),
+        lost=_lost(metrics),
     )
+
+
+def _lost(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """``spending.lost`` of ``metrics.json``, or {} when no resume threw work away."""
+    spending = metrics.get("spending")
+    if not isinstance(spending, dict) or lost_line(spending) is None:
+        return {}
+    return lost_of(spending)

@@ -7,6 +7,13 @@ any one tick cost so far (``tick_max``), which is the projection of the next tic
 steps are added from their tick results (``add_steps``), survey and interview answers from
 the models' own counters around the step (``add_usage``).
 
+``lost`` is what work that a resume threw away had spent: a run killed between two
+checkpoints has paid for the ticks (and surveys) after its last checkpoint, which the
+resume restores from and then runs again. ``metrics.json``, written at every tick's end,
+still holds what they spent; ``add_lost`` adds the difference to ``lost`` when a resume
+restores the checkpoint. It is kept apart from the totals (they stay what the run's own
+history spent, the same with or without the kill) and ``over_budget`` counts it too.
+
 ``over_budget`` decides, before a tick or a survey, whether what is spent plus what the
 next one is projected to cost passes a limit; the engine then stops at that boundary with
 a checkpoint (exit code 4, ``agentsim.cli``). The check is at boundaries only: a tick is
@@ -28,11 +35,15 @@ from agentsim.llm.stats import Prices
 
 __all__ = [
     "BUDGET_EXIT_CODE",
+    "LOST_KEYS",
     "USAGE_KEYS",
     "BudgetStop",
     "Projection",
+    "add_lost",
     "add_steps",
     "add_usage",
+    "lost_line",
+    "lost_of",
     "new_spending",
     "over_budget",
     "prices_of",
@@ -45,6 +56,11 @@ BUDGET_EXIT_CODE = 4
 
 USAGE_KEYS = ("calls", "prompt_tokens", "cached_prompt_tokens", "completion_tokens")
 """What is counted of each model's calls (``prompt_tokens`` includes the cached ones)."""
+
+
+LOST_KEYS = (*USAGE_KEYS, "cost", "seconds", "ticks")
+"""What ``spending["lost"]`` counts of the work resumes threw away: its model calls, tokens
+and cost, the wall time of its ticks and surveys, and the ticks run again."""
 
 
 class _StepResult(Protocol):
@@ -80,7 +96,58 @@ def new_spending() -> dict[str, Any]:
         "answer_seconds": 0.0,
         # The most model calls one agent step made (a chain: a step's calls are sequential).
         "step_calls_max": 0,
+        # What work a resume threw away had spent (not in the totals above; see add_lost).
+        "lost": _new_lost(),
     }
+
+
+def _new_lost() -> dict[str, Any]:
+    return {**dict.fromkeys(USAGE_KEYS, 0), "cost": 0.0, "seconds": 0.0, "ticks": 0}
+
+
+def lost_of(spending: Mapping[str, Any]) -> dict[str, Any]:
+    """``spending["lost"]`` with every key of ``LOST_KEYS`` (zeros for what a run written
+    before it was counted lacks)."""
+    return {**_new_lost(), **(spending.get("lost") or {})}
+
+
+def lost_line(spending: Mapping[str, Any]) -> str | None:
+    """``spending["lost"]`` in words (the run's summary, ``agentsim inspect``), or None
+    when no resume threw work away."""
+    lost = lost_of(spending)
+    if not lost["ticks"] and not lost["calls"]:
+        return None
+    ticks = lost["ticks"]
+    cost = f", cost {lost['cost']:,.4f}" if lost["cost"] else ""
+    return (
+        f"{ticks:,} tick{'s' if ticks != 1 else ''}, {lost['calls']:,} model calls, "
+        f"{lost['prompt_tokens'] + lost['completion_tokens']:,} tokens{cost}, "
+        f"{lost['seconds']:,.1f} s (counted against budget:, not in the totals)"
+    )
+
+
+def add_lost(restored: dict[str, Any], written: Mapping[str, Any]) -> dict[str, Any]:
+    """Count, in ``restored`` (the metrics a resume takes from its checkpoint), what the
+    run had spent after that checkpoint according to ``written`` (its ``metrics.json`` as
+    the interrupted invocation last wrote it): that work is thrown away and done again.
+    What earlier resumes threw away (``written``'s own ``lost``) stays counted. Returns
+    the spending's new ``lost``."""
+    spent = restored.setdefault("spending", new_spending())
+    then: Mapping[str, Any] = written.get("spending") or {}
+    before, kept = lost_of(then), lost_of(spent)
+    lost = {key: max(before[key], kept[key]) for key in LOST_KEYS}
+    for key in (*USAGE_KEYS, "cost", "ticks"):
+        lost[key] += max(then.get(key, 0) - spent.get(key, 0), 0)
+    # Wall time: the ticks after the checkpoint and the surveys' answers since it.
+    ticks_then = list(written.get("tick_seconds") or [])
+    ticks_now = len(restored.get("tick_seconds") or [])
+    seconds = sum(ticks_then[ticks_now:]) + max(
+        float(then.get("answer_seconds", 0.0)) - float(spent.get("answer_seconds", 0.0)), 0.0
+    )
+    lost["seconds"] = round(lost["seconds"] + seconds, 4)
+    lost["cost"] = round(lost["cost"], 9)
+    spent["lost"] = lost
+    return lost
 
 
 def prices_of(config: ExperimentConfig) -> dict[str, Prices | None]:
@@ -212,18 +279,24 @@ class BudgetStop:
     spent: float
     next: float
     what: str
+    # Of ``spent``, what work a resume threw away had spent (``spending["lost"]``).
+    lost: float = 0.0
 
     def message(self) -> str:
         fmt = _FORMATS[self.limit]
+        spent = f"{fmt(self.spent)} spent"
+        if self.lost > 0:
+            of = "them" if self.limit == "tokens" else "it"
+            spent += f" ({fmt(self.lost)} of {of} by work a resume threw away)"
         if self.spent > self.budget:  # a tick cost more than any before it
             what = (
-                f"budget.{self.limit}={fmt(self.budget)} was passed: {fmt(self.spent)} spent "
+                f"budget.{self.limit}={fmt(self.budget)} was passed: {spent} "
                 f"(the last tick cost more than any before it); stopped before {self.what}"
             )
         else:
             what = (
-                f"budget.{self.limit}={fmt(self.budget)} would be passed: {fmt(self.spent)} "
-                f"spent, {self.what} needs about {fmt(self.next)} more; stopped before it"
+                f"budget.{self.limit}={fmt(self.budget)} would be passed: {spent}, "
+                f"{self.what} needs about {fmt(self.next)} more; stopped before it"
             )
         return (
             f"{what}, with a checkpoint: raise budget.{self.limit} and resume (agentsim run "
@@ -237,6 +310,7 @@ class BudgetStop:
             "spent": round(self.spent, 6),
             "next": round(self.next, 6),
             "before": self.what,
+            **({"lost": round(self.lost, 6)} if self.lost > 0 else {}),
         }
 
 
@@ -257,16 +331,23 @@ _FORMATS = {"tokens": _tokens, "money": _money, "wall_time": _seconds}
 
 def _limits(
     budget: BudgetConfig, spending: Mapping[str, Any], wall_seconds: float, step: Projection
-) -> list[tuple[str, float, float, float]]:
-    """Each limit ``budget`` sets: its name, the cap, what is spent and what ``step`` needs."""
-    spent_tokens = spending["prompt_tokens"] + spending["completion_tokens"]
+) -> list[tuple[str, float, float, float, float]]:
+    """Each limit ``budget`` sets: its name, the cap, what is spent (work that resumes threw
+    away included), what ``step`` needs, and what of the spent that work had spent."""
+    lost = lost_of(spending)
+    lost_tokens = lost["prompt_tokens"] + lost["completion_tokens"]
+    spent_tokens = spending["prompt_tokens"] + spending["completion_tokens"] + lost_tokens
     wall = budget.wall_time.total_seconds() if budget.wall_time is not None else None
     checks = [
-        ("tokens", budget.tokens, spent_tokens, step.tokens),
-        ("money", budget.money, spending["cost"], step.cost),
-        ("wall_time", wall, wall_seconds, step.seconds),
+        ("tokens", budget.tokens, spent_tokens, step.tokens, lost_tokens),
+        ("money", budget.money, spending["cost"] + lost["cost"], step.cost, lost["cost"]),
+        ("wall_time", wall, wall_seconds + lost["seconds"], step.seconds, lost["seconds"]),
     ]
-    return [(name, float(cap), float(s), float(m)) for name, cap, s, m in checks if cap is not None]
+    return [
+        (name, float(cap), float(s), float(m), float(x))
+        for name, cap, s, m, x in checks
+        if cap is not None
+    ]
 
 
 def over_budget(
@@ -276,12 +357,15 @@ def over_budget(
     wall_seconds: float,
     next_step: Projection,
 ) -> BudgetStop | None:
-    """The first limit that what is spent plus ``next_step`` would pass, or None."""
+    """The first limit that what is spent (work that resumes threw away included) plus
+    ``next_step`` would pass, or None."""
     if budget is None:
         return None
-    for limit, cap, spent, more in _limits(budget, spending, wall_seconds, next_step):
+    for limit, cap, spent, more, lost in _limits(budget, spending, wall_seconds, next_step):
         if spent + more > cap:
-            return BudgetStop(limit=limit, budget=cap, spent=spent, next=more, what=next_step.what)
+            return BudgetStop(
+                limit=limit, budget=cap, spent=spent, next=more, what=next_step.what, lost=lost
+            )
     return None
 
 
@@ -300,7 +384,7 @@ def ticks_within(
     if budget is None:
         return most
     n = most
-    for _, cap, spent, more in _limits(budget, spending, wall_seconds, per_tick):
+    for _, cap, spent, more, _lost in _limits(budget, spending, wall_seconds, per_tick):
         if more <= 0:
             fits = most if spent <= cap else 0
         else:

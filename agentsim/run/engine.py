@@ -42,6 +42,7 @@ from agentsim.llm.preflight import check_model_caches, preflight_model
 from agentsim.run.budget import (
     BudgetStop,
     Projection,
+    add_lost,
     add_steps,
     add_usage,
     new_spending,
@@ -1056,6 +1057,9 @@ class Engine:
                     for r in rows
                 ]
             )
+            # What the survey spent survives a kill before the next tick's end (a resume
+            # counts it as thrown away).
+            self.ws.write_metrics(public_metrics(self._metrics))
             failed = sum(r["status"] not in ("ok", "invalid") for r in rows)
             if failed:
                 self._tell(
@@ -1142,10 +1146,24 @@ class Engine:
             self.modules[n].set_state(s)
         self._pending_messages = {k: list(v) for k, v in state["pending_messages"].items()}
         self._metrics = {**new_metrics(), **state["metrics"]}  # counters added since: 0
+        if self.fork is None:  # a resume: what was spent after the checkpoint stays spent
+            self._count_lost()
         self._pos = (int(state["pos"][0]), int(state["pos"][1]))
         rewind(self.ws, cp)
         remove_partial_checkpoints(self.ws)
         await self.executor.set_state(cp.agents)
+
+    def _count_lost(self) -> None:
+        """Count what the work this resume throws away had spent (``budget.add_lost``):
+        ``metrics.json`` as the interrupted invocation last wrote it (at a tick's end or
+        after a survey) against the checkpoint's metrics just restored."""
+        assert self.ws is not None
+        try:
+            written = json.loads((self.ws.root / "metrics.json").read_text("utf-8"))
+        except (OSError, ValueError):  # none written yet, or unreadable: nothing known
+            return
+        if isinstance(written, dict):
+            add_lost(self._metrics, written)
 
     # -- the end ---------------------------------------------------------------------------
 

@@ -10,6 +10,12 @@ half its history with the control gets about half a control's share. A run that 
 less leaves the rest to the runs after it. Wall time is the study's own clock: a run gets
 what is left of it.
 
+What was spent stays spent: a run's counts include what work its resumes threw away (the
+ticks after its last checkpoint before a kill, ``agentsim.run.budget.add_lost``), and what
+a run killed before its first checkpoint had spent, before its folder is removed and it
+starts again, is kept in the study's manifest (the run's ``lost``) and counted as spent by
+the study.
+
 When a run stops on its budget, no further run starts; the runs under way go on within
 what they were given; the study ends ``stopped`` and ``agentsim study`` exits 4 saying
 which limit. ``agentsim study --resume DIR --set budget.tokens=N`` raises it and goes on.
@@ -25,6 +31,7 @@ from typing import Any
 
 from agentsim.config.experiment import BudgetConfig
 from agentsim.errors import ConfigError
+from agentsim.run.budget import lost_of
 from agentsim.study.spec import PlannedRun, Study
 
 __all__ = [
@@ -52,8 +59,16 @@ class RunSpending:
 
 
 def _spending(spending: Mapping[str, Any], seconds: float = 0.0) -> RunSpending:
-    tokens = float(spending.get("prompt_tokens", 0)) + float(spending.get("completion_tokens", 0))
-    return RunSpending(tokens=tokens, money=float(spending.get("cost", 0.0)), seconds=seconds)
+    """A run's spending as the study counts it: what work its resumes threw away included
+    (``agentsim.run.budget.add_lost``), as its own ``budget:`` counts it."""
+    lost = lost_of(spending)
+    tokens = sum(
+        float(part.get(key, 0))
+        for part in (spending, lost)
+        for key in ("prompt_tokens", "completion_tokens")
+    )
+    money = float(spending.get("cost", 0.0)) + float(lost["cost"])
+    return RunSpending(tokens=tokens, money=money, seconds=seconds)
 
 
 def inherited_by(study_dir: Path, run: PlannedRun) -> RunSpending:

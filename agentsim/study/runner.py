@@ -255,7 +255,10 @@ def resume_study(
         asyncio.run(_preflight(study))
         (study_dir / "logs").mkdir(exist_ok=True)
         (study_dir / "runs").mkdir(exist_ok=True)
-        manifest["runs"] = [{**_run_row(r, rows[r.id].get("state", "pending"))} for r in study.runs]
+        manifest["runs"] = [
+            {**_run_row(r, rows[r.id].get("state", "pending")), **_kept(rows[r.id])}
+            for r in study.runs
+        ]
         manifest["ended"] = None
         if budget_sets:
             manifest["budget"] = budget_with_sets(manifest.get("budget"), budget_sets)
@@ -264,6 +267,13 @@ def resume_study(
         return asyncio.run(runner.run())
     finally:
         lock.release()
+
+
+def _kept(row: Mapping[str, Any]) -> dict[str, Any]:
+    """What a run's row keeps across a resume besides its state: ``lost``, what its
+    attempts before its first checkpoint spent (their folders are gone)."""
+    lost = row.get("lost")
+    return {"lost": dict(lost)} if isinstance(lost, dict) else {}
 
 
 async def _preflight(study: Study) -> None:
@@ -315,10 +325,22 @@ class _Runner:
         self.budget_stop: str | None = None
         self._t0 = time.monotonic()
         self._seconds_before = float(manifest.get("wall_seconds", 0.0))
+        # Run id -> what its attempts killed before their first checkpoint spent (their
+        # folders were removed to start again): the manifest keeps it, the budget counts it.
+        self.lost: dict[str, RunSpending] = {
+            r["id"]: RunSpending(
+                tokens=float(r["lost"].get("tokens", 0)), money=float(r["lost"].get("money", 0))
+            )
+            for r in manifest["runs"]
+            if isinstance(r.get("lost"), dict)
+        }
 
     # -- state ----------------------------------------------------------------------------
 
     def _write(self) -> None:
+        # The study's clock so far: a study process killed (its wall time spent) and
+        # resumed goes on from the last write, not from its previous invocation's end.
+        self.manifest["wall_seconds"] = round(self._study_seconds(), 3)
         for row in self.manifest["runs"]:
             row["state"] = self.states[row["id"]]
             for key, source in (("reason", self.reasons), ("problems", self.problems)):
@@ -326,6 +348,9 @@ class _Runner:
                     row[key] = source[row["id"]]
                 else:
                     row.pop(key, None)
+            if row["id"] in self.lost:
+                lost = self.lost[row["id"]]
+                row["lost"] = {"tokens": int(lost.tokens), "money": round(lost.money, 6)}
         atomic_write_text(self.dir / "manifest.json", json.dumps(self.manifest, indent=2) + "\n")
 
     def _set(self, run_id: str, state: str, reason: str | None = None) -> None:
@@ -460,7 +485,8 @@ class _Runner:
         if self.budget is None:
             return None
         others = [r for r in self.study.runs if r.id != run.id and r.id not in self.granted]
-        spent = [spent_by(self.dir, r) for r in others]
+        # What runs' attempts before their first checkpoint spent: no run folder has it.
+        spent = [spent_by(self.dir, r) for r in others] + list(self.lost.values())
         reserved = {
             k: sum(g.get(k, 0.0) for g in self.granted.values()) for k in ("tokens", "money")
         }
@@ -535,9 +561,30 @@ class _Runner:
             if cps.is_dir() and any(p.name.startswith("tick-") for p in cps.iterdir()):
                 return "resume"
         if rdir.exists():
-            # Killed before its first checkpoint: nothing there a resume could use.
+            # Killed before its first checkpoint: nothing there a resume could use. What it
+            # spent stays spent: the manifest keeps it before the folder goes.
+            self._keep_lost(run)
             shutil.rmtree(rdir)
         return "fork" if run.fork_of is not None else "start"
+
+    def _keep_lost(self, run: PlannedRun) -> None:
+        """Add what ``run``'s folder says it spent (``spent_by``) to its ``lost`` in the
+        manifest, written before the folder is removed (a kill in between counts it twice,
+        never not at all)."""
+        spent = spent_by(self.dir, run)
+        if not spent.tokens and not spent.money:
+            return
+        was = self.lost.get(run.id, RunSpending())
+        self.lost[run.id] = RunSpending(
+            tokens=was.tokens + spent.tokens, money=was.money + spent.money
+        )
+        self._write()
+        self._say(
+            f"{run.id} starts again from its beginning; what its last attempt spent stays "
+            f"counted ({int(spent.tokens):,} tokens"
+            + (f", cost {spent.money:,.4f}" if spent.money else "")
+            + ")"
+        )
 
     def _job(
         self, run: PlannedRun, mode: str, budget: Mapping[str, Any] | None = None
@@ -625,6 +672,7 @@ class _Runner:
         if now - last < _PROGRESS_EVERY and msg.get("tick") != msg.get("total"):
             return
         self._last_line[run_id] = now
+        self._write()  # the study's clock, at most every _PROGRESS_EVERY seconds per run
         done = sum(s == "complete" for s in self.states.values())
         self._say(
             f"{run_id} tick {msg.get('tick')}/{msg.get('total')} "

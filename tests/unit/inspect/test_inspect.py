@@ -166,7 +166,7 @@ def test_overview_json_shape(finished: Path, capsys: pytest.CaptureFixture[str])
             "estimate_error",
         "skills_refused", "skills_shadowed", "skills_broken", "sandbox",
         "behaviour", "outcomes", "acted", "tool_calls", "tool_calls_by_tool",
-        "tool_calls_by_skill", "by_group", "by_model", "never_fires",
+        "tool_calls_by_skill", "by_group", "by_model", "never_fires", "lost",
     }  # fmt: skip
     assert data["status"] == "completed" and data["ticks_done"] == 5
     assert (data["reason"], data["problems"], data["parent"], data["lineage"]) == (

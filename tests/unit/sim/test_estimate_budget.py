@@ -5,6 +5,7 @@ server on 127.0.0.1."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,13 @@ from agentsim.inspect import open_run
 from agentsim.run.budget import (
     BUDGET_EXIT_CODE,
     Projection,
+    add_lost,
+    lost_line,
     new_spending,
     over_budget,
     ticks_within,
 )
+from agentsim.run.engine import Engine, Progress
 from agentsim.run.estimate import Estimate, estimate
 from agentsim.testing import scripted_answer
 from agentsim.testing.openai_server import OpenAITestServer
@@ -471,3 +475,128 @@ def test_a_wall_time_budget_against_a_server(
         assert main(["run", "--resume", str(run), "--set", "budget.wall_time=1h"]) == 0
     manifest = json.loads((run / "manifest.json").read_text("utf-8"))
     assert manifest["status"] == "completed" and manifest["ticks_done"] == 3
+
+
+@pytest.mark.slow
+def test_a_resume_counts_what_the_ticks_it_runs_again_spent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A run killed between checkpoints: small.yaml checkpoints every 2 ticks; this one dies
+    # after tick 5, so tick 5 was paid for and its work is thrown away by the resume from
+    # tick 4, which runs it again.
+    class Killed(Exception):
+        pass
+
+    def progress(p: Progress) -> None:
+        if p.tick == 5:
+            raise Killed("the machine went away")
+
+    exp = _small(tmp_path, "budget: {tokens: 100000000}\n")
+    run = tmp_path / "run"
+    with pytest.raises(Killed, match="the machine went away"):
+        asyncio.run(Engine(load_experiment(exp, environ={}), run_dir=run, progress=progress).run())
+    written = json.loads((run / "metrics.json").read_text("utf-8"))["spending"]
+    cp = json.loads((run / "checkpoints/tick-00000004/engine.json").read_text("utf-8"))
+    at_4 = cp["metrics"]["spending"]
+    lost = _tokens(written) - _tokens(at_4)
+    assert written["ticks"] == 5 and at_4["ticks"] == 4 and lost > 0
+    # Enough for ticks 5 and 6 if tick 5 were paid once: the resumed run spends what the
+    # killed one had before tick 6 again, and tick 6 is expected to cost the dearest tick.
+    budget = _tokens(written) + written["tick_max"]["tokens"]
+    code = main(["run", "--resume", str(run), "--set", f"budget.tokens={budget}"])
+    io = capsys.readouterr()
+    assert code == BUDGET_EXIT_CODE, io.err
+    manifest = json.loads((run / "manifest.json").read_text("utf-8"))
+    stop = manifest["budget_stop"]
+    assert manifest["status"] == "stopped" and manifest["ticks_done"] == 5
+    assert stop["limit"] == "tokens" and stop["before"] == "tick 6"
+    assert stop["spent"] == _tokens(written) + lost and stop["lost"] == lost
+    message = (
+        f"budget.tokens={budget:,} tokens would be passed: {_tokens(written) + lost:,} tokens "
+        f"spent ({lost:,} tokens of them by work a resume threw away), tick 6 needs about "
+        f"{written['tick_max']['tokens']:,} tokens more; stopped before it"
+    )
+    assert message in manifest["reason"]
+    assert f"error: {message}" in io.err and "(exit code 4)" in io.err
+    # The run's metrics keep it apart from what the run's own ticks spent.
+    spending = json.loads((run / "metrics.json").read_text("utf-8"))["spending"]
+    assert _tokens(spending) == _tokens(written)
+    assert spending["lost"]["ticks"] == 1
+    assert spending["lost"]["prompt_tokens"] + spending["lost"]["completion_tokens"] == lost
+    assert spending["lost"]["calls"] == written["calls"] - at_4["calls"]
+    calls = written["calls"] - at_4["calls"]
+    assert f"  thrown away by resumes: 1 tick, {calls:,} model calls, {lost:,} tokens" in io.out
+    assert main(["inspect", str(run)]) == 0
+    shown = capsys.readouterr().out
+    assert f"  thrown away  by resumes: 1 tick, {calls:,} model calls, {lost:,} tokens" in shown
+    assert main(["inspect", str(run), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["lost"] == spending["lost"]
+    # Raised: goes on to the end, and what the resume threw away is still counted.
+    assert main(["run", "--resume", str(run), "--set", f"budget.tokens={budget * 2}"]) == 0
+    end = json.loads((run / "metrics.json").read_text("utf-8"))["spending"]
+    assert end["lost"]["ticks"] == 1 and end["ticks"] == 6
+    # Nothing of it is in the events: the same as a run that was never killed.
+    free = tmp_path / "free"
+    assert main(["run", str(_small(tmp_path)), "--out", str(free)]) == 0
+    assert (run / "events.jsonl").read_bytes() == (free / "events.jsonl").read_bytes()
+
+
+def test_what_resumes_threw_away_adds_up_and_counts_against_each_limit() -> None:
+    def spending(ticks: int, tokens: int, cost: float, answer_seconds: float) -> dict[str, Any]:
+        s = new_spending()
+        s.update(
+            ticks=ticks,
+            calls=ticks * 10,
+            prompt_tokens=tokens,
+            completion_tokens=tokens // 10,
+            cost=cost,
+            answer_seconds=answer_seconds,
+        )
+        return s
+
+    # The checkpoint at tick 2; the killed invocation wrote metrics.json after tick 4 and
+    # a survey between them.
+    at_2 = {"spending": spending(2, 1000, 0.5, 0.0), "tick_seconds": [1.0, 2.0]}
+    written = {"spending": spending(4, 3000, 1.5, 0.25), "tick_seconds": [1.0, 2.0, 3.0, 4.0]}
+    restored = json.loads(json.dumps(at_2))
+    lost = add_lost(restored, written)
+    assert lost == {
+        "calls": 20,
+        "prompt_tokens": 2000,
+        "cached_prompt_tokens": 0,
+        "completion_tokens": 200,
+        "cost": 1.0,
+        "seconds": 7.25,
+        "ticks": 2,
+    }
+    assert restored["spending"]["lost"] == lost
+    assert restored["spending"]["prompt_tokens"] == 1000  # the totals stay the run's own
+    # Resumed from tick 2 again after a kill at tick 3: both throw-aways count.
+    written = {
+        "spending": {**spending(3, 2000, 1.0, 0.0), "lost": lost},
+        "tick_seconds": [1.0, 2.0, 3.5],
+    }
+    twice = add_lost(json.loads(json.dumps(at_2)), written)
+    assert (twice["ticks"], twice["prompt_tokens"], twice["seconds"]) == (3, 3000, 10.75)
+    assert twice["cost"] == pytest.approx(1.5)
+    # A clean stop (its checkpoint is where metrics.json was last written): nothing lost.
+    clean = add_lost(json.loads(json.dumps(at_2)), at_2)
+    assert lost_line({"lost": clean}) is None and lost_line({}) is None
+    assert lost_line({"lost": twice}) == (
+        "3 ticks, 30 model calls, 3,300 tokens, cost 1.5000, 10.8 s (counted against "
+        "budget:, not in the totals)"
+    )
+    # Each limit counts it: money and wall time too.
+    state = restored["spending"]
+    nothing = Projection("tick 3", tokens=0, cost=0.0, seconds=0.0)
+    money = over_budget(BudgetConfig(money=1.2), state, wall_seconds=0, next_step=nothing)
+    assert money is not None and money.message().startswith(
+        "budget.money=1.2000 was passed: 1.5000 spent (1.0000 of it by work a resume threw "
+        "away) (the last tick cost more than any before it); stopped before tick 3"
+    )
+    assert money.to_dict()["lost"] == 1.0
+    wall = over_budget(BudgetConfig(wall_time="10s"), state, wall_seconds=3, next_step=nothing)
+    assert wall is not None and wall.spent == 10.25 and wall.lost == 7.25
+    assert (
+        over_budget(BudgetConfig(wall_time="11s"), state, wall_seconds=3, next_step=nothing) is None
+    )

@@ -14,7 +14,7 @@ import pytest
 from agentsim.cli import main
 from agentsim.config.experiment import BudgetConfig
 from agentsim.errors import ConfigError
-from agentsim.study.budget import RunSpending, budget_with_sets, share
+from agentsim.study.budget import RunSpending, budget_with_sets, inherited_by, share, spent_by
 from agentsim.study.spec import load_study
 from tests.unit.helpers import REPO
 
@@ -209,3 +209,133 @@ def test_study_options_that_do_not_go_together_are_refused(
     assert "--set: only changes a resumed study's budget" in capsys.readouterr().err
     assert main(["study", "--resume", str(tmp_path), "--estimate"]) == 2
     assert "--estimate: takes a study file" in capsys.readouterr().err
+
+
+FLAKY = '''
+import os
+
+from agentsim.env.base import EnvModule
+
+
+class Flaky(EnvModule):
+    """Fails the run at tick 4 while the file ``fail_while`` exists."""
+
+    name = "flaky"
+
+    def tick_events(self, clock):
+        if clock.tick >= 4 and os.path.exists(self.options["fail_while"]):
+            raise RuntimeError(f"flaky at tick {clock.tick}")
+        return []
+'''
+
+RESTARTED = """\
+name: restarted
+seed: 1
+clock: {{start: "2026-03-02T08:00:00", tick: 1h}}
+workflow:
+  - run: {{ticks: 5}}
+  - survey: {{name: opinion, question: "What do you think of the park?"}}
+agents:
+  - {{group: citizens, count: 5, skills: {{default: [social-feed], disabled: [daily-guidance]}}}}
+model: {{backend: scripted}}
+environment:
+  - {{module: social, follow_k: 3, topic: the park}}
+  - {{module: ./flaky.py:Flaky, fail_while: {flag}}}
+output: {{dir: workspace, checkpoint_every: 0}}
+"""
+
+ONE_ARM = """\
+name: s
+experiment: base.yaml
+replicates: {seeds: [1]}
+arms: [{name: control}]
+measures: [{survey: opinion}]
+concurrency: 1
+budget: {tokens: 1000000000}
+"""
+
+
+@pytest.mark.slow
+def test_what_a_run_killed_before_its_first_checkpoint_spent_stays_counted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    flag = tmp_path / "fail"
+    (tmp_path / "flaky.py").write_text(FLAKY, encoding="utf-8")
+    (tmp_path / "base.yaml").write_text(RESTARTED.format(flag=flag), encoding="utf-8")
+    (tmp_path / "study.yaml").write_text(ONE_ARM, encoding="utf-8")
+    # What the run costs whole: the same study where it does not fail.
+    whole = tmp_path / "whole"
+    assert main(["study", str(tmp_path / "study.yaml"), "--out", str(whole)]) == 0
+    full = json.loads((whole / "runs/control-r1/metrics.json").read_text("utf-8"))["spending"]
+    need = full["prompt_tokens"] + full["completion_tokens"]
+    # The first attempt fails at tick 4, before any checkpoint: 4 ticks paid for.
+    flag.touch()
+    out = tmp_path / "out"
+    assert main(["study", str(tmp_path / "study.yaml"), "--out", str(out)]) == 1
+    assert "flaky at tick 4" in capsys.readouterr().err
+    first = json.loads((out / "runs/control-r1/metrics.json").read_text("utf-8"))["spending"]
+    spent = first["prompt_tokens"] + first["completion_tokens"]
+    assert first["ticks"] == 4 and spent > full["tick_max"]["tokens"]
+    assert not (out / "runs/control-r1/checkpoints").exists()
+    # A budget the whole run fits in with its dearest tick to spare, but not on top of what
+    # the first attempt spent: the study counts it and stops the run.
+    flag.unlink()
+    budget = need + full["tick_max"]["tokens"]
+    code = main(["study", "--resume", str(out), "--set", f"budget.tokens={budget}"])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert (
+        f"study s: control-r1 starts again from its beginning; what its last attempt spent "
+        f"stays counted ({spent:,} tokens)"
+    ) in err
+    assert f"error: run control-r1: budget: budget.tokens={budget - spent:,} tokens" in err
+    manifest = _manifest(out)
+    assert manifest["state"] == "stopped" and manifest["budget_stop"].startswith(
+        "run control-r1: budget: budget.tokens="
+    )
+    (row,) = manifest["runs"]
+    assert row["state"] == "stopped" and row["lost"] == {"tokens": spent, "money": 0.0}
+    # The run was given what the study had left after the first attempt, and kept to it.
+    run = json.loads((out / "runs/control-r1/manifest.json").read_text("utf-8"))
+    assert run["budget_stop"]["limit"] == "tokens"
+    assert run["budget_stop"]["budget"] == budget - spent
+    assert run["ticks_done"] < 5
+    # Raised to cover both attempts, the run completes; the first attempt stays counted.
+    code = main(["study", "--resume", str(out), "--set", f"budget.tokens={budget + spent}"])
+    assert code == 0, capsys.readouterr().err
+    manifest = _manifest(out)
+    assert manifest["state"] == "complete" and manifest["runs"][0]["lost"]["tokens"] == spent
+
+
+def test_a_run_s_spending_counts_what_its_resumes_threw_away(tmp_path: Path) -> None:
+    study = load_study(EXAMPLE)
+    control = next(r for r in study.runs if r.id == "announcement-r1")
+    fork = next(r for r in study.runs if r.id == "rumour-r1")
+
+    def spending(tokens: int, cost: float, lost: int, lost_cost: float) -> dict[str, Any]:
+        return {
+            "prompt_tokens": tokens,
+            "completion_tokens": 0,
+            "cost": cost,
+            "lost": {"prompt_tokens": lost, "completion_tokens": 10, "cost": lost_cost},
+        }
+
+    for run, metrics in (
+        (control, spending(1000, 1.0, 90, 0.5)),
+        (fork, spending(5000, 3.0, 190, 1.0)),
+    ):
+        (tmp_path / run.dir).mkdir(parents=True)
+        (tmp_path / run.dir / "metrics.json").write_text(
+            json.dumps({"spending": metrics, "wall_seconds": 7.0}), "utf-8"
+        )
+    assert spent_by(tmp_path, control) == RunSpending(tokens=1100, money=1.5, seconds=7.0)
+    # A fork's inherited counts (its parent's at the fork tick) are its parent's spending,
+    # what the parent's resumes threw away before then included.
+    cp = tmp_path / "runs/announcement-r1/checkpoints/tick-00000006"
+    cp.mkdir(parents=True)
+    (cp / "engine.json").write_text(
+        json.dumps({"metrics": {"spending": spending(600, 0.5, 40, 0.25), "wall_seconds": 3.0}}),
+        "utf-8",
+    )
+    assert inherited_by(tmp_path, fork) == RunSpending(tokens=650, money=0.75, seconds=3.0)
+    assert spent_by(tmp_path, fork) == RunSpending(tokens=5200 - 650, money=3.25, seconds=7.0)

@@ -277,6 +277,45 @@ def test_sigterm_stops_the_study_and_resume_completes_it(
     assert set(_states(out).values()) == {"complete"}
 
 
+def test_a_killed_study_keeps_its_clock_for_its_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with OpenAITestServer(answer=scripted_answer, latency=0.02) as srv:
+        path = _study(tmp_path, model=_served(srv.base_url), later=9, every=2)
+        out = tmp_path / "out"
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agentsim.cli", "study", str(path), "--out", str(out)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            first = out / "runs/control-r1/checkpoints/tick-00000002"
+            deadline = time.monotonic() + 120
+            while not first.exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            proc.send_signal(signal.SIGKILL)  # the study process: no last write
+            proc.wait(timeout=60)
+        finally:
+            proc.kill()
+        # Its runs see it go and stop at the end of their tick.
+        runs = [out / "runs/control-r1", out / "runs/rumour-r1"]
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and any(
+            (r / "manifest.json").is_file()
+            and json.loads((r / "manifest.json").read_text())["status"] == "running"
+            for r in runs
+        ):
+            time.sleep(0.05)
+        killed = _manifest(out)
+        assert killed["state"] == "running" and killed["ended"] is None
+        # The wall time it spent is in its manifest: a resume's clock goes on from it.
+        assert killed["wall_seconds"] > 0
+        assert main(["study", "--resume", str(out)]) == 0, capsys.readouterr().err
+    assert _manifest(out)["wall_seconds"] > killed["wall_seconds"]
+
+
 def _outputs(study_dir: Path) -> dict[str, bytes]:
     files = sorted(study_dir.glob("runs/*/events.jsonl")) + sorted(
         study_dir.glob("runs/*/surveys/*.jsonl")
