@@ -295,7 +295,10 @@ def _show(args: argparse.Namespace, registry: SkillRegistry, exp: ExperimentSkil
         desc = registry.resolve(args.id)
     except SkillNotFoundError as exc:
         if exp is not None:  # point at the experiment's list, not the folders'
-            hint = f"run `agentsim skills list --experiment {args.experiment}` to see its skills"
+            hint = (
+                f"run `agentsim skills list --experiment {shlex.quote(args.experiment)}` to "
+                "see its skills"
+            )
             exc = SkillNotFoundError(exc.name, exc.close, hint)
         raise _BadInput(str(exc)) from None
     body = registry.read_skill_doc(desc.skill_id)

@@ -369,3 +369,19 @@ def test_a_servers_control_characters_never_reach_the_terminal(
     # JSON escapes them already, and keeps the text as served.
     data = json.loads(as_json[1])
     assert data["skill"]["description"] == "Greet.\x1b]0;owned\x07\x1b[2J\rFake line\x9b31m"
+
+
+def test_an_unknown_ids_hint_quotes_the_experiment_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The hint is a command to paste: a path with a space is quoted, or it would be two
+    # arguments.
+    folder = tmp_path / "my study"
+    folder.mkdir()
+    helpers.write_skill(folder / "custom" / "skills", "greet", description="Greet by folder.")
+    exp = folder / "exp.yaml"
+    exp.write_text(EXPERIMENT.format(default="greet", skills="mcp: []"))
+    code, out, err = run(capsys, "skills", "show", "nope", "--experiment", str(exp))
+    assert (code, out) == (2, "")
+    assert f"run `agentsim skills list --experiment {shlex.quote(str(exp))}` to see" in err
+    assert "'" in shlex.quote(str(exp))
