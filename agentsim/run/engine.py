@@ -561,6 +561,14 @@ class Engine:
         """The run's wall time so far, resumes added up."""
         return float(self._metrics["wall_seconds"]) + time.perf_counter() - self._t_start
 
+    def _write_metrics(self) -> None:
+        """``metrics.json`` during the run (a tick's end, a survey's): with the run's wall
+        time so far, which is what a kill leaves of it (a study gives a resume its wall
+        time from it; the end of the run writes it again)."""
+        assert self.ws is not None
+        now = {**self._metrics, "wall_seconds": round(self._wall(), 3)}
+        self.ws.write_metrics(public_metrics(now))
+
     def _over_budget(self, what: str, *, answers: int = 0) -> bool:
         """Whether the next tick (``answers`` 0) or a survey of ``answers`` agents would
         pass ``budget:``; if so, the run's reason says so and it stops here."""
@@ -817,7 +825,7 @@ class Engine:
         add_steps(self._spending(), results, self._prices, seconds=dt)
         assert self.ws is not None
         self.ws.update_manifest(ticks_done=self.clock.tick)
-        self.ws.write_metrics(public_metrics(self._metrics))
+        self._write_metrics()
         if self.progress is not None:
             total = self.config.total_ticks()
             self.progress(
@@ -1059,7 +1067,7 @@ class Engine:
             )
             # What the survey spent survives a kill before the next tick's end (a resume
             # counts it as thrown away).
-            self.ws.write_metrics(public_metrics(self._metrics))
+            self._write_metrics()
             failed = sum(r["status"] not in ("ok", "invalid") for r in rows)
             if failed:
                 self._tell(

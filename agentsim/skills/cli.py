@@ -109,6 +109,20 @@ def _skills(
         yield found.registry, found
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if chr(c) not in "\n\t"}
+
+
+def _visible(text: str) -> str:
+    """``text`` with its control characters (but newlines and tabs) written as ``\\xNN``:
+    what a skill says (an MCP server's, untrusted) never reaches the terminal as a code it
+    would act on (a title, a cleared screen, a line rewritten by a carriage return)."""
+    return text.translate(_CONTROL)
+
+
+def _print(text: str = "") -> None:
+    print(_visible(text))
+
+
 def _count(n: int) -> str:
     return f"{n} skill{'' if n == 1 else 's'}"
 
@@ -187,12 +201,12 @@ def _print_experiment_summary(summary: dict[str, Any]) -> None:
     for g in summary["groups"]:
         offered, tokens, budget = g["offered"], g["catalog_tokens"], g["budget_tokens"]
         if g["fits"]:
-            print(
+            _print(
                 f"group {g['group']}: {_count(offered)} offered; its catalog lists them all in "
                 f"{tokens:,} of {budget:,} tokens"
             )
         else:
-            print(
+            _print(
                 f"group {g['group']}: {_count(offered)} offered, over the catalog budget of "
                 f"{budget:,} tokens: {g['shared_head']} listed for every agent, the other "
                 f"{offered - g['shared_head']} picked per agent or found with search_skills"
@@ -200,7 +214,7 @@ def _print_experiment_summary(summary: dict[str, Any]) -> None:
     for s in summary["servers"]:
         target = s["url"] if s["url"] is not None else shlex.join(s["command"])
         scripts = "scripts allowed (process isolation)" if s["scripts"] else "scripts not allowed"
-        print(
+        _print(
             f"MCP server {s['server']} ({target}): {_count(s['skills'])} as {s['namespace']}@..., "
             f"untrusted, {scripts}"
         )
@@ -251,23 +265,23 @@ def _list(args: argparse.Namespace, registry: SkillRegistry, exp: ExperimentSkil
             if len(desc.manifest.description) <= 80
             else desc.manifest.description[:77] + "..."
         )
-        print(f"{desc.skill_id:<{width}}  {text}{flag}")
+        _print(f"{desc.skill_id:<{width}}  {text}{flag}")
         if exp is not None:
-            print(f"    {_origin_text(exp, desc)}; {_trust_text(exp, desc)}")
+            _print(f"    {_origin_text(exp, desc)}; {_trust_text(exp, desc)}")
     if not shown:
-        print("no skills match" if everything else "no skills found")
+        _print("no skills match" if everything else "no skills found")
     parts = [
         f"{ns} {c['active'] + c['deprecated']} ({c['active']} active, {c['deprecated']} deprecated)"
         for ns, c in summary["by_namespace"].items()
     ]
-    print(
+    _print(
         f"\n{summary['total']} skills: {'; '.join(parts) or 'none'}; "
         f"{summary['errors']} errors, {summary['warnings']} warnings"
     )
     if about:
         _print_experiment_summary(about)
     for diag in registry.diagnostics:
-        print(f"  {diag}")
+        _print(f"  {diag}")
     return 0
 
 
@@ -281,7 +295,10 @@ def _show(args: argparse.Namespace, registry: SkillRegistry, exp: ExperimentSkil
         desc = registry.resolve(args.id)
     except SkillNotFoundError as exc:
         if exp is not None:  # point at the experiment's list, not the folders'
-            hint = f"run `agentsim skills list --experiment {args.experiment}` to see its skills"
+            hint = (
+                f"run `agentsim skills list --experiment {shlex.quote(args.experiment)}` to "
+                "see its skills"
+            )
             exc = SkillNotFoundError(exc.name, exc.close, hint)
         raise _BadInput(str(exc)) from None
     body = registry.read_skill_doc(desc.skill_id)
@@ -293,27 +310,27 @@ def _show(args: argparse.Namespace, registry: SkillRegistry, exp: ExperimentSkil
             out.update(origin=exp.origin(desc), trust=exp.trust(desc), offers=offer)
         print(json.dumps(out, indent=2))
         return 0
-    print(f"{desc.skill_id}  ({desc.manifest.status}, isolation {desc.manifest.isolation})")
-    print(f"path:        {desc.path}")
+    _print(f"{desc.skill_id}  ({desc.manifest.status}, isolation {desc.manifest.isolation})")
+    _print(f"path:        {desc.path}")
     if exp is not None:
-        print(f"origin:      {_origin_text(exp, desc)}")
-        print(f"trust:       {_trust_text(exp, desc)}")
+        _print(f"origin:      {_origin_text(exp, desc)}")
+        _print(f"trust:       {_trust_text(exp, desc)}")
         offered = _groups(offer["offered_to"]) if offer["offered_to"] else "no group"
-        print(f"offered to:  {offered}{_offer_flags(offer)}")
-    print(f"description: {desc.manifest.description}")
+        _print(f"offered to:  {offered}{_offer_flags(offer)}")
+    _print(f"description: {desc.manifest.description}")
     if desc.manifest.script:
-        print(f"script:      {desc.manifest.script}")
+        _print(f"script:      {desc.manifest.script}")
     for hook_type, rel in desc.hooks:
-        print(f"hook:        {hook_type} -> {rel}")
+        _print(f"hook:        {hook_type} -> {rel}")
     if desc.manifest.tags:
-        print(f"tags:        {', '.join(desc.manifest.tags)}")
+        _print(f"tags:        {', '.join(desc.manifest.tags)}")
     if desc.manifest.requires:  # skills, env:<module> and tool:<tool> entries
-        print(f"requires:    {', '.join(desc.manifest.requires)}")
+        _print(f"requires:    {', '.join(desc.manifest.requires)}")
     others = [d.skill_id for d in registry.find_by_name(desc.manifest.name) if d is not desc]
     if others:
-        print(f"also named {desc.manifest.name!r}: {', '.join(others)}")
-    print(f"files:       {', '.join(files)}")
-    print("\n" + body.rstrip("\n"))
+        _print(f"also named {desc.manifest.name!r}: {', '.join(others)}")
+    _print(f"files:       {', '.join(files)}")
+    _print("\n" + body.rstrip("\n"))
     return 0
 
 
@@ -576,7 +593,7 @@ def _run(command: Any) -> Any:
         try:
             code: int = command(args)
         except _BadInput as exc:
-            print(f"agentsim skills: {exc}", file=sys.stderr)
+            print(_visible(f"agentsim skills: {exc}"), file=sys.stderr)
             return 2
         return code
 

@@ -68,7 +68,10 @@ def _spending(spending: Mapping[str, Any], seconds: float = 0.0) -> RunSpending:
         for key in ("prompt_tokens", "completion_tokens")
     )
     money = float(spending.get("cost", 0.0)) + float(lost["cost"])
-    return RunSpending(tokens=tokens, money=money, seconds=seconds)
+    # Its clock as its ``budget.wall_time`` counts it: the lost ticks' seconds on top of
+    # ``wall_seconds`` (a grant that left them out would give the run that much less than
+    # the study has left, the study's clock holding them already).
+    return RunSpending(tokens=tokens, money=money, seconds=seconds + float(lost["seconds"]))
 
 
 def inherited_by(study_dir: Path, run: PlannedRun) -> RunSpending:

@@ -600,3 +600,29 @@ def test_what_resumes_threw_away_adds_up_and_counts_against_each_limit() -> None
     assert (
         over_budget(BudgetConfig(wall_time="11s"), state, wall_seconds=3, next_step=nothing) is None
     )
+
+
+def test_a_killed_runs_metrics_hold_its_wall_time_so_far(tmp_path: Path) -> None:
+    # metrics.json, written at every tick's end, is what is left of a run killed between
+    # checkpoints (a study reads it to give the run's resume its wall time): its
+    # wall_seconds must be the run's clock then, not the clock at the invocation's start,
+    # or a resume is given less time than the study has left.
+    class Killed(Exception):
+        pass
+
+    run = tmp_path / "run"
+    left: list[dict[str, Any]] = []
+
+    def progress(p: Progress) -> None:
+        if p.tick == 5:  # what a kill -9 now would leave (no end of the run is written)
+            left.append(json.loads((run / "metrics.json").read_text("utf-8")))
+            raise Killed("the machine went away")
+
+    exp = _small(tmp_path, "budget: {tokens: 100000000}\n")
+    with pytest.raises(Killed):
+        asyncio.run(Engine(load_experiment(exp, environ={}), run_dir=run, progress=progress).run())
+    written = left[0]
+    cp = json.loads((run / "checkpoints/tick-00000004/engine.json").read_text("utf-8"))
+    assert written["ticks"] == 5
+    assert cp["metrics"]["wall_seconds"] > 0
+    assert written["wall_seconds"] >= cp["metrics"]["wall_seconds"]

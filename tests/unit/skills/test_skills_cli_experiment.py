@@ -340,3 +340,48 @@ def test_a_stdio_server_is_named_by_its_command(
         f"MCP server skills.mcp.0 ({shlex.join(command)}): 2 skills as remote@..., untrusted, "
         "scripts not allowed"
     ) in out.splitlines()
+
+
+def test_a_servers_control_characters_never_reach_the_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An MCP server is untrusted: a description (YAML's "\e" escapes) or a body with
+    # terminal escapes (a title change, a cleared screen, a hidden line) is printed with
+    # them made visible, never as codes the terminal would act on.
+    root = tmp_path / "served"
+    helpers.write_skill(
+        root,
+        "greet",
+        description='"Greet.\\e]0;owned\\a\\e[2J\\rFake line\\x9b31m"',
+        body="Hi.\x1b[8m hidden\x1b[0m\ttab\x07\n",
+    )
+    with SkillsHttpServer(root) as server:
+        exp = write_experiment(tmp_path, f"url: '{server.url}'", default="remote@greet")
+        listed = run(capsys, "skills", "list", "--experiment", str(exp))
+        shown = run(capsys, "skills", "show", "remote@greet", "--experiment", str(exp))
+        as_json = run(capsys, "skills", "show", "remote@greet", "--experiment", str(exp), "--json")
+    for code, out, err in (listed, shown):
+        assert code == 0, err
+        bad = [c for c in out if c not in "\n\t" and (ord(c) < 32 or 127 <= ord(c) < 160)]
+        assert bad == [], out
+    assert "Greet.\\x1b]0;owned\\x07\\x1b[2J\\x0dFake line\\x9b31m" in shown[1]
+    assert "Hi.\\x1b[8m hidden\\x1b[0m\ttab\\x07" in shown[1]
+    # JSON escapes them already, and keeps the text as served.
+    data = json.loads(as_json[1])
+    assert data["skill"]["description"] == "Greet.\x1b]0;owned\x07\x1b[2J\rFake line\x9b31m"
+
+
+def test_an_unknown_ids_hint_quotes_the_experiment_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The hint is a command to paste: a path with a space is quoted, or it would be two
+    # arguments.
+    folder = tmp_path / "my study"
+    folder.mkdir()
+    helpers.write_skill(folder / "custom" / "skills", "greet", description="Greet by folder.")
+    exp = folder / "exp.yaml"
+    exp.write_text(EXPERIMENT.format(default="greet", skills="mcp: []"))
+    code, out, err = run(capsys, "skills", "show", "nope", "--experiment", str(exp))
+    assert (code, out) == (2, "")
+    assert f"run `agentsim skills list --experiment {shlex.quote(str(exp))}` to see" in err
+    assert "'" in shlex.quote(str(exp))

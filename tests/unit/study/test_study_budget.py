@@ -14,7 +14,14 @@ import pytest
 from agentsim.cli import main
 from agentsim.config.experiment import BudgetConfig
 from agentsim.errors import ConfigError
-from agentsim.study.budget import RunSpending, budget_with_sets, inherited_by, share, spent_by
+from agentsim.study.budget import (
+    RunSpending,
+    budget_with_sets,
+    inherited_by,
+    run_ticks,
+    share,
+    spent_by,
+)
 from agentsim.study.spec import load_study
 from tests.unit.helpers import REPO
 
@@ -339,3 +346,50 @@ def test_a_run_s_spending_counts_what_its_resumes_threw_away(tmp_path: Path) -> 
     )
     assert inherited_by(tmp_path, fork) == RunSpending(tokens=650, money=0.75, seconds=3.0)
     assert spent_by(tmp_path, fork) == RunSpending(tokens=5200 - 650, money=3.25, seconds=7.0)
+
+
+def test_a_run_s_wall_time_grant_counts_its_lost_seconds_as_its_own_budget_does(
+    tmp_path: Path,
+) -> None:
+    # A run whose resumes threw away 50 s of ticks counts them against its wall_time (as
+    # ``budget:`` does); the study's clock holds them already, so its grant must too, or
+    # the run gets 50 s less than the study has left.
+    from agentsim.run.budget import Projection, new_spending, over_budget
+
+    study = load_study(EXAMPLE)
+    control = next(r for r in study.runs if r.id == "announcement-r1")
+    fork = next(r for r in study.runs if r.id == "rumour-r1")
+    spending = {**new_spending(), "lost": {**new_spending()["lost"], "seconds": 50.0}}
+    (tmp_path / control.dir).mkdir(parents=True)
+    (tmp_path / control.dir / "metrics.json").write_text(
+        json.dumps({"spending": spending, "wall_seconds": 100.0}), "utf-8"
+    )
+    cp = tmp_path / control.dir / "checkpoints" / "tick-00000006"
+    cp.mkdir(parents=True)
+    (cp / "engine.json").write_text(
+        json.dumps({"metrics": {"spending": spending, "wall_seconds": 100.0}}), "utf-8"
+    )
+    left = 1000.0
+    for run, own, inherited in (
+        (control, spent_by(tmp_path, control), RunSpending()),
+        (fork, RunSpending(), inherited_by(tmp_path, fork)),
+    ):
+        grant = share(
+            BudgetConfig(wall_time=timedelta(hours=1)),
+            run=run,
+            own=own,
+            inherited=inherited,
+            others_spent=RunSpending(),
+            reserved={},
+            waiting_ticks=run_ticks(run),
+            study_seconds=3600.0 - left,
+        )
+        budget = BudgetConfig(wall_time=timedelta(seconds=int(grant.budget["wall_time"][:-1])))
+        # The run (its clock at 100 s) may still run for what the study has left.
+        still = over_budget(
+            budget,
+            spending,
+            wall_seconds=100.0 + left - 1,
+            next_step=Projection("tick 7", 0.0, 0.0, 0.0),
+        )
+        assert still is None, (run.id, grant.budget, still and still.message())
