@@ -4,6 +4,7 @@ written in agent order, and the progress line hears of them while they come in."
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -16,6 +17,7 @@ import agentsim.run.engine as engine_module
 from agentsim.config.experiment import parse_experiment
 from agentsim.hosts.local import LocalExecutor
 from agentsim.run.engine import Engine, Progress
+from agentsim.testing import ChatRequest
 from agentsim.testing.openai_server import OpenAITestServer
 
 _YAML = """
@@ -107,16 +109,24 @@ async def test_survey_events_are_byte_identical_for_the_same_seed(tmp_path: Path
 async def test_each_interview_answer_has_its_own_timeout(tmp_path: Path) -> None:
     # Every answer takes 1.5 s; the step timeout is 1 s: each agent times out on its own
     # clock, so the whole interview ends after about one timeout, not one per agent.
-    async with OpenAITestServer(latency=1.5) as srv:
+    arrived: list[float] = []
+
+    async def slow(request: ChatRequest) -> str:
+        arrived.append(time.monotonic())
+        await asyncio.sleep(1.5)
+        return "too late"
+
+    async with OpenAITestServer(answer=slow) as srv:
         engine = _engine(
             tmp_path, srv.base_url, count=6, concurrency=6, kind="interview", step_timeout=1
         )
-        started = time.monotonic()
         summary = await engine.run()
-        took = time.monotonic() - started
         asked = srv.requests
-    assert summary.status == "completed" and asked == 6
-    assert took < 4.0, f"the interview took {took:.1f} s; one timeout after another takes 6 s"
+    assert summary.status == "completed" and asked == len(arrived) == 6
+    # Every question was asked before the first answer's step could time out: one timeout
+    # after another would ask each only once the one before it gave up, 1 s later.
+    spread = max(arrived) - min(arrived)
+    assert spread < 1.0, f"the questions were asked over {spread:.1f} s, one after another"
     rows = (tmp_path / "run" / "surveys" / "midday.jsonl").read_text().splitlines()
     answers = [json.loads(r) for r in rows]
     assert len(answers) == 6
