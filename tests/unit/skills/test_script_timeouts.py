@@ -57,18 +57,20 @@ def script(folder: Path, name: str, text: str) -> Path:
 async def test_sync_inline_loop_fails_the_call_and_the_caller_goes_on(
     tmp_path: Path, stop: Path
 ) -> None:
+    spinning = tmp_path / "spinning"
     hang = script(
-        tmp_path, "hang.py", f"def entrypoint(argv, ctx):\n{_indent(spin(stop))}    return 'x'\n"
+        tmp_path,
+        "hang.py",
+        f"def entrypoint(argv, ctx):\n    open({str(spinning)!r}, 'w').close()\n"
+        f"{_indent(spin(stop))}    return 'x'\n",
     )
     echo = script(tmp_path, "echo.py", "def entrypoint(argv, ctx):\n    return ctx.agent_id\n")
     runner = ScriptRunner()
-    ticks = 0
+    seen = asyncio.Event()
 
     async def heartbeat() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.01)
-            ticks += 1
+        if await asyncio.to_thread(_all_exist_within, (spinning,), GUARD):
+            seen.set()
 
     beat = asyncio.create_task(heartbeat())
     async with asyncio.timeout(GUARD):  # the script spins until the test ends
@@ -76,9 +78,10 @@ async def test_sync_inline_loop_fails_the_call_and_the_caller_goes_on(
             runner.run(hang, [], make_ctx(tmp_path), timeout=0.3),
             *(runner.run(echo, [], make_ctx(tmp_path, f"b-{i}"), timeout=5) for i in range(5)),
         )
-    beat.cancel()
+        # The event loop runs on while the script spins: another task sees it spinning.
+        await seen.wait()
+    await beat
     assert not await asyncio.to_thread(stop.exists) and hung.elapsed >= 0.3
-    assert ticks > 5  # the event loop kept running while the script spun
     assert (hung.ok, hung.timed_out, hung.exit_code) == (False, True, TIMEOUT_EXIT_CODE)
     assert hung.error is not None
     assert "timed out after 0.3s under inline isolation (the call was abandoned)" in hung.error
