@@ -3,7 +3,9 @@ folders and the ScriptRunner fixtures scripts."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import json
 import os
 import re
@@ -21,6 +23,7 @@ from agentsim.skills.context import SkillScriptContext, safe_env
 
 if TYPE_CHECKING:
     from agentsim.inspect.agentview import AgentRecord
+    from agentsim.testing import ChatRequest
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -319,3 +322,37 @@ def post_interview(client: Any, url: str, question: Any, **headers: str) -> Any:
         **headers,
     }
     return client.post(url, content=json.dumps({"question": question}), headers=sent)
+
+
+class Together:
+    """An answer function for ``OpenAITestServer`` that holds each answer until ``n``
+    requests are in the server at once (once that happened, no answer waits for it again).
+
+    So the server's ``max_in_flight`` reaches what the client lets through however a loaded
+    machine spaces the requests out. A client that lets fewer through is seen by that
+    count, not as a suite that never ends: a guard gives up waiting after ``guard`` seconds.
+    ``answer`` gives the text (the server's echo by default)."""
+
+    def __init__(self, n: int, answer: Any = None, *, guard: float = 60) -> None:
+        from agentsim.testing.openai_server import echo_answer
+
+        self.n = n
+        self.answer = echo_answer if answer is None else answer
+        self.guard = guard
+        self.inside = 0
+        self.all_in = asyncio.Event()
+
+    async def __call__(self, request: ChatRequest) -> Any:
+        self.inside += 1
+        try:
+            if self.inside >= self.n:
+                self.all_in.set()
+            try:
+                async with asyncio.timeout(self.guard):
+                    await self.all_in.wait()
+            except TimeoutError:
+                self.all_in.set()  # fewer were let in at once: the count says so
+            reply = self.answer(request)
+            return await reply if inspect.isawaitable(reply) else reply
+        finally:
+            self.inside -= 1

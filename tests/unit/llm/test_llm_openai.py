@@ -33,7 +33,7 @@ from agentsim.llm.openai import OpenAIChatModel
 from agentsim.llm.stats import ModelStats, Prices
 from agentsim.testing import ChatRequest, tool_call, usage_for
 from agentsim.testing.openai_server import Fault, OpenAITestServer
-from tests.unit.helpers import free_port
+from tests.unit.helpers import Together, free_port
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 USER = [{"role": "user", "content": "hello"}]
@@ -440,7 +440,8 @@ def test_a_negative_cached_price_is_refused() -> None:
 
 @pytest.mark.slow
 async def test_limiter_bounds_requests_seen_by_the_server() -> None:
-    async with OpenAITestServer(latency=0.02) as srv:
+    # Answers wait for 3 to be in at once: the server sees the limiter's 3, never more.
+    async with OpenAITestServer(latency=0.02, answer=Together(3)) as srv:
         limiter = RateLimiter(max_concurrency=3)
         model = make(srv, limiter=limiter)
         await asyncio.gather(*(model.complete(USER) for _ in range(30)))

@@ -19,6 +19,7 @@ from agentsim.hosts.local import LocalExecutor
 from agentsim.run.engine import Engine, Progress
 from agentsim.testing import ChatRequest
 from agentsim.testing.openai_server import OpenAITestServer
+from tests.unit import helpers
 
 _YAML = """
 name: asked
@@ -69,7 +70,11 @@ def _engine(
 async def test_a_500_agent_survey_asks_in_parallel_under_the_limiter(tmp_path: Path) -> None:
     latency, agents, slots = 0.2, 500, 32
     seen: list[Progress] = []
-    async with OpenAITestServer(latency=latency, record=False, timeline=True) as srv:
+    # Answers wait for the limiter's 32 to be in at once, whatever the machine's load.
+    together = helpers.Together(slots)
+    async with OpenAITestServer(
+        latency=latency, record=False, timeline=True, answer=together
+    ) as srv:
         engine = _engine(
             tmp_path, srv.base_url, count=agents, concurrency=slots, progress=seen.append
         )
@@ -80,8 +85,9 @@ async def test_a_500_agent_survey_asks_in_parallel_under_the_limiter(tmp_path: P
     assert len(timeline) == agents  # one question per agent, no tick ran
     took = max(done for _, done in timeline) - min(arrived for arrived, _ in timeline)
     ideal = latency * agents / slots  # 3.1 s; one agent at a time would take 100 s
-    # A generous margin for a loaded 2-core machine, yet far from serial.
-    assert took < ideal + 12.0, f"the survey took {took:.1f} s (ideal {ideal:.1f} s)"
+    # A guard only, for a loaded 2-core machine, yet far from serial; the count below is
+    # what says the survey asked in parallel.
+    assert took < 50, f"the survey took {took:.1f} s (ideal {ideal:.1f} s)"
     assert most == slots  # the limiter's slots, all used, never more
     rows = (tmp_path / "run" / "surveys" / "midday.jsonl").read_text().splitlines()
     ids = [r.split('"agent_id": "')[1].split('"')[0] for r in rows]
