@@ -171,7 +171,9 @@ def fx(root: Path, name: str) -> Path:
 
 
 def wait_for_file(path: Path) -> None:
-    deadline = time.monotonic() + 10
+    """Until ``path`` exists; a guard gives up after 60 s (a process may take seconds to
+    start on a loaded machine), and the test's next step says what is missing."""
+    deadline = time.monotonic() + 60
     while not path.exists() and time.monotonic() < deadline:
         time.sleep(0.005)
 
@@ -212,8 +214,9 @@ def process_alive(pid: int) -> bool:
         return True
 
 
-def gone_within(pid: int, seconds: float = 2.0) -> bool:
-    """Whether ``pid`` ends within ``seconds`` (a SIGKILL takes effect asynchronously)."""
+def gone_within(pid: int, seconds: float = 30.0) -> bool:
+    """Whether ``pid`` ends within ``seconds`` (a SIGKILL takes effect asynchronously; the
+    default is a guard for a loaded machine: a pid that goes returns at once)."""
     deadline = time.monotonic() + seconds
     while process_alive(pid):
         if time.monotonic() > deadline:
@@ -241,8 +244,9 @@ def pids_with_arg(arg: str) -> list[int]:
     return found
 
 
-def none_left_within(arg: str, seconds: float = 2.0) -> bool:
-    """Whether every process with ``arg`` on its command line ends within ``seconds``."""
+def none_left_within(arg: str, seconds: float = 30.0) -> bool:
+    """Whether every process with ``arg`` on its command line ends within ``seconds`` (the
+    default is a guard for a loaded machine: it returns as soon as none is left)."""
     deadline = time.monotonic() + seconds
     while pids_with_arg(arg):
         if time.monotonic() > deadline:
