@@ -14,7 +14,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -160,6 +160,21 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def refused_ports(n: int = 1) -> Iterator[list[int]]:
+    """``n`` loopback ports where a connection is refused for as long as the block lasts:
+    each is bound here but never listened on, so no other process (another test's server,
+    on a busy machine) can take it meanwhile, as it could a port found free and let go."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+    try:
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        yield [int(sock.getsockname()[1]) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 def fx(root: Path, name: str) -> Path:

@@ -33,7 +33,7 @@ from agentsim.llm.openai import OpenAIChatModel
 from agentsim.llm.stats import ModelStats, Prices
 from agentsim.testing import ChatRequest, tool_call, usage_for
 from agentsim.testing.openai_server import Fault, OpenAITestServer
-from tests.unit.helpers import Together, free_port
+from tests.unit.helpers import Together
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 USER = [{"role": "user", "content": "hello"}]
@@ -260,9 +260,9 @@ async def test_timeouts_exhausted_raise_model_timeout_error(srv: OpenAITestServe
     await model.aclose()
 
 
-async def test_connection_refused_is_retried_then_reported() -> None:
+async def test_connection_refused_is_retried_then_reported(refused_port: int) -> None:
     model = OpenAIChatModel(
-        model="m", base_url=f"http://127.0.0.1:{free_port()}/v1", max_retries=2, backoff_base=0.001
+        model="m", base_url=f"http://127.0.0.1:{refused_port}/v1", max_retries=2, backoff_base=0.001
     )
     with pytest.raises(ModelError, match=r"connection failed .*\(after 3 attempts\)"):
         await model.complete(USER)
