@@ -338,9 +338,17 @@ def test_a_survey_on_ray_asks_in_parallel_and_equals_local(tmp_path: Path) -> No
         )
         local = _run(cfg, tmp_path / "local", LocalExecutor())
         seen: list[Progress] = []
-        started = time.monotonic()
-        remote = _run(cfg, tmp_path / "ray", RayExecutor(), progress=seen.append)
-        took = time.monotonic() - started
+        when: list[float] = []  # when each survey progress report came
+
+        def progress(p: Progress) -> None:
+            seen.append(p)
+            if p.survey == "survey midday":
+                when.append(time.monotonic())
+
+        remote = _run(cfg, tmp_path / "ray", RayExecutor(), progress=progress)
+        # The survey alone, from its first report to its last: not the Ray actors' start-up,
+        # which takes seconds on a loaded machine.
+        took = max(when) - min(when)
     assert local.status == remote.status == "completed"
     a = (tmp_path / "local" / "events.jsonl").read_bytes()
     assert a == (tmp_path / "ray" / "events.jsonl").read_bytes()
@@ -348,6 +356,6 @@ def test_a_survey_on_ray_asks_in_parallel_and_equals_local(tmp_path: Path) -> No
     # The typed survey crosses to the hosts too: the echo server's answers do not fit the
     # form, so each was asked again once and stored invalid, the same as locally.
     assert a.count(b'"instrument": "likert", "name": "score", "reason": "likert: ') == 6
-    assert took < 12.0, f"the surveys on Ray took {took:.1f} s; one at a time takes 12 s"
+    assert took < 8.0, f"the survey on Ray took {took:.1f} s; one at a time takes 12 s"
     last = [p for p in seen if p.survey == "survey midday"][-1]
     assert (last.survey, last.answered, last.asked) == ("survey midday", 40, 40)

@@ -3,7 +3,9 @@ folders and the ScriptRunner fixtures scripts."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import json
 import os
 import re
@@ -12,7 +14,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +23,7 @@ from agentsim.skills.context import SkillScriptContext, safe_env
 
 if TYPE_CHECKING:
     from agentsim.inspect.agentview import AgentRecord
+    from agentsim.testing import ChatRequest
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -159,6 +162,21 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@contextlib.contextmanager
+def refused_ports(n: int = 1) -> Iterator[list[int]]:
+    """``n`` loopback ports where a connection is refused for as long as the block lasts:
+    each is bound here but never listened on, so no other process (another test's server,
+    on a busy machine) can take it meanwhile, as it could a port found free and let go."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+    try:
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        yield [int(sock.getsockname()[1]) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
 def fx(root: Path, name: str) -> Path:
     """The fixture script ``name``, copied with its siblings into the test's skill folder."""
     with _COPY_LOCK:
@@ -168,7 +186,9 @@ def fx(root: Path, name: str) -> Path:
 
 
 def wait_for_file(path: Path) -> None:
-    deadline = time.monotonic() + 10
+    """Until ``path`` exists; a guard gives up after 60 s (a process may take seconds to
+    start on a loaded machine), and the test's next step says what is missing."""
+    deadline = time.monotonic() + 60
     while not path.exists() and time.monotonic() < deadline:
         time.sleep(0.005)
 
@@ -209,8 +229,9 @@ def process_alive(pid: int) -> bool:
         return True
 
 
-def gone_within(pid: int, seconds: float = 2.0) -> bool:
-    """Whether ``pid`` ends within ``seconds`` (a SIGKILL takes effect asynchronously)."""
+def gone_within(pid: int, seconds: float = 30.0) -> bool:
+    """Whether ``pid`` ends within ``seconds`` (a SIGKILL takes effect asynchronously; the
+    default is a guard for a loaded machine: a pid that goes returns at once)."""
     deadline = time.monotonic() + seconds
     while process_alive(pid):
         if time.monotonic() > deadline:
@@ -238,8 +259,9 @@ def pids_with_arg(arg: str) -> list[int]:
     return found
 
 
-def none_left_within(arg: str, seconds: float = 2.0) -> bool:
-    """Whether every process with ``arg`` on its command line ends within ``seconds``."""
+def none_left_within(arg: str, seconds: float = 30.0) -> bool:
+    """Whether every process with ``arg`` on its command line ends within ``seconds`` (the
+    default is a guard for a loaded machine: it returns as soon as none is left)."""
     deadline = time.monotonic() + seconds
     while pids_with_arg(arg):
         if time.monotonic() > deadline:
@@ -319,3 +341,37 @@ def post_interview(client: Any, url: str, question: Any, **headers: str) -> Any:
         **headers,
     }
     return client.post(url, content=json.dumps({"question": question}), headers=sent)
+
+
+class Together:
+    """An answer function for ``OpenAITestServer`` that holds each answer until ``n``
+    requests are in the server at once (once that happened, no answer waits for it again).
+
+    So the server's ``max_in_flight`` reaches what the client lets through however a loaded
+    machine spaces the requests out. A client that lets fewer through is seen by that
+    count, not as a suite that never ends: a guard gives up waiting after ``guard`` seconds.
+    ``answer`` gives the text (the server's echo by default)."""
+
+    def __init__(self, n: int, answer: Any = None, *, guard: float = 60) -> None:
+        from agentsim.testing.openai_server import echo_answer
+
+        self.n = n
+        self.answer = echo_answer if answer is None else answer
+        self.guard = guard
+        self.inside = 0
+        self.all_in = asyncio.Event()
+
+    async def __call__(self, request: ChatRequest) -> Any:
+        self.inside += 1
+        try:
+            if self.inside >= self.n:
+                self.all_in.set()
+            try:
+                async with asyncio.timeout(self.guard):
+                    await self.all_in.wait()
+            except TimeoutError:
+                self.all_in.set()  # fewer were let in at once: the count says so
+            reply = self.answer(request)
+            return await reply if inspect.isawaitable(reply) else reply
+        finally:
+            self.inside -= 1

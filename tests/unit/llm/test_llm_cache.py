@@ -189,7 +189,7 @@ def test_writers_in_several_threads_and_connections(tmp_path: Path) -> None:
     for t in threads:
         t.start()
     for t in threads:
-        t.join(30)
+        t.join(120)  # a guard: generous for a loaded machine
     assert not errors
     with contextlib.closing(sqlite3.connect(path)) as conn:
         assert conn.execute("SELECT count(*) FROM completions").fetchone()[0] == 200

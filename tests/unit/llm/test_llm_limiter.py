@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -13,6 +16,23 @@ from agentsim.llm.limiter import RateLimiter
 from agentsim.llm.openai import OpenAIChatModel
 from agentsim.testing import ChatRequest
 from agentsim.testing.openai_server import OpenAITestServer
+
+
+@pytest.fixture
+def turns(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The waits the limiter asks for (``asyncio.sleep`` called from limiter.py), in order.
+    They still happen: only recorded, so that a test can tell how long a request was made
+    to wait apart from how slowly a loaded machine ran it."""
+    asked: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(delay: float, result: Any = None) -> Any:
+        if sys._getframe(1).f_code.co_filename.endswith(os.path.join("llm", "limiter.py")):
+            asked.append(delay)
+        return await real_sleep(delay, result)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    return asked
 
 
 @pytest.mark.parametrize(
@@ -168,8 +188,9 @@ async def test_waiter_cancelled_after_being_handed_the_slot() -> None:
 
 
 @pytest.mark.slow
-async def test_request_rate_stays_within_burst_plus_rate() -> None:
+async def test_request_rate_stays_within_burst_plus_rate(turns: list[float]) -> None:
     # rpm = 1200 is 20 requests/s; burst 2: 12 requests need (12 - 2) / 20 = 0.5 s.
+    start = time.monotonic()  # before the bucket exists, so before its first refill
     lim = RateLimiter(rpm=1200, request_burst=2)
     times: list[float] = []
 
@@ -177,17 +198,17 @@ async def test_request_rate_stays_within_burst_plus_rate() -> None:
         async with lim.acquire():
             times.append(time.monotonic())
 
-    start = time.monotonic()
     async with asyncio.TaskGroup() as tg:
         for _ in range(12):
             tg.create_task(one())
     times.sort()
-    assert times[-1] - start >= 0.45
-    for i, t0 in enumerate(times):
-        for j in range(i, len(times)):
-            window = times[j] - t0
-            # j - i + 1 requests in `window` seconds: never above burst + rate * window.
-            assert j - i + 1 <= 2 + 20 * window + 1e-6 + 20 * 0.01
+    # The n-th request (n = 1..12) leaves no earlier than its turn, (n - burst) / rate after
+    # the bucket was made: never more than burst + rate * t requests by time t. A loaded
+    # machine may let a request leave later than its turn, never earlier.
+    for n, left in enumerate(times, start=1):
+        assert left - start >= (n - 2) / 20 - 1e-3, (n, left - start)
+    # Requests past the burst were asked to wait for their turns, none more than 10 / 20 s.
+    assert all(0 < wait <= 10 / 20 + 1e-6 for wait in turns)
 
 
 async def test_token_rate_and_correction_by_actual_usage() -> None:
@@ -203,32 +224,41 @@ async def test_token_rate_and_correction_by_actual_usage() -> None:
 
 
 @pytest.mark.slow
-async def test_request_larger_than_the_token_burst_is_admitted_and_leaves_debt() -> None:
+async def test_request_larger_than_the_token_burst_is_admitted_and_leaves_debt(
+    turns: list[float],
+) -> None:
     # 2,000 tokens/s, burst 100: a 1,000-token request goes at once, leaving 900 of debt,
-    # which the next request must wait for (~0.45 s).
+    # which the next request must wait for: (900 + 10) / 2,000 = 0.455 s after the first.
     lim = RateLimiter(tpm=120_000, token_burst=100)
-    async with asyncio.timeout(0.2), lim.acquire(1_000):
-        pass
     start = time.monotonic()
-    async with lim.acquire(10):
+    async with lim.acquire(1_000):
         pass
-    assert 0.4 <= time.monotonic() - start < 1.0
+    assert turns == []  # admitted at once
+    async with lim.acquire(10):
+        left = time.monotonic()
+    assert left - start >= 0.455 - 1e-3
+    # Asked to wait for the debt alone (less what refilled meanwhile), never more.
+    assert len(turns) <= 1 and all(0 < wait <= 0.455 + 1e-6 for wait in turns)
 
 
 @pytest.mark.parametrize(("used", "slow"), [(510, True), (10, False)], ids=["debt", "as-booked"])
 async def test_tokens_used_beyond_the_estimate_delay_the_next_request(
-    used: int, slow: bool
+    used: int, slow: bool, turns: list[float]
 ) -> None:
-    # 1,000 tokens/s, burst 100. Booked 10, used 510: the bucket is 500 tokens in debt and
-    # the next request waits ~0.5 s; used as booked, it goes at once.
+    # 1,000 tokens/s, burst 100. Booked 10, used 510: the bucket holds at most 100 - 500
+    # = -400 tokens and the next request leaves (10 + 400) / 1,000 s after the settlement at
+    # the earliest; used as booked, it goes at once.
     lim = RateLimiter(tpm=60_000, token_burst=100)
     async with lim.acquire(10) as permit:
+        settled = time.monotonic()  # just before the settlement
         permit.record_tokens(used)
-    start = time.monotonic()
     async with lim.acquire(10):
-        pass
-    waited = time.monotonic() - start
-    assert (waited >= 0.4) if slow else (waited < 0.1)
+        left = time.monotonic()
+    if slow:
+        assert left - settled >= 0.41 - 1e-3
+        assert len(turns) <= 1 and all(0 < wait <= 0.42 + 1e-6 for wait in turns)
+    else:
+        assert turns == []  # never asked to wait
 
 
 @pytest.mark.slow
@@ -238,24 +268,26 @@ async def test_token_debt_reported_by_the_server_slows_the_model() -> None:
     def heavy(request: ChatRequest) -> Completion:
         return Completion(content="ok", usage=Usage(prompt_tokens=2_990, completion_tokens=10))
 
-    async with OpenAITestServer(answer=heavy) as srv:
+    async with OpenAITestServer(answer=heavy, timeline=True) as srv:
         limiter = RateLimiter(tpm=240_000, token_burst=1_000)
         model = OpenAIChatModel(model="m", base_url=srv.base_url, limiter=limiter)
         await model.complete([{"role": "user", "content": "hi"}])
-        started = time.monotonic()
         await model.complete([{"role": "user", "content": "hi"}])
-        second = time.monotonic() - started
         await model.aclose()
-    assert second >= 0.4
+        (_, first_answered), (second_arrived, _) = srv.timeline
+    # The debt is settled once the first answer is read, after the server sent it; it leaves
+    # the bucket at most 1,000 + 30 - 3,000 tokens: the second call leaves 2,000 / 4,000 s
+    # later at the earliest, and arrives later still.
+    assert second_arrived - first_answered >= 0.45
 
 
 @pytest.mark.slow
 async def test_request_rate_holds_at_the_server() -> None:
     # 20 requests/s with a burst of 2: 8 calls take at least (8 - 2) / 20 = 0.3 s.
     async with OpenAITestServer() as srv:
+        started = time.monotonic()  # before the bucket exists, so before its first refill
         limiter = RateLimiter(rpm=1200, request_burst=2, max_concurrency=8)
         model = OpenAIChatModel(model="m", base_url=srv.base_url, limiter=limiter)
-        started = time.monotonic()
         await asyncio.gather(
             *(model.complete([{"role": "user", "content": "x"}]) for _ in range(8))
         )
@@ -264,22 +296,28 @@ async def test_request_rate_holds_at_the_server() -> None:
     assert elapsed >= 0.28 and srv.served == 8
 
 
-async def test_cancelled_rate_wait_gives_its_booking_back() -> None:
-    # 10 requests/s and 100 tokens/s, bursts of 1 request and 10 tokens.
-    lim = RateLimiter(rpm=600, request_burst=1, tpm=6000, token_burst=10)
+async def test_cancelled_rate_wait_gives_its_booking_back(turns: list[float]) -> None:
+    # 1 request per 10 s and 1 token/s, bursts of 1 request and 10 tokens: after the first,
+    # a request waits 10 s for its turn (no stall of a loaded machine comes near that).
+    lim = RateLimiter(rpm=6, request_burst=1, tpm=60, token_burst=10)
     async with lim.acquire(10):
         pass
-    task = asyncio.create_task(lim.acquire(10).__aenter__())
-    await asyncio.sleep(0.01)  # it is now sleeping for its turn (about 0.1 s)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert lim.in_flight == 0
-    # The cancelled booking was returned: the next request waits ~0.09 s, not ~0.19 s.
-    start = time.monotonic()
-    async with lim.acquire(10):
-        pass
-    assert time.monotonic() - start < 0.15
+
+    async def cancelled_in_its_wait() -> None:
+        task = asyncio.create_task(lim.acquire(10).__aenter__())
+        asked = len(turns)
+        while len(turns) == asked:  # until it sleeps for its turn
+            assert not task.done()
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert lim.in_flight == 0
+
+    await cancelled_in_its_wait()
+    # The cancelled booking was returned: the next request waits one turn, not two (20 s).
+    await cancelled_in_its_wait()
+    assert len(turns) == 2 and all(0 < wait <= 10 + 1e-6 for wait in turns)
 
 
 def test_one_limiter_shared_by_loops_in_two_threads() -> None:
@@ -337,8 +375,8 @@ async def test_a_slow_request_still_owes_what_it_used_beyond_the_burst() -> None
     lim = RateLimiter(tpm=240_000, token_burst=1_000)  # 4,000 tokens/s
     async with lim.acquire(10) as permit:
         await asyncio.sleep(0.6)  # longer than the debt below takes to repay
+        start = time.monotonic()  # just before the settlement
         permit.record_tokens(3_010)
-    start = time.monotonic()
     async with lim.acquire(10):
         pass
     assert time.monotonic() - start >= 0.45  # (3,000 - 1,000 + 10) / 4,000 s, less slack

@@ -33,7 +33,7 @@ from agentsim.llm.openai import OpenAIChatModel
 from agentsim.llm.stats import ModelStats, Prices
 from agentsim.testing import ChatRequest, tool_call, usage_for
 from agentsim.testing.openai_server import Fault, OpenAITestServer
-from tests.unit.helpers import free_port
+from tests.unit.helpers import Together
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 USER = [{"role": "user", "content": "hello"}]
@@ -41,6 +41,23 @@ TOOL = {
     "type": "function",
     "function": {"name": "finish", "parameters": {"type": "object", "properties": {}}},
 }
+
+
+@pytest.fixture
+def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The waits between attempts the client asks for (``asyncio.sleep`` called from
+    llm/served.py), in order. They still happen: only recorded, so that a test tells the wait
+    chosen apart from how slowly a loaded machine ran the requests around it."""
+    asked: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(delay: float, result: Any = None) -> Any:
+        if sys._getframe(1).f_code.co_filename.endswith(os.path.join("llm", "served.py")):
+            asked.append(delay)
+        return await real_sleep(delay, result)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    return asked
 
 
 def make(srv: OpenAITestServer, **kw: Any) -> OpenAIChatModel:
@@ -123,38 +140,41 @@ def test_bad_options_are_rejected(kw: dict[str, Any], match: str) -> None:
 
 
 @pytest.mark.slow
-async def test_429_honours_retry_after_seconds(srv: OpenAITestServer) -> None:
+async def test_429_honours_retry_after_seconds(srv: OpenAITestServer, waits: list[float]) -> None:
     srv.enqueue(Fault.status(429, retry_after=0.4))
     model = make(srv)
     started = time.perf_counter()
     assert (await model.complete(USER)).content == "echo: hello"
     elapsed = time.perf_counter() - started
     await model.aclose()
-    # The backoff alone would wait at most 1 ms.
-    assert 0.4 <= elapsed < 1.4
+    # The server's 0.4 s, exactly: the backoff alone would wait at most 1 ms.
+    assert waits == [0.4] and elapsed >= 0.4
     assert model.stats.retries == 1 and srv.faults_injected == {"429": 1}
 
 
 @pytest.mark.slow
-async def test_retry_after_http_date_is_honoured(srv: OpenAITestServer) -> None:
+async def test_retry_after_http_date_is_honoured(srv: OpenAITestServer, waits: list[float]) -> None:
+    started = time.perf_counter()
     when = email.utils.formatdate(time.time() + 2, usegmt=True)  # whole seconds: 1..2 s away
     srv.enqueue(Fault.status(503, retry_after=when))
     model = make(srv, backoff_max=5.0)
-    started = time.perf_counter()
     await model.complete(USER)
     await model.aclose()
-    assert 0.9 <= time.perf_counter() - started < 3.0
+    # Until that second, which is 1 s or more after `started`; never longer than 2 s (the
+    # backoff alone would wait at most 1 ms).
+    assert time.perf_counter() - started >= 0.9
+    assert len(waits) == 1 and waits[0] <= 2.0
 
 
 async def test_retry_after_is_capped_and_unreadable_ones_fall_back_to_backoff(
-    srv: OpenAITestServer,
+    srv: OpenAITestServer, waits: list[float]
 ) -> None:
     srv.enqueue(Fault.status(429, retry_after=60), Fault.status(429, retry_after="soon"))
     model = make(srv, backoff_max=0.2)
-    started = time.perf_counter()
     await model.complete(USER)
     await model.aclose()
-    assert time.perf_counter() - started < 1.0 and model.stats.retries == 2
+    # 60 s capped at backoff_max; "soon" is no number of seconds: the backoff (<= 2 ms).
+    assert model.stats.retries == 2 and waits[0] == 0.2 and 0 <= waits[1] <= 0.002
 
 
 @pytest.mark.parametrize(
@@ -240,9 +260,9 @@ async def test_timeouts_exhausted_raise_model_timeout_error(srv: OpenAITestServe
     await model.aclose()
 
 
-async def test_connection_refused_is_retried_then_reported() -> None:
+async def test_connection_refused_is_retried_then_reported(refused_port: int) -> None:
     model = OpenAIChatModel(
-        model="m", base_url=f"http://127.0.0.1:{free_port()}/v1", max_retries=2, backoff_base=0.001
+        model="m", base_url=f"http://127.0.0.1:{refused_port}/v1", max_retries=2, backoff_base=0.001
     )
     with pytest.raises(ModelError, match=r"connection failed .*\(after 3 attempts\)"):
         await model.complete(USER)
@@ -420,7 +440,8 @@ def test_a_negative_cached_price_is_refused() -> None:
 
 @pytest.mark.slow
 async def test_limiter_bounds_requests_seen_by_the_server() -> None:
-    async with OpenAITestServer(latency=0.02) as srv:
+    # Answers wait for 3 to be in at once: the server sees the limiter's 3, never more.
+    async with OpenAITestServer(latency=0.02, answer=Together(3)) as srv:
         limiter = RateLimiter(max_concurrency=3)
         model = make(srv, limiter=limiter)
         await asyncio.gather(*(model.complete(USER) for _ in range(30)))

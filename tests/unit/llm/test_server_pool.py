@@ -17,7 +17,7 @@ from agentsim.llm.pool import ServerPool
 from agentsim.run.engine import Engine, Progress
 from agentsim.testing import scripted_answer
 from agentsim.testing.openai_server import OpenAITestServer
-from tests.unit.helpers import free_port
+from tests.unit.helpers import refused_ports
 
 _YAML = """
 name: two-servers
@@ -136,9 +136,7 @@ def test_bad_base_urls_fail_at_load(servers: str, message: str) -> None:
 
 
 def test_with_every_server_out_a_request_waits_for_one_then_fails_after_its_attempts() -> None:
-    ports = [free_port(), free_port()]  # nothing listens: every attempt is refused
-
-    async def main() -> ServerPool:
+    async def main(ports: list[int]) -> ServerPool:
         servers = [
             OpenAIChatModel(model="m", base_url=f"http://127.0.0.1:{p}/v1", max_retries=0)
             for p in ports
@@ -150,7 +148,8 @@ def test_with_every_server_out_a_request_waits_for_one_then_fails_after_its_atte
         await pool.aclose()
         return pool
 
-    pool = asyncio.run(main())
+    with refused_ports(2) as ports:  # nothing listens: every attempt is refused
+        pool = asyncio.run(main(ports))
     assert pool.stats.retries == 3 and pool.stats.errors == 1
     assert sum(s.errors for s in pool.stats.servers.values()) == 4
     assert repr(pool) == f"ServerPool(base_urls={list(pool.base_urls)!r})"

@@ -99,9 +99,12 @@ class ToyServer:
     """The toy wire format's server: every ``fail_every``-th request is answered 503 with
     ``Retry-After: 0``; ``max_in_flight`` is the most requests it held at once."""
 
-    def __init__(self, *, fail_every: int, delay: float) -> None:
+    def __init__(self, *, fail_every: int, delay: float, together: int) -> None:
         self.fail_every, self.delay = fail_every, delay
         self.requests = self.failed = self.in_flight = self.max_in_flight = 0
+        # The first answers wait until `together` are held at once (60 s at most): the count
+        # reaches what the client lets through however a loaded machine spaces requests.
+        self.together, self.all_in = together, asyncio.Event()
         self.app = Starlette(routes=[Route("/ask", self.ask, methods=["POST"])])
 
     async def ask(self, request: Request) -> Response:
@@ -113,7 +116,13 @@ class ToyServer:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            await asyncio.sleep(self.delay)  # long enough for the agents to queue up
+            if self.in_flight >= self.together:
+                self.all_in.set()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(60):
+                    await self.all_in.wait()
+            self.all_in.set()
+            await asyncio.sleep(self.delay)
         finally:
             self.in_flight -= 1
         return JSONResponse({"say": f"toy: {body['ask'][:40]}", "tokens": [7, 3]})
@@ -129,7 +138,7 @@ class _Embedded(uvicorn.Server):
 
 @pytest.fixture
 async def toy() -> AsyncIterator[tuple[ToyServer, str]]:
-    server = ToyServer(fail_every=4, delay=0.02)
+    server = ToyServer(fail_every=4, delay=0.02, together=2)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     config = uvicorn.Config(server.app, log_level="warning", access_log=False, lifespan="off")

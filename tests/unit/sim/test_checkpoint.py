@@ -192,7 +192,7 @@ def test_kill_9_then_resume_equals_an_uninterrupted_run(reference: Path, tmp_pat
     cmd = [sys.executable, "-m", "agentsim.cli", "run", str(SMALL), "--json", "--out"]
     proc = subprocess.Popen([*cmd, str(run_dir)], env=env, stdout=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # a guard: a loaded machine starts slowly
         while not (run_dir / "checkpoints" / "tick-00000004").is_dir():
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.02)

@@ -39,7 +39,9 @@ def test_an_alias_bomb_is_refused_fast() -> None:
     started = time.perf_counter()
     with pytest.raises(ConfigError, match=r"exp\.yaml: its aliases expand to more than 100,000"):
         _parse(text)
-    assert time.perf_counter() - started < 1.0
+    # Stopped at 100,000 expansions, not after 9**9: a guard far from both (a loaded machine
+    # may run the 100,000 several times slower than an idle one).
+    assert time.perf_counter() - started < 30
 
 
 YAML_CASES = [
@@ -201,7 +203,7 @@ def test_cli_refuses_bad_input_and_writes_nothing(
     out = tmp_path / "run"
     started = time.perf_counter()
     assert main(["run", str(exp), "--out", str(out)]) == 2
-    assert time.perf_counter() - started < 5
+    assert time.perf_counter() - started < 30  # a guard: refused before any tick runs
     err = capsys.readouterr().err
     assert re.search(message, err), err
     assert not out.exists()

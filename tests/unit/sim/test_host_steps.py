@@ -22,13 +22,20 @@ SMALL = helpers.FIXTURES / "experiments" / "small.yaml"
 
 
 class SlowModel:
-    """The scripted model after a short wait; counts the steps waiting on it at once."""
+    """The scripted model after a short wait; counts the steps waiting on it at once.
 
-    def __init__(self, delay: float) -> None:
+    With ``hold``, calls also wait until ``hold`` of them are in at once (once that happened,
+    no call waits for it again, and a guard of 60 s gives up waiting): so the count reaches
+    what the host allows however the steps interleave, and a host that allows fewer than
+    ``hold`` is seen by the count, not as a suite that never ends."""
+
+    def __init__(self, delay: float, *, hold: int = 0) -> None:
         self.inner = ScriptedModel()
         self.delay = delay
         self.now = 0
         self.most = 0
+        self.hold = hold
+        self.all_in = asyncio.Event()
 
     async def complete(
         self, messages: Sequence[Message], tools: Sequence[ToolSchema] = (), *, seed: int = 0
@@ -36,6 +43,13 @@ class SlowModel:
         self.now += 1
         self.most = max(self.most, self.now)
         try:
+            if self.now >= self.hold:
+                self.all_in.set()
+            try:
+                async with asyncio.timeout(60):
+                    await self.all_in.wait()
+            except TimeoutError:
+                self.all_in.set()  # the host never let `hold` in at once: the test says so
             await asyncio.sleep(self.delay)
             return await self.inner.complete(messages, tools, seed=seed)
         finally:
@@ -55,7 +69,7 @@ async def test_steps_in_flight_follow_the_model_concurrency(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(host, "_MIN_STEPS_IN_FLIGHT", 1)
-    model = SlowModel(0.01)
+    model = SlowModel(0.01, hold=host._STEPS_PER_MODEL_SLOT)
     metrics = await run_one_tick(tmp_path, model, MODEL__MAX_CONCURRENCY="1")
     # 20 agents, max_concurrency 1: four steps (and so at most four model calls) at once.
     assert model.most == host._STEPS_PER_MODEL_SLOT == 4
@@ -68,15 +82,15 @@ async def test_waiting_for_a_turn_does_not_count_against_the_step_timeout(
 ) -> None:
     monkeypatch.setattr(host, "_MIN_STEPS_IN_FLIGHT", 1)
     monkeypatch.setattr(host, "_STEPS_PER_MODEL_SLOT", 1)
-    # One step at a time, each 0.05 s or more: the tick takes about 20 x 0.05 s, far past
-    # the 0.5 s step timeout, and yet no step times out.
-    model = SlowModel(0.05)
+    # One step at a time, each 0.1 s or more: the tick takes 20 x 0.1 s at least, past the
+    # 1 s step timeout, and yet no step times out (each step, turn taken, has 0.9 s to spare).
+    model = SlowModel(0.1)
     metrics = await run_one_tick(
-        tmp_path, model, MODEL__MAX_CONCURRENCY="1", EXECUTOR__STEP_TIMEOUT="0.5"
+        tmp_path, model, MODEL__MAX_CONCURRENCY="1", EXECUTOR__STEP_TIMEOUT="1"
     )
     assert model.most == 1
     assert metrics["errors"] == 0
-    assert metrics["tick_seconds_max"] > 0.5
+    assert metrics["tick_seconds_max"] > 1
 
 
 class _Recording(LocalExecutor):

@@ -16,7 +16,6 @@ from agentsim.cli import main
 from agentsim.config.experiment import parse_experiment
 from agentsim.llm.preflight import preflight_model
 from agentsim.testing.openai_server import Fault, OpenAITestServer
-from tests.unit.helpers import free_port
 
 KEY = "sk-test-loud-0123456789abcdef"
 
@@ -89,9 +88,9 @@ def _nothing_written(tmp: Path) -> None:
 
 @pytest.mark.parametrize("cache", ["off", "record"])
 def test_server_down_exits_2_before_anything_is_written(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], cache: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cache: str, refused_port: int
 ) -> None:
-    url = f"http://127.0.0.1:{free_port()}/v1"
+    url = f"http://127.0.0.1:{refused_port}/v1"
     exp = _experiment(tmp_path, url, cache=cache)
     code, out, err = _run(capsys, str(exp), "--out", str(tmp_path / "run"))
     assert code == 2 and out == ""
@@ -145,10 +144,13 @@ def test_a_server_answering_only_5xx_fails_the_preflight(
 
 
 def test_missing_key_variable_exits_2_before_anything_is_written(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    refused_port: int,
 ) -> None:
     monkeypatch.delenv("AGENTSIM_LOUD_KEY")
-    exp = _experiment(tmp_path, f"http://127.0.0.1:{free_port()}/v1")
+    exp = _experiment(tmp_path, f"http://127.0.0.1:{refused_port}/v1")
     code, _, err = _run(capsys, str(exp), "--out", str(tmp_path / "run"))
     assert code == 2
     assert err.startswith(
@@ -157,8 +159,8 @@ def test_missing_key_variable_exits_2_before_anything_is_written(
     _nothing_written(tmp_path)
 
 
-def test_replay_without_fallthrough_needs_no_server(tmp_path: Path) -> None:
-    exp = _experiment(tmp_path, f"http://127.0.0.1:{free_port()}/v1", cache="replay")
+def test_replay_without_fallthrough_needs_no_server(tmp_path: Path, refused_port: int) -> None:
+    exp = _experiment(tmp_path, f"http://127.0.0.1:{refused_port}/v1", cache="replay")
     cfg = parse_experiment(exp.read_text("utf-8"), base_dir=tmp_path)
     asyncio.run(preflight_model(cfg.model, run_dir=tmp_path / "run"))  # no server, no error
     _nothing_written(tmp_path)
@@ -236,9 +238,9 @@ def test_help_names_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_no_preflight_skips_the_check_and_the_run_stops_on_its_own(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], refused_port: int
 ) -> None:
-    exp = _experiment(tmp_path, f"http://127.0.0.1:{free_port()}/v1", ticks=4, max_failures=3)
+    exp = _experiment(tmp_path, f"http://127.0.0.1:{refused_port}/v1", ticks=4, max_failures=3)
     run = tmp_path / "run"
     code, out, _ = _run(capsys, str(exp), "--out", str(run), "--no-preflight")
     assert code == 1

@@ -56,9 +56,10 @@ def test_a_hanging_hook_costs_a_tick_of_1000_agents_one_timeout(
     assert code == 3
     assert "2,000 of 2,000 hook calls failed (100%)" in out
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text("utf-8"))
-    tick0, tick1 = metrics["tick_seconds"]
-    assert tick0 < 5, metrics["tick_seconds"]  # one 2 s timeout, not 1000 / workers of them
-    assert tick1 < tick0
+    tick0, _ = metrics["tick_seconds"]
+    # One 2 s timeout, not 1000 / 8 workers of them (250 s): a guard far from both, since a
+    # loaded machine may take a while over 1000 agents. The events below say it exactly.
+    assert tick0 < 60, metrics["tick_seconds"]
     events = [
         json.loads(x) for x in (tmp_path / "run" / "events.jsonl").read_text("utf-8").splitlines()
     ]
@@ -70,4 +71,12 @@ def test_a_hanging_hook_costs_a_tick_of_1000_agents_one_timeout(
     abandoned = [e for e in failed if e["tick"] == 0 and not e["timed_out"]]
     assert abandoned
     assert all("quarantined after 3 timeouts" in e["error"] for e in abandoned)
+    # Tick 1 waits for no timeout at all: every call is refused before it runs.
+    refused = [e for e in failed if e["tick"] == 1]
+    assert len(refused) == 1000
+    assert all(
+        not e["timed_out"]
+        and "is quarantined after 3 timeouts; it is not called again" in e["error"]
+        for e in refused
+    )
     assert [e["tick"] for e in events if e["type"] == "skill_quarantined"] == [0]

@@ -5,6 +5,7 @@ step bounded by ``step_timeout``, resume."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -76,21 +77,41 @@ def with_schedule(cfg: ExperimentConfig, schedule: str, **executor: Any) -> Expe
 
 
 class Steps:
-    """Who steps which tick, seen from the model: agents pass their step seed to it."""
+    """Who steps which tick, seen from the model: agents pass their step seed to it.
 
-    def __init__(self, cfg: ExperimentConfig, *, slow: str | None = None, hang: bool = False):
+    ``hold_for_lead``: the slow agent's call of tick 1 (once the others' reads of tick 1 have
+    its moves of tick 0) waits until another agent calls that many ticks ahead of the
+    slowest (a guard gives up after 30 s), so that the schedule's lead is reached however
+    the machine interleaves the steps."""
+
+    def __init__(
+        self,
+        cfg: ExperimentConfig,
+        *,
+        slow: str | None = None,
+        hang: bool = False,
+        hold_for_lead: int | None = None,
+    ):
         ids = [f"people-{i:05d}" for i in range(cfg.agents[0].count)]
         self.of = {step_seed(cfg.seed, a, t): (a, t) for a in ids for t in range(20)}
         self.slow, self.hang = slow, hang
         self.finished = dict.fromkeys(ids, 0)  # ticks whose call has answered, by agent
         self.lead: list[int] = []  # at each call: its tick minus the slowest agent's
+        self.hold_for_lead = hold_for_lead
+        self.lead_reached = asyncio.Event()
 
     async def __call__(self, request: ChatRequest) -> Any:
         aid, tick = self.of[request.seed]
         self.lead.append(tick - min(self.finished.values()))
+        if self.hold_for_lead is not None and self.lead[-1] >= self.hold_for_lead:
+            self.lead_reached.set()
         if aid == self.slow:
             if self.hang:
                 await asyncio.Event().wait()
+            if self.hold_for_lead is not None and tick == 1:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(30):
+                        await self.lead_reached.wait()
             await asyncio.sleep(0.1)
         else:
             await asyncio.sleep(0.005)
@@ -136,7 +157,7 @@ def test_each_shipped_experiment_writes_the_same_run_under_both_schedules(
 @pytest.mark.slow
 def test_agents_run_ahead_of_a_slow_one_by_at_most_max_lead(tmp_path: Path) -> None:
     cfg = config(tmp_path, ticks=8, lead=3)
-    steps = Steps(cfg, slow="people-00002")
+    steps = Steps(cfg, slow="people-00002", hold_for_lead=3 - 1)
     seen: list[Progress] = []
     summary = run(cfg, tmp_path / "run", steps, progress=seen.append)
     assert summary.status == "completed" and summary.metrics["agent_steps"] == 8 * 6
@@ -240,7 +261,8 @@ def test_a_social_run_whose_follow_graph_changes_keeps_its_events(
 
 @pytest.mark.slow
 def test_a_hung_step_is_bounded_by_step_timeout_without_deadlock(tmp_path: Path) -> None:
-    cfg = config(tmp_path, ticks=3, timeout=0.5)
+    # 2 s: room for the other agents' steps, which must not time out on a loaded machine.
+    cfg = config(tmp_path, ticks=3, timeout=2)
     steps = Steps(cfg, slow="people-00004", hang=True)
 
     async def go() -> RunSummary:
@@ -254,7 +276,7 @@ def test_a_hung_step_is_bounded_by_step_timeout_without_deadlock(tmp_path: Path)
     lines = (tmp_path / "r" / "events.jsonl").read_text().splitlines()
     errors = [e for e in map(json.loads, lines) if e["type"] == "agent_error"]
     assert [(e["agent_id"], e["tick"], e["error"]) for e in errors] == [
-        ("people-00004", t, "step timed out after 0.5s") for t in range(3)
+        ("people-00004", t, "step timed out after 2s") for t in range(3)
     ]
     # The others went on from its outcome, ahead of it.
     assert max(steps.lead) >= 1

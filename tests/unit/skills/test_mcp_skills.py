@@ -193,9 +193,9 @@ def test_a_tampered_skill_is_told_and_left_out_of_the_run(
 
 
 def test_a_server_down_at_start_is_exit_2_naming_it_before_anything_is_written(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], refused_port: int
 ) -> None:
-    url = f"http://127.0.0.1:{helpers.free_port()}/mcp"
+    url = f"http://127.0.0.1:{refused_port}/mcp"
     exp = experiment(tmp_path, url=url)
     run_dir = tmp_path / "run"
     assert main(["run", str(exp), "--out", str(run_dir), "--no-preflight"]) == 2

@@ -215,10 +215,11 @@ async def test_trusted_command_runs_and_times_out(space: SkillSpace, tmp_path: P
     rt = runtime(space, tmp_path)
     t0 = time.perf_counter()
     await rt.activate("cmd-skill", arguments="!`echo pwned`")
-    assert time.perf_counter() - t0 < 4  # the 5 s sleep was cut at the 0.3 s timeout
+    # The 60 s sleep was cut at the 0.3 s timeout: a guard far from both, for a loaded machine.
+    assert time.perf_counter() - t0 < 30
     body = rt.bodies()
     assert "Ran: ran-42" in body
-    assert "[command timed out after 0.3s: sleep 5; echo never]" in body
+    assert "[command timed out after 0.3s: sleep 60; echo never]" in body
     # Model-supplied arguments are text: a command in them is never run.
     assert "Args stay text: !`echo pwned`" in body
 

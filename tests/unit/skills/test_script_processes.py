@@ -191,16 +191,31 @@ async def test_thread_isolation_propagates_keyboard_interrupt(tmp_path: Path) ->
         await ScriptRunner().run(script, [], make_ctx(tmp_path), isolation="thread")
 
 
+def held(folder: Path) -> Path:
+    """A script that returns only once the file ``argv[0]`` exists: a call that answers while
+    that file is missing was cut at its timeout, however slowly this machine runs."""
+    return write_script(
+        folder,
+        "held.py",
+        "import os, time\n\ndef entrypoint(argv, ctx):\n"
+        "    while not os.path.exists(argv[0]):\n        time.sleep(0.01)\n"
+        "    return 'released'\n",
+    )
+
+
 @pytest.mark.slow
 async def test_thread_isolation_enforces_the_timeout(tmp_path: Path) -> None:
-    began = time.perf_counter()
-    result = await ScriptRunner().run(
-        fx(tmp_path, "sleepy.py"), ["1.5"], make_ctx(tmp_path), isolation="thread", timeout=1
-    )
-    assert time.perf_counter() - began < 1.3
+    release = tmp_path / "release"
+    try:
+        async with asyncio.timeout(60):  # a guard: without the timeout the call never returns
+            result = await ScriptRunner().run(
+                held(tmp_path), [str(release)], make_ctx(tmp_path), isolation="thread", timeout=1
+            )
+    finally:
+        release.touch()  # the abandoned thread ends; its late result is discarded
     assert (result.timed_out, result.ok, result.isolation) == (True, False, "thread")
     assert result.error is not None and "timed out after 1s under thread isolation" in result.error
-    await asyncio.sleep(0.8)  # let the abandoned thread finish: its late result is discarded
+    assert result.elapsed >= 1
 
 
 # -- process isolation -----------------------------------------------------------------------
@@ -245,13 +260,14 @@ async def test_process_isolation_start_failure_is_reported(tmp_path: Path) -> No
 
 @pytest.mark.slow
 async def test_process_isolation_enforces_the_timeout(tmp_path: Path) -> None:
-    began = time.perf_counter()
-    result = await ScriptRunner().run(
-        fx(tmp_path, "sleepy.py"), ["1.5"], make_ctx(tmp_path), isolation="process", timeout=1
-    )
-    assert time.perf_counter() - began < 1.3
+    release = tmp_path / "release"  # never created: only the kill at the timeout ends the call
+    async with asyncio.timeout(60):  # a guard: without the timeout the call never returns
+        result = await ScriptRunner().run(
+            held(tmp_path), [str(release)], make_ctx(tmp_path), isolation="process", timeout=1
+        )
     assert (result.timed_out, result.ok, result.isolation) == (True, False, "process")
     assert result.exit_code == TIMEOUT_EXIT_CODE
+    assert result.error is not None and "timed out after 1s under process isolation" in result.error
 
 
 def test_child_serves_a_pickled_request(tmp_path: Path) -> None:

@@ -103,7 +103,8 @@ def _child(
     finally:
         if not close:
             os.close(write)  # first: the child's stdin watcher then sees the end and lets go
-        for _ in range(200):
+        deadline = time.monotonic() + 60  # a guard: the watcher ends as soon as it sees the end
+        while time.monotonic() < deadline:
             if not any(t.name == "study-stdin" for t in threading.enumerate()):
                 break
             time.sleep(0.01)

@@ -12,6 +12,7 @@ import pytest
 
 from agentsim.errors import ModelHTTPError
 from agentsim.llm.openai import OpenAIChatModel
+from agentsim.testing import ChatRequest
 from agentsim.testing.openai_server import (
     RETRYABLE_FAULTS,
     Fault,
@@ -55,15 +56,30 @@ async def test_random_faults_follow_the_seed_and_are_counted() -> None:
         assert srv.stats()["faults"] == srv.faults_injected
 
 
-@pytest.mark.slow
 async def test_latency_delays_every_answer() -> None:
-    async with OpenAITestServer(latency=0.2) as srv:
+    everyone = asyncio.Event()
+    waited = 0
+
+    async def together(request: ChatRequest) -> str:
+        # Past its latency, each answer waits for the five to be in: a server that held one
+        # request at a time would never answer (the guard below says so).
+        nonlocal waited
+        waited += 1
+        if waited == 5:
+            everyone.set()
+        await everyone.wait()
+        return "together"
+
+    async with OpenAITestServer(latency=0.2, timeline=True, answer=together) as srv:
         m = model(srv.base_url)
         started = time.perf_counter()
-        await asyncio.gather(*(m.complete(USER) for _ in range(5)))
+        async with asyncio.timeout(60):  # a guard only
+            answers = await asyncio.gather(*(m.complete(USER) for _ in range(5)))
         elapsed = time.perf_counter() - started
         await m.aclose()
-    assert 0.2 <= elapsed < 1.0 and srv.max_in_flight == 5
+    assert [a.content for a in answers] == ["together"] * 5
+    assert elapsed >= 0.2 and srv.max_in_flight == 5 and len(srv.timeline) == 5
+    assert all(answered - arrived >= 0.2 for arrived, answered in srv.timeline)
 
 
 async def test_timeline_keeps_when_each_request_arrived_and_was_answered() -> None:

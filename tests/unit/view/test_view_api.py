@@ -522,9 +522,9 @@ def test_the_view_command_prints_its_url_serves_and_stops_on_ctrl_c(workspace: P
         assert [r["id"] for r in runs] == [RUN]
         # Served to its own address only: another name for it (DNS rebinding) is refused.
         port = m.group(1).rsplit(":", 1)[1].rstrip("/")
-        r = httpx.get(m.group(1) + "api/runs", headers={"Host": f"evil.example:{port}"})
+        r = httpx.get(m.group(1) + "api/runs", headers={"Host": f"evil.example:{port}"}, timeout=30)
         assert r.status_code == 400 and "is not served" in r.json()["error"]
-        r = httpx.get(m.group(1) + "api/runs", headers={"Host": f"localhost:{port}"})
+        r = httpx.get(m.group(1) + "api/runs", headers={"Host": f"localhost:{port}"}, timeout=30)
         assert r.status_code == 200
     finally:
         proc.send_signal(signal.SIGINT)
