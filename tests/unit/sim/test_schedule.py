@@ -429,7 +429,8 @@ def test_a_budget_keeps_the_run_ahead_and_stops_before_the_tick_it_cannot_pay(
     # Enough for ticks 0-5 and not for tick 6 as projected (the first's cost): the run
     # stops before tick 6, "tick 7" counted from 1.
     limit = sum(cost[:6]) + cost[0] - 1
-    steps = Costly(cfg, {0: 3}, slow="people-00002")
+    # The slow agent's call of tick 1 waits until another agent calls a tick ahead of it.
+    steps = Costly(cfg, {0: 3}, slow="people-00002", hold_for_lead=1)
     summary = run(budgeted(cfg, limit), tmp_path / "run", steps)
     assert summary.status == "stopped" and summary.ticks == 6
     assert summary.reason == (
@@ -450,10 +451,10 @@ def test_a_budget_keeps_the_run_ahead_and_stops_before_the_tick_it_cannot_pay(
 def test_a_budget_never_reached_writes_the_run_without_one(tmp_path: Path) -> None:
     cfg = config(tmp_path, ticks=8, lead=3)
     run(cfg, tmp_path / "free", Steps(cfg, slow="people-00002"))
-    steps = Steps(cfg, slow="people-00002")
+    steps = Steps(cfg, slow="people-00002", hold_for_lead=3 - 1)
     summary = run(budgeted(cfg, 10**9), tmp_path / "run", steps)
     assert summary.status == "completed" and summary.ticks == 8
-    assert 1 <= max(steps.lead) <= 3 - 1  # ahead of the slow agent, as without a budget
+    assert max(steps.lead) == 3 - 1  # ahead of the slow agent, as without a budget
     free = (tmp_path / "free" / "events.jsonl").read_bytes()
     assert (tmp_path / "run" / "events.jsonl").read_bytes() == free
 
