@@ -34,7 +34,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
-from agentsim.errors import AgentsimError, ConfigError
+from agentsim.errors import AgentsimError, ConfigError, visible
 
 if TYPE_CHECKING:
     from agentsim.run.engine import Progress
@@ -701,11 +701,11 @@ def _guarded(func: Any, arg: Any) -> int:
     except BrokenPipeError:
         _quiet_stdout()
         return 141
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except ConfigError as exc:  # its text may quote a server's or a file's (untrusted)
+        print(f"error: {visible(str(exc))}", file=sys.stderr)
         return 2
     except AgentsimError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {visible(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("aborted", file=sys.stderr)

@@ -46,7 +46,19 @@ __all__ = [
     "SkillFileError",
     "SkillNotFoundError",
     "StorageError",
+    "visible",
 ]
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if chr(c) not in "\n\t"}
+
+
+def visible(text: str) -> str:
+    """``text`` with its control characters (but newlines and tabs) written as ``\\xNN``:
+    what an untrusted source says (an MCP server's skill, its error text) never reaches the
+    terminal as a code it would act on (a title, a cleared screen, a line rewritten by a
+    carriage return)."""
+    return text.translate(_CONTROL)
 
 
 class AgentsimError(Exception):

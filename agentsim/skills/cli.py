@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agentsim.errors import SkillNotFoundError
+from agentsim.errors import SkillNotFoundError, visible
 from agentsim.skills.manifest import Diagnostic, load_skill_md, name_problem
 from agentsim.skills.preview import ExperimentSkills
 from agentsim.skills.provenance import add_diff_parser
@@ -109,18 +109,8 @@ def _skills(
         yield found.registry, found
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if chr(c) not in "\n\t"}
-
-
-def _visible(text: str) -> str:
-    """``text`` with its control characters (but newlines and tabs) written as ``\\xNN``:
-    what a skill says (an MCP server's, untrusted) never reaches the terminal as a code it
-    would act on (a title, a cleared screen, a line rewritten by a carriage return)."""
-    return text.translate(_CONTROL)
-
-
 def _print(text: str = "") -> None:
-    print(_visible(text))
+    print(visible(text))
 
 
 def _count(n: int) -> str:
@@ -593,7 +583,7 @@ def _run(command: Any) -> Any:
         try:
             code: int = command(args)
         except _BadInput as exc:
-            print(_visible(f"agentsim skills: {exc}"), file=sys.stderr)
+            print(visible(f"agentsim skills: {exc}"), file=sys.stderr)
             return 2
         return code
 

@@ -124,6 +124,20 @@ def test_yaml_syntax_and_missing_files(tmp_path: Path, capsys: pytest.CaptureFix
     assert not (tmp_path / "r").exists()
 
 
+def test_an_error_line_writes_control_characters_as_escapes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An error's text quotes what it was given (a path here; a server's answer elsewhere):
+    # a terminal title, a bell and a carriage return reach stderr as text, not as codes.
+    name = "no\x1b]0;pwned\x07such\r.yaml"
+    assert main(["run", str(tmp_path / name)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: experiment file {tmp_path}/no\\x1b]0;pwned\\x07such\\x0d.yaml does not "
+        "exist; check the path and the current folder\n"
+    )
+
+
 @pytest.fixture(scope="module")
 def json_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], int]:
     out = tmp_path_factory.mktemp("cli") / "run"
