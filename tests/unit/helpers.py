@@ -12,6 +12,7 @@ import re
 import shutil
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -22,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from agentsim.skills.context import SkillScriptContext, safe_env
 
 if TYPE_CHECKING:
+    import pytest
+
     from agentsim.inspect.agentview import AgentRecord
     from agentsim.testing import ChatRequest
 
@@ -375,3 +378,32 @@ class Together:
             return await reply if inspect.isawaitable(reply) else reply
         finally:
             self.inside -= 1
+
+
+def record_sleeps(
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    file: str | None = None,
+    function: str | None = None,
+    skip: bool = False,
+) -> list[float]:
+    """The delays ``asyncio.sleep`` is asked for, in order, by code in ``file`` (a path's
+    end, e.g. ``"llm/served.py"``) or in the function named ``function``: a test then tells
+    the wait the code chose apart from how slowly a loaded machine ran the code around it.
+    The waits still happen; with ``skip`` the positive ones are recorded and take no time."""
+    tail = os.path.join(*file.split("/")) if file else None
+    asked: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(delay: float, result: Any = None) -> Any:
+        code = sys._getframe(1).f_code
+        if (tail and code.co_filename.endswith(tail)) or code.co_name == function:
+            if not skip:
+                asked.append(delay)
+            elif delay > 0:
+                asked.append(delay)
+                delay = 0
+        return await real_sleep(delay, result)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    return asked

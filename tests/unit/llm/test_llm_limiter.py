@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import threading
 import time
-from typing import Any
 
 import pytest
 
@@ -16,6 +13,7 @@ from agentsim.llm.limiter import RateLimiter
 from agentsim.llm.openai import OpenAIChatModel
 from agentsim.testing import ChatRequest
 from agentsim.testing.openai_server import OpenAITestServer
+from tests.unit import helpers
 
 
 @pytest.fixture
@@ -23,16 +21,7 @@ def turns(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The waits the limiter asks for (``asyncio.sleep`` called from limiter.py), in order.
     They still happen: only recorded, so that a test can tell how long a request was made
     to wait apart from how slowly a loaded machine ran it."""
-    asked: list[float] = []
-    real_sleep = asyncio.sleep
-
-    async def sleep(delay: float, result: Any = None) -> Any:
-        if sys._getframe(1).f_code.co_filename.endswith(os.path.join("llm", "limiter.py")):
-            asked.append(delay)
-        return await real_sleep(delay, result)
-
-    monkeypatch.setattr(asyncio, "sleep", sleep)
-    return asked
+    return helpers.record_sleeps(monkeypatch, file="llm/limiter.py")
 
 
 @pytest.mark.parametrize(

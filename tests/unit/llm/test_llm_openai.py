@@ -7,12 +7,10 @@ import email.utils
 import gc
 import json
 import logging
-import os
 import pickle
 import random
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -33,6 +31,7 @@ from agentsim.llm.openai import OpenAIChatModel
 from agentsim.llm.stats import ModelStats, Prices
 from agentsim.testing import ChatRequest, tool_call, usage_for
 from agentsim.testing.openai_server import Fault, OpenAITestServer
+from tests.unit import helpers
 from tests.unit.helpers import Together
 
 KEY = "sk-test-SECRET-0123456789abcdef"
@@ -48,16 +47,7 @@ def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The waits between attempts the client asks for (``asyncio.sleep`` called from
     llm/served.py), in order. They still happen: only recorded, so that a test tells the wait
     chosen apart from how slowly a loaded machine ran the requests around it."""
-    asked: list[float] = []
-    real_sleep = asyncio.sleep
-
-    async def sleep(delay: float, result: Any = None) -> Any:
-        if sys._getframe(1).f_code.co_filename.endswith(os.path.join("llm", "served.py")):
-            asked.append(delay)
-        return await real_sleep(delay, result)
-
-    monkeypatch.setattr(asyncio, "sleep", sleep)
-    return asked
+    return helpers.record_sleeps(monkeypatch, file="llm/served.py")
 
 
 def make(srv: OpenAITestServer, **kw: Any) -> OpenAIChatModel:
@@ -199,18 +189,8 @@ async def test_transient_failures_are_retried(
 async def test_backoff_grows_exponentially_with_full_jitter(
     srv: OpenAITestServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    waits: list[float] = []
-    real_sleep = asyncio.sleep
-
-    async def sleep(delay: float, result: Any = None) -> Any:
-        # Only the client's own waits: the in-loop uvicorn server sleeps too.
-        caller = sys._getframe(1).f_code.co_filename
-        if delay > 0 and caller.endswith(os.path.join("llm", "served.py")):
-            waits.append(delay)
-            delay = 0
-        return await real_sleep(delay, result)
-
-    monkeypatch.setattr(asyncio, "sleep", sleep)
+    # Only the client's own waits (the in-loop uvicorn server sleeps too), taking no time.
+    waits = helpers.record_sleeps(monkeypatch, file="llm/served.py", skip=True)
     srv.enqueue(*[Fault.status(500)] * 4)
     model = make(srv, backoff_base=0.1, backoff_max=0.5)
     await model.complete(USER)

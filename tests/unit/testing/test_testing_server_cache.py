@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 
 import httpx
@@ -11,6 +10,7 @@ import pytest
 
 from agentsim.testing.openai_server import OpenAITestServer, spawn_test_server
 from agentsim.testing.prefix_cache import render_chat, tokenize
+from tests.unit import helpers
 
 SYSTEM = {"role": "system", "content": "You plan a day in a small town. " * 40}
 
@@ -55,15 +55,7 @@ async def test_uncached_prompt_tokens_cost_time(monkeypatch: pytest.MonkeyPatch)
     # 2 ms a token: a cold request of ~250 tokens waits ~0.5 s, a warm one ~0.03 s. The
     # server's waits are recorded (and still made), so that how long it chose to wait is
     # told apart from how slowly a loaded machine ran the rest of the request.
-    waits: list[float] = []
-    real_sleep = asyncio.sleep
-
-    async def sleep(delay: float, result: object = None) -> object:
-        if sys._getframe(1).f_code.co_name == "_answer_chat":  # the server's answer wait
-            waits.append(delay)
-        return await real_sleep(delay, result)
-
-    monkeypatch.setattr(asyncio, "sleep", sleep)
+    waits = helpers.record_sleeps(monkeypatch, function="_answer_chat")  # its answer wait
     async with (
         OpenAITestServer(prefix_cache_tokens=10_000, prefill_seconds_per_token=0.002) as srv,
         httpx.AsyncClient(trust_env=False, timeout=30) as client,
