@@ -48,8 +48,7 @@ output: {{dir: ws, formats: [jsonl], checkpoint_every: {every}}}
 """
 
 
-def config(
-    tmp: Path,
+def experiment_text(
     *,
     schedule: str = "dependencies",
     ticks: int = 6,
@@ -58,8 +57,8 @@ def config(
     timeout: float = 60,
     every: int = 0,
     modules: str = "  - {module: city}",
-) -> ExperimentConfig:
-    text = _YAML.format(
+) -> str:
+    return _YAML.format(
         ticks=ticks,
         count=count,
         lead=lead,
@@ -68,7 +67,10 @@ def config(
         every=every,
         modules=modules,
     )
-    return parse_experiment(text, base_dir=tmp)
+
+
+def config(tmp: Path, **kw: Any) -> ExperimentConfig:
+    return parse_experiment(experiment_text(**kw), base_dir=tmp)
 
 
 def with_schedule(cfg: ExperimentConfig, schedule: str, **executor: Any) -> ExperimentConfig:
@@ -337,15 +339,7 @@ def test_hot_reload_under_dependencies_reaches_each_agent_from_its_next_step(
 
     edition(1)
     text = (
-        _YAML.format(
-            ticks=6,
-            count=6,
-            lead=3,
-            schedule="dependencies",
-            timeout=60,
-            every=0,
-            modules="  - {module: city}",
-        )
+        experiment_text(lead=3)
         .replace("default: []", "default: [alpha]")
         .replace("skills: {builtin: false}", f'skills: {{builtin: false, paths: ["{skills}"]}}')
     )
@@ -511,15 +505,7 @@ def test_agentsim_run_under_a_budget_and_dependencies_exits_4_at_a_whole_tick(
     from agentsim.run.budget import BUDGET_EXIT_CODE
 
     def experiment(name: str, budget: str = "") -> str:
-        text = _YAML.format(
-            ticks=8,
-            count=6,
-            lead=3,
-            schedule="dependencies",
-            timeout=60,
-            every=0,
-            modules="  - {module: city}",
-        )
+        text = experiment_text(ticks=8, lead=3)
         path = tmp_path / f"{name}.yaml"
         path.write_text(text + budget, "utf-8")
         return str(path)
